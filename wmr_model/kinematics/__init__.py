@@ -1,0 +1,41 @@
+"""Stabilized-DAE 3D kinematics (Seegmiller 2014, §2.2): compiled kernels and their Python API."""
+
+from wmr_model.kinematics.api import (
+    INTEGRATORS,
+    ControlSolution,
+    KinematicsData,
+    Trajectory,
+    constraint_system,
+    create_data,
+    estimation_known,
+    forward_kinematics,
+    initialization_free,
+    initialize_contact,
+    joint_space_velocity,
+    nominal_body_velocity,
+    simulate,
+    simulate_unconstrained,
+    simulation_known,
+    solve_control,
+    wheel_contact,
+)
+
+__all__ = [
+    "INTEGRATORS",
+    "ControlSolution",
+    "KinematicsData",
+    "Trajectory",
+    "constraint_system",
+    "create_data",
+    "estimation_known",
+    "forward_kinematics",
+    "initialization_free",
+    "initialize_contact",
+    "joint_space_velocity",
+    "nominal_body_velocity",
+    "simulate",
+    "simulate_unconstrained",
+    "simulation_known",
+    "solve_control",
+    "wheel_contact",
+]

@@ -1,0 +1,501 @@
+"""Python API of the stabilized-DAE kinematics: ``f(model, data, ...)`` over the compiled kernels.
+
+The three solution contexts of §2.2.5 share one solver (2.37)-(2.38); they differ only in which
+elements of the joint-space velocity are known:
+
+* **simulation** - actuated joint rates are commanded (:func:`simulation_known`, :func:`simulate`);
+* **estimation** - encoder rates and optionally the gyro's angular velocity are measured
+  (:func:`estimation_known`, :func:`joint_space_velocity`);
+* **control** - the desired body velocity is given and joint rates and steer angles are solved
+  for (:func:`solve_control`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from wmr_model.errors import ParameterError, ShapeError
+from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics import loops as L
+from wmr_model.model import REVOLUTE, VehicleModel
+from wmr_model.spatial import quats_to_euler
+from wmr_model.terrain import Terrain, flat
+
+__all__ = [
+    "KinematicsData",
+    "Trajectory",
+    "ControlSolution",
+    "create_data",
+    "forward_kinematics",
+    "wheel_contact",
+    "constraint_system",
+    "joint_space_velocity",
+    "simulation_known",
+    "estimation_known",
+    "initialization_free",
+    "initialize_contact",
+    "simulate",
+    "simulate_unconstrained",
+    "solve_control",
+    "nominal_body_velocity",
+    "INTEGRATORS",
+]
+
+INTEGRATORS = {"euler": L.EULER, "rk4": L.RK4}
+
+# Default Baumgarte gain as a fraction of its upper bound 1/dt (2.35): half the contact height
+# error is removed per step, which damps drift without the step-to-step chatter of sigma = 1/dt.
+DEFAULT_STABILIZATION = 0.5
+
+
+@dataclass
+class KinematicsData:
+    """Per-state workspace of the kinematics (one vehicle state).
+
+    Attributes:
+        T_world: (nf, 4, 4) frame-to-world transforms (Algorithm 1).
+        T_contact: (nw, 4, 4) contact frames (Figure 2.3).
+        dz: (nw,) contact height errors Δz [m] (2.8).
+        contact_angle: (nw,) contact angles δ [rad] (2.9).
+        A: (3 nw + ncj, nv) stacked constraint matrix (2.34).
+        v: (3 nw + ncj,) right-hand side (2.34)-(2.36).
+        qdot: (nv,) joint-space velocity.
+        residual: |A qdot - v| of the last solve.
+    """
+
+    T_world: np.ndarray
+    T_contact: np.ndarray
+    dz: np.ndarray
+    contact_angle: np.ndarray
+    A: np.ndarray
+    v: np.ndarray
+    qdot: np.ndarray
+    residual: float = math.nan
+
+
+def create_data(model: VehicleModel) -> KinematicsData:
+    """Allocate a :class:`KinematicsData` workspace for ``model``."""
+    m = 3 * model.nw + model.ncj
+    return KinematicsData(
+        T_world=np.zeros((model.nf, 4, 4)),
+        T_contact=np.zeros((model.nw, 4, 4)),
+        dz=np.zeros(model.nw),
+        contact_angle=np.zeros(model.nw),
+        A=np.zeros((m, model.nv)),
+        v=np.zeros(m),
+        qdot=np.zeros(model.nv),
+    )
+
+
+def _state(model: VehicleModel, q: np.ndarray, name: str = "q") -> np.ndarray:
+    q = np.ascontiguousarray(q, dtype=float)
+    if q.shape != (model.nq,):
+        raise ShapeError(f"{name}: expected shape ({model.nq},) for {model.name}, got {q.shape}")
+    if not np.all(np.isfinite(q)):
+        raise ParameterError(f"{name}: must be finite, got {q.tolist()}")
+    n = float(np.linalg.norm(q[:4]))
+    if abs(n - 1.0) > 1e-6:
+        raise ParameterError(f"{name}: quaternion q[0:4] must have unit norm, got {n:.9g}")
+    return q
+
+
+def _sigma(stabilization: float, dt: float) -> float:
+    if not (0.0 <= stabilization <= 1.0):
+        raise ParameterError(f"stabilization: must be in [0, 1] (sigma*dt, 2.35), got {stabilization}")
+    return stabilization / dt
+
+
+def forward_kinematics(model: VehicleModel, data: KinematicsData, q: np.ndarray) -> np.ndarray:
+    """Algorithm 1: write and return ``data.T_world`` (nf, 4, 4) for state ``q`` (nq,)."""
+    q = _state(model, q)
+    K.forward_kinematics(model.parent, model.joint_type, model.axis, model.T0, q, data.T_world)
+    return data.T_world
+
+
+def wheel_contact(model: VehicleModel, data: KinematicsData, terrain: Terrain) -> np.ndarray:
+    """Collision detection (2.8)-(2.9) from ``data.T_world``; writes contact frames, returns Δz."""
+    tk, tp, tg = terrain.kernel_args()
+    K.wheel_contact(model.parent, model.T0, model.wheel_frame, model.wheel_radius, tk, tp, tg,
+                    data.T_world, data.T_contact, data.dz, data.contact_angle)
+    return data.dz
+
+
+def constraint_system(model: VehicleModel, data: KinematicsData, q: np.ndarray, sigma: float,
+                      vc_xy: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Stacked wheel and joint constraints ``A qdot = v`` (2.33)-(2.36) from the workspace.
+
+    Requires :func:`forward_kinematics` and :func:`wheel_contact` for the same ``q``.
+    ``vc_xy`` (nw, 2): contact slip velocities (default zero, no slip).
+    """
+    q = _state(model, q)
+    vc = np.zeros((model.nw, 2)) if vc_xy is None else _array(vc_xy, (model.nw, 2), "vc_xy")
+    K.constraint_system(model.parent, model.joint_type, model.axis, model.wheel_frame,
+                        model.A_joint, model.joint_offset, q, data.T_world, data.T_contact,
+                        data.dz, sigma, vc, data.A, data.v)
+    return data.A, data.v
+
+
+def joint_space_velocity(model: VehicleModel, data: KinematicsData, terrain: Terrain,
+                         q: np.ndarray, known: np.ndarray, qdot_known: np.ndarray,
+                         sigma: float = 0.0, vc_xy: np.ndarray | None = None) -> np.ndarray:
+    """Forward velocity kinematics: solve (2.37)-(2.38) for the unknown elements of qdot.
+
+    Args:
+        q: (nq,) state.
+        known: (nv,) bool, elements of the joint-space velocity that are given.
+        qdot_known: (nv,) their values (others ignored).
+        sigma: Baumgarte gain [1/s] (2.35); 0 for a pure velocity solve.
+        vc_xy: (nw, 2) contact slip velocities (2.52); default zero.
+
+    Returns:
+        ``data.qdot`` (nv,); ``data.residual`` holds the least-squares residual norm.
+    """
+    q = _state(model, q)
+    known = _array(known, (model.nv,), "known", dtype=bool)
+    qk = _array(qdot_known, (model.nv,), "qdot_known")
+    vc = np.zeros((model.nw, 2)) if vc_xy is None else _array(vc_xy, (model.nw, 2), "vc_xy")
+    tk, tp, tg = terrain.kernel_args()
+    data.residual = K.joint_space_velocity(
+        model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
+        model.wheel_radius, model.A_joint, model.joint_offset, tk, tp, tg, q, known, qk,
+        float(sigma), vc, data.T_world, data.T_contact, data.dz, data.contact_angle, data.A,
+        data.v, data.qdot)
+    return data.qdot
+
+
+def _array(a: np.ndarray, shape: tuple[int, ...], name: str, dtype: type = float) -> np.ndarray:
+    out = np.ascontiguousarray(a, dtype=dtype)
+    if out.shape != shape:
+        raise ShapeError(f"{name}: expected shape {shape}, got {out.shape}")
+    if dtype is float and not np.all(np.isfinite(out)):
+        bad = np.argwhere(~np.isfinite(out))[0].tolist()
+        raise ParameterError(f"{name}: must be finite; first bad element at index {bad}")
+    return out
+
+
+def simulation_known(model: VehicleModel) -> np.ndarray:
+    """Known mask (nv,) of the simulation context: the actuated joints' rates (§2.2.5)."""
+    known = np.zeros(model.nv, dtype=bool)
+    known[6 + model.actuated_joints] = True
+    return known
+
+
+def estimation_known(model: VehicleModel, measured_joints: Iterable[str | int],
+                     gyro: bool = True) -> np.ndarray:
+    """Known mask (nv,) of the estimation context: encoder joints and optionally the gyro."""
+    known = np.zeros(model.nv, dtype=bool)
+    for j in measured_joints:
+        k = model.joint_index(j) if isinstance(j, str) else int(j)
+        known[6 + k] = True
+    if gyro:
+        known[0:3] = True
+    return known
+
+
+def initialization_free(model: VehicleModel) -> np.ndarray:
+    """Default free set of (2.27) in Euler coordinates: roll, pitch, z and passive non-wheel joints."""
+    free = np.zeros(model.nv, dtype=bool)
+    free[[0, 1, 5]] = True
+    wheel_joints = set(model.wheel_joints.tolist())
+    for k in model.passive_joints:
+        if int(k) not in wheel_joints:
+            free[6 + k] = True
+    return free
+
+
+def initialize_contact(model: VehicleModel, terrain: Terrain, q: np.ndarray | None = None, *,
+                       free: np.ndarray | None = None, max_iter: int = 50,
+                       tol: float = 1e-10) -> tuple[np.ndarray, float]:
+    """Place the vehicle on the terrain: (2.27)-(2.32), Newton's method with line search.
+
+    Args:
+        q: (nq,) initial guess (x, y, yaw and actuated joints stay fixed by default);
+            default: the neutral state.
+        free: (nv,) bool mask over Euler coordinates [roll, pitch, yaw, x, y, z, theta];
+            default :func:`initialization_free`.
+
+    Returns:
+        ``(q, rms)``: the fitted state (nq,) and sqrt of the final objective L (2.28) [m].
+    """
+    q0 = model.neutral_state() if q is None else _state(model, q)
+    free = initialization_free(model) if free is None else _array(free, (model.nv,), "free", bool)
+    tk, tp, tg = terrain.kernel_args()
+    data = create_data(model)
+    q_out = np.empty(model.nq)
+    err = K.initialize_terrain_contact(
+        model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
+        model.wheel_radius, model.A_joint, model.joint_offset, tk, tp, tg, q0, free,
+        int(max_iter), float(tol), data.T_world, data.T_contact, data.dz, data.contact_angle,
+        q_out)
+    return q_out, float(err)
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Result of a kinematic prediction; leading batch axis N when batched.
+
+    Attributes:
+        dt: step size [s].
+        q: (N, T+1, nq) or (T+1, nq) states (quaternion w, x, y, z; position; joints).
+        qdot: (..., T, nv) joint-space velocities used for each step.
+        contact_speed: (..., T, nw) |v_c| per wheel at the start of each step [m/s].
+        dz: (..., T+1, nw) contact height errors [m].
+    """
+
+    dt: float
+    q: np.ndarray
+    qdot: np.ndarray
+    contact_speed: np.ndarray
+    dz: np.ndarray
+
+    @property
+    def time(self) -> np.ndarray:
+        """(T+1,) time stamps from 0 [s]."""
+        return np.arange(self.q.shape[-2]) * self.dt
+
+    @property
+    def position(self) -> np.ndarray:
+        """(..., T+1, 3) body position in the world frame [m]."""
+        return self.q[..., 4:7]
+
+    @property
+    def euler(self) -> np.ndarray:
+        """(..., T+1, 3) roll, pitch, yaw [rad] (A.10)-(A.13)."""
+        return quats_to_euler(self.q[..., 0:4])
+
+    @property
+    def joints(self) -> np.ndarray:
+        """(..., T+1, nj) joint displacements."""
+        return self.q[..., 7:]
+
+
+def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates: np.ndarray,
+             dt: float, *, integrator: str = "euler",
+             stabilization: float = DEFAULT_STABILIZATION,
+             vc_xy: np.ndarray | None = None) -> Trajectory:
+    """Kinematic motion prediction in the simulation context (§2.2.5-2.2.6).
+
+    Args:
+        q0: (nq,) or (N, nq) initial state(s), normally from :func:`initialize_contact`.
+        joint_rates: (T, na) or (N, T, na) commanded rates of the actuated joints, in the order
+            of ``model.actuated_joints`` [rad/s or m/s], held constant over each step.
+        dt: step size [s].
+        integrator: ``"euler"`` (2.39) or ``"rk4"``.
+        stabilization: Baumgarte gain as sigma*dt in [0, 1] (2.35); 0 disables it.
+        vc_xy: (T, nw, 2) or (N, T, nw, 2) contact slip velocities (enhanced kinematics).
+
+    Returns:
+        :class:`Trajectory`, batched when ``q0`` or ``joint_rates`` is.
+    """
+    if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
+        raise ParameterError(f"dt: must be a finite step size > 0 s, got {dt}")
+    if integrator not in INTEGRATORS:
+        raise ParameterError(f"integrator: must be one of {sorted(INTEGRATORS)}, got {integrator!r}")
+    sigma = _sigma(stabilization, dt)
+    na = len(model.actuated_joints)
+    u = np.asarray(joint_rates, dtype=float)
+    q0a = np.asarray(q0, dtype=float)
+    batched = u.ndim == 3 or q0a.ndim == 2
+    if u.ndim == 2:
+        u = u[None]
+    if u.ndim != 3 or u.shape[2] != na or u.shape[1] < 1:
+        raise ShapeError(f"joint_rates: expected shape (T, {na}) or (N, T, {na}) with T >= 1 "
+                         f"for {model.name}'s actuated joints, got {np.shape(joint_rates)}")
+    if q0a.ndim == 1:
+        q0a = q0a[None]
+    if q0a.ndim != 2 or q0a.shape[1] != model.nq:
+        raise ShapeError(f"q0: expected shape ({model.nq},) or (N, {model.nq}), got {np.shape(q0)}")
+    N = max(u.shape[0], q0a.shape[0])
+    for name, a in (("joint_rates", u), ("q0", q0a)):
+        if a.shape[0] not in (1, N):
+            raise ShapeError(f"{name}: batch size {a.shape[0]} does not match N = {N}")
+    for n in range(q0a.shape[0]):
+        _state(model, q0a[n], f"q0[{n}]")
+    if not np.all(np.isfinite(u)):
+        raise ParameterError("joint_rates: must be finite")
+    T = u.shape[1]
+    u = np.broadcast_to(u, (N, T, na))
+    q0a = np.ascontiguousarray(np.broadcast_to(q0a, (N, model.nq)))
+    known = simulation_known(model)
+    qdot_cmd = np.zeros((N, T, model.nv))
+    qdot_cmd[:, :, 6 + model.actuated_joints] = u
+    if vc_xy is None:
+        vc = np.zeros((N, T, model.nw, 2))
+    else:
+        vc = np.asarray(vc_xy, dtype=float)
+        if vc.ndim == 3:
+            vc = vc[None]
+        if vc.shape[1:] != (T, model.nw, 2) or vc.shape[0] not in (1, N):
+            raise ShapeError(f"vc_xy: expected ({T}, {model.nw}, 2) or (N, {T}, {model.nw}, 2), "
+                             f"got {np.shape(vc_xy)}")
+        vc = np.ascontiguousarray(np.broadcast_to(vc, (N, T, model.nw, 2)))
+    q_traj = np.empty((N, T + 1, model.nq))
+    qdot_traj = np.empty((N, T, model.nv))
+    vcn = np.empty((N, T, model.nw))
+    dz = np.empty((N, T + 1, model.nw))
+    tk, tp, tg = terrain.kernel_args()
+    args = (model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
+            model.wheel_radius, model.A_joint, model.joint_offset, tk, tp, tg)
+    if N == 1:
+        L.simulate_trajectory(*args, q0a[0], known, qdot_cmd[0], vc[0], float(dt), sigma,
+                              INTEGRATORS[integrator], q_traj[0], qdot_traj[0], vcn[0], dz[0])
+    else:
+        L.simulate_batch(*args, q0a, known, qdot_cmd, vc, float(dt), sigma,
+                         INTEGRATORS[integrator], q_traj, qdot_traj, vcn, dz)
+    if not batched:
+        return Trajectory(float(dt), q_traj[0], qdot_traj[0], vcn[0], dz[0])
+    return Trajectory(float(dt), q_traj, qdot_traj, vcn, dz)
+
+
+def nominal_body_velocity(model: VehicleModel, joint_rates: np.ndarray,
+                          joints: np.ndarray | None = None) -> np.ndarray:
+    """Body velocity [w; v] (6,) the commanded rates give on flat ground (level body).
+
+    What a controller that "assumed flat ground" (§2.5.1) expects: the simulation-context
+    solve on a flat plane, keeping only the planar components (vx, vy, wz).
+    """
+    q = model.neutral_state()
+    if joints is not None:
+        q[7:] = joints
+    data = create_data(model)
+    qk = np.zeros(model.nv)
+    qk[6 + model.actuated_joints] = joint_rates
+    qdot = joint_space_velocity(model, data, flat(), q, simulation_known(model), qk, 0.0)
+    out = np.zeros(6)
+    out[2] = qdot[2]
+    out[3] = qdot[3]
+    out[4] = qdot[4]
+    return out
+
+
+def simulate_unconstrained(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
+                           joint_rates: np.ndarray, dt: float, *, max_iter: int = 50,
+                           tol: float = 1e-10) -> Trajectory:
+    """The conventional baseline of §2.5.1 (unconstrained motion + terrain fitting each step).
+
+    The nominal body velocity comes from :func:`nominal_body_velocity` for each step's commands
+    (the flat-ground assumption); terrain fitting uses our Newton method (2.27)-(2.32) rather than
+    the derivative-free search of the original, as the thesis suggests.
+
+    Args: as :func:`simulate` (unbatched). Returns a :class:`Trajectory` whose ``qdot`` holds the
+    nominal joint-space velocity used.
+    """
+    q0 = _state(model, q0, "q0")
+    u = np.asarray(joint_rates, dtype=float)
+    na = len(model.actuated_joints)
+    if u.ndim != 2 or u.shape[1] != na:
+        raise ShapeError(f"joint_rates: expected shape (T, {na}), got {u.shape}")
+    T = u.shape[0]
+    body = np.empty((T, 6))
+    cache: dict[bytes, np.ndarray] = {}
+    for t in range(T):
+        key = u[t].tobytes()
+        if key not in cache:
+            cache[key] = nominal_body_velocity(model, u[t])
+        body[t] = cache[key]
+    rates = np.zeros((T, model.nj))
+    rates[:, model.actuated_joints] = u
+    free = initialization_free(model)
+    q_traj = np.empty((T + 1, model.nq))
+    vcn = np.empty((T, model.nw))
+    dz = np.empty((T + 1, model.nw))
+    tk, tp, tg = terrain.kernel_args()
+    L.simulate_unconstrained(model.parent, model.joint_type, model.axis, model.T0,
+                             model.wheel_frame, model.wheel_radius, model.A_joint,
+                             model.joint_offset, tk, tp, tg, q0, body, rates, free, float(dt),
+                             int(max_iter), float(tol), q_traj, vcn, dz)
+    qdot = np.concatenate([body, rates], axis=1)
+    return Trajectory(float(dt), q_traj, qdot, vcn, dz)
+
+
+@dataclass(frozen=True)
+class ControlSolution:
+    """Result of :func:`solve_control`.
+
+    Attributes:
+        q: (nq,) state with the solved steer angles.
+        qdot: (nv,) joint-space velocity (wheel rates in ``qdot[6 + wheel_joints]``).
+        residual: least-squares residual |A qdot - v| [m/s] (0 when the motion is feasible).
+        steer_joints: joint indices whose angles were solved for.
+    """
+
+    q: np.ndarray
+    qdot: np.ndarray
+    residual: float
+    steer_joints: tuple[int, ...]
+
+
+def _default_steer_joints(model: VehicleModel) -> list[int]:
+    wheel_joints = set(model.wheel_joints.tolist())
+    return [int(k) for k in model.actuated_joints
+            if int(k) not in wheel_joints and model.joint_type[k + 1] == REVOLUTE]
+
+
+def solve_control(model: VehicleModel, terrain: Terrain, q: np.ndarray,
+                  body_velocity: np.ndarray, body_known: Sequence[bool] = (
+                      False, False, True, True, True, False), *,
+                  steer_joints: Sequence[str | int] | None = None, max_iter: int = 30,
+                  tol: float = 1e-12) -> ControlSolution:
+    """Control context of (2.37): desired body velocity -> joint rates and steer angles.
+
+    The known elements are the specified body velocity components (``body_known`` over
+    ``[wx, wy, wz, vx, vy, vz]``, default the planar wz, vx, vy) and the steer joint rates (held
+    at zero); the unknowns are the other body components, wheel rates and passive joints. Because
+    A depends nonlinearly on the steer angles, they are found by Gauss-Newton on the squared
+    least-squares residual of (2.38) with finite-difference derivatives (§2.2.5, last paragraph).
+
+    Args:
+        q: (nq,) current state (steer angles are the initial guess).
+        body_velocity: (6,) [w; v] in body coordinates.
+        steer_joints: joints whose angles are solved for; default: actuated revolute joints that
+            are not wheels (e.g. RecBot's steerL/steerR).
+    """
+    q = _state(model, q).copy()
+    bv = _array(body_velocity, (6,), "body_velocity")
+    bk = _array(body_known, (6,), "body_known", dtype=bool)
+    if steer_joints is None:
+        steer = _default_steer_joints(model)
+    else:
+        steer = [model.joint_index(j) if isinstance(j, str) else int(j) for j in steer_joints]
+    known = np.zeros(model.nv, dtype=bool)
+    known[:6] = bk
+    qk = np.zeros(model.nv)
+    qk[:6] = bv
+    for k in steer:
+        known[6 + k] = True
+    data = create_data(model)
+
+    def residual_vector(qq: np.ndarray) -> np.ndarray:
+        qd = joint_space_velocity(model, data, terrain, qq, known, qk, 0.0)
+        return data.A @ qd - data.v
+
+    r = residual_vector(q)
+    eps = 1e-7
+    for _ in range(max_iter if steer else 0):
+        if float(r @ r) < tol:
+            break
+        J = np.empty((r.size, len(steer)))
+        for c, k in enumerate(steer):
+            qp = q.copy()
+            qp[7 + k] += eps
+            J[:, c] = (residual_vector(qp) - r) / eps
+        step = np.linalg.lstsq(J, -r, rcond=None)[0]
+        alpha = 1.0
+        f0 = float(r @ r)
+        while alpha > 1e-6:
+            qt = q.copy()
+            qt[7 + np.array(steer)] += alpha * step
+            rt = residual_vector(qt)
+            if float(rt @ rt) < f0:
+                q, r = qt, rt
+                break
+            alpha *= 0.5
+        else:
+            break
+    qdot = joint_space_velocity(model, data, terrain, q, known, qk, 0.0).copy()
+    return ControlSolution(q=q, qdot=qdot, residual=float(np.linalg.norm(r)),
+                           steer_joints=tuple(steer))

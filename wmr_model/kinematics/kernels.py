@@ -1,0 +1,503 @@
+"""Compiled per-step kernels of the stabilized-DAE kinematics (Seegmiller 2014, §2.2).
+
+One function per algorithm/equation, written in loop form with the thesis' symbols so that the
+compiled code reads like the text. These take the model's arrays (``VehicleModel
+.kinematic_arrays()``) and the terrain's ``(kind, params, grid)`` explicitly, so whole simulation
+loops run inside numba; :mod:`wmr_model.kinematics.api` wraps them as ``f(model, data, ...)``.
+
+Argument names used below:
+
+``parent, jtype, axis, T0``
+    model tree arrays, (nf,), (nf,), (nf, 3), (nf, 4, 4).
+``wheel_frame, wheel_radius``
+    (nw,), (nw,).
+``A_joint, joint_offset``
+    (ncj, nv), (ncj,): holonomic joint constraints (2.26), c = A_joint[:, 6:] theta - offset.
+``tkind, tparams, tgrid``
+    terrain kernel arguments (:func:`wmr_model.terrain.terrain_height_normal`).
+``q``
+    state (nq,) = [quaternion w x y z, position (3), joints (nj)].
+``qdot``
+    joint-space velocity (nv,) = [body angular velocity (3), body linear velocity (3), joint
+    rates (nj)], body quantities in body coordinates (2.14).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from wmr_model._jit import njit
+from wmr_model.model import PRISMATIC, REVOLUTE
+from wmr_model.spatial import (
+    omega_euler_rates_inv,
+    quat_exp_body,
+    quat_from_euler,
+    quat_mul,
+    quat_normalize,
+    quat_to_rot,
+    rot_axis_angle,
+    rot_to_euler,
+)
+from wmr_model.terrain import terrain_height_normal
+
+# Collision detection samples the lower wheel arc at CONTACT_FAN_POINTS contact angles spread
+# +-CONTACT_FAN_HALF_SPAN about the direction opposite the terrain normal, then refines the
+# minimum by two parabolic fits. 10 degree spacing resolves bumps of a tenth of the wheel radius;
+# +-80 degrees reaches a step face in front of the wheel.
+CONTACT_FAN_POINTS = 17
+CONTACT_FAN_HALF_SPAN = math.radians(80.0)
+
+
+@njit
+def forward_kinematics(parent, jtype, axis, T0, q, T_world):
+    """Homogeneous transforms of every frame to the world frame, Algorithm 1 / (2.11).
+
+    ``T_world`` (nf, 4, 4) is written in place: ``T_world[0]`` from the body pose in ``q``;
+    ``T_world[i] = T_world[parent[i]] @ T0[i] @ Joint(axis[i], q[6 + i])``.
+    """
+    nf = parent.shape[0]
+    Tb = np.eye(4)
+    Tb[:3, :3] = quat_to_rot(q[0:4])
+    Tb[:3, 3] = q[4:7]
+    T_world[0] = Tb
+    Tj = np.eye(4)
+    for i in range(1, nf):
+        theta = q[6 + i]
+        Tj[:, :] = 0.0
+        Tj[3, 3] = 1.0
+        if jtype[i] == REVOLUTE:
+            Tj[:3, :3] = rot_axis_angle(axis[i], theta)
+        else:
+            Tj[0, 0] = 1.0
+            Tj[1, 1] = 1.0
+            Tj[2, 2] = 1.0
+            Tj[:3, 3] = axis[i] * theta
+        T_world[i] = T_world[parent[i]] @ (T0[i] @ Tj)
+
+
+@njit
+def _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, delta):
+    """Point on the wheel circle at contact angle ``delta`` (2.9) and its Δz (2.8)."""
+    s, c = math.sin(delta), math.cos(delta)
+    rx = p[0] - R * (s * xw[0] + c * zw[0])
+    ry = p[1] - R * (s * xw[1] + c * zw[1])
+    rz = p[2] - R * (s * xw[2] + c * zw[2])
+    h, nx, ny, nz = terrain_height_normal(tkind, tparams, tgrid, rx, ry)
+    # (2.8): (r_contact - r_terrain) . n with r_terrain directly below the contact point.
+    return (rz - h) * nz, rx, ry, rz, nx, ny, nz
+
+
+@njit
+def _parabola_vertex(d0, f_minus, f0, f_plus, step):
+    """Vertex abscissa of the parabola through (d0-step, f-), (d0, f0), (d0+step, f+)."""
+    den = f_minus - 2.0 * f0 + f_plus
+    if den <= 0.0:
+        return d0
+    off = 0.5 * step * (f_minus - f_plus) / den
+    if off > step:
+        off = step
+    elif off < -step:
+        off = -step
+    return d0 + off
+
+
+@njit
+def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
+                  T_contact, dz, contact_angle):
+    """Wheel-terrain collision detection for every wheel (§2.2.1, eqs. 2.8-2.9).
+
+    The wheel is a 3D circle of radius R in the x-z plane of its frame. The contact point is the
+    point of the circle with the smallest contact height error Δz (2.8); its contact angle δ
+    (2.9) is measured about the wheel's y axis from its -z axis, in the wheel frame with the spin
+    angle removed (spin does not move the circle). The contact frame has z along the terrain
+    normal at the contact point and x along the wheel's longitudinal direction (y_wheel x n),
+    Figure 2.3.
+
+    Writes ``T_contact`` (nw, 4, 4), ``dz`` (nw,), ``contact_angle`` (nw,).
+    """
+    nw = wheel_frame.shape[0]
+    K = CONTACT_FAN_POINTS
+    half = K // 2
+    step = CONTACT_FAN_HALF_SPAN / half
+    for k in range(nw):
+        i = wheel_frame[k]
+        R = wheel_radius[k]
+        Tw = T_world[parent[i]] @ T0[i]  # wheel frame without its spin rotation
+        p = Tw[:3, 3]
+        xw = Tw[:3, 0]
+        yw = Tw[:3, 1]
+        zw = Tw[:3, 2]
+        # Reference direction: terrain normal below the centre, projected onto the wheel plane.
+        _, n0x, n0y, n0z = terrain_height_normal(tkind, tparams, tgrid, p[0], p[1])
+        dot = n0x * yw[0] + n0y * yw[1] + n0z * yw[2]
+        ux = n0x - dot * yw[0]
+        uy = n0y - dot * yw[1]
+        uz = n0z - dot * yw[2]
+        delta0 = math.atan2(ux * xw[0] + uy * xw[1] + uz * xw[2],
+                            ux * zw[0] + uy * zw[1] + uz * zw[2])
+        best = 0
+        fbest = np.inf
+        fvals = np.empty(K)
+        for j in range(K):
+            f = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R,
+                                      delta0 + (j - half) * step)[0]
+            fvals[j] = f
+            if f < fbest:
+                fbest = f
+                best = j
+        d = delta0 + (best - half) * step
+        if 0 < best < K - 1:
+            d = _parabola_vertex(d, fvals[best - 1], fvals[best], fvals[best + 1], step)
+        # Second, finer parabolic refinement about the refined angle.
+        s2 = 0.25 * step
+        fm = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d - s2)[0]
+        f0 = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d)[0]
+        fp = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d + s2)[0]
+        d1 = _parabola_vertex(d, fm, f0, fp, s2)
+        f, rx, ry, rz, nx, ny, nz = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d1)
+        if f0 < f:  # parabola overshot (kink in the terrain): keep the first refinement
+            f, rx, ry, rz, nx, ny, nz = _contact_height_error(tkind, tparams, tgrid, p, xw, zw,
+                                                              R, d)
+        else:
+            d = d1
+        dz[k] = f
+        contact_angle[k] = d
+        # Contact frame axes: z = n, x = y_wheel x n (longitudinal), y = z x x (lateral).
+        cx = yw[1] * nz - yw[2] * ny
+        cy = yw[2] * nx - yw[0] * nz
+        cz = yw[0] * ny - yw[1] * nx
+        cn = math.sqrt(cx * cx + cy * cy + cz * cz)
+        cx /= cn
+        cy /= cn
+        cz /= cn
+        Tc = T_contact[k]
+        Tc[:, :] = 0.0
+        Tc[0, 0] = cx
+        Tc[1, 0] = cy
+        Tc[2, 0] = cz
+        Tc[0, 1] = ny * cz - nz * cy
+        Tc[1, 1] = nz * cx - nx * cz
+        Tc[2, 1] = nx * cy - ny * cx
+        Tc[0, 2] = nx
+        Tc[1, 2] = ny
+        Tc[2, 2] = nz
+        Tc[0, 3] = rx
+        Tc[1, 3] = ry
+        Tc[2, 3] = rz
+        Tc[3, 3] = 1.0
+
+
+@njit
+def wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, out):
+    """Wheel Jacobian of wheel ``k``: ``A_wheel qdot = v_c`` in contact coordinates, Algorithm 2.
+
+    Loops from the wheel frame up the chain to the body (2.19), adding each joint's contribution
+    to the contact point velocity (2.23): a revolute joint contributes ``axis x (r_c - r_i)``
+    (Alg. 2 line 6), a prismatic joint its axis (line 8), the body ``[r_c - r_b]^T_x R_b`` and
+    ``R_b`` (lines 12-13); the result is rotated into contact coordinates (line 14).
+    ``out`` (3, nv) is overwritten.
+    """
+    rc = T_contact[k, :3, 3]
+    W = np.zeros((3, out.shape[1]))
+    i = wheel_frame[k]
+    a = np.empty(3)
+    while i > 0:
+        for r in range(3):
+            a[r] = (T_world[i, r, 0] * axis[i, 0] + T_world[i, r, 1] * axis[i, 1]
+                    + T_world[i, r, 2] * axis[i, 2])
+        if jtype[i] == REVOLUTE:
+            d = rc - T_world[i, :3, 3]
+            W[0, 5 + i] = a[1] * d[2] - a[2] * d[1]
+            W[1, 5 + i] = a[2] * d[0] - a[0] * d[2]
+            W[2, 5 + i] = a[0] * d[1] - a[1] * d[0]
+        elif jtype[i] == PRISMATIC:
+            W[0, 5 + i] = a[0]
+            W[1, 5 + i] = a[1]
+            W[2, 5 + i] = a[2]
+        i = parent[i]
+    Rb = T_world[0, :3, :3]
+    d = rc - T_world[0, :3, 3]
+    # [d]_x^T R_b = -[d]_x R_b: column j is -(d x R_b[:, j]) = R_b[:, j] x d
+    for j in range(3):
+        W[0, j] = Rb[1, j] * d[2] - Rb[2, j] * d[1]
+        W[1, j] = Rb[2, j] * d[0] - Rb[0, j] * d[2]
+        W[2, j] = Rb[0, j] * d[1] - Rb[1, j] * d[0]
+        W[0, 3 + j] = Rb[0, j]
+        W[1, 3 + j] = Rb[1, j]
+        W[2, 3 + j] = Rb[2, j]
+    # line 14: A_wheel = (R_c^w)^T A_wheel
+    for r in range(3):
+        for j in range(out.shape[1]):
+            out[r, j] = (T_contact[k, 0, r] * W[0, j] + T_contact[k, 1, r] * W[1, j]
+                         + T_contact[k, 2, r] * W[2, j])
+
+
+@njit
+def joint_constraint_residual(A_joint, joint_offset, q, c):
+    """Holonomic joint constraint values c = A_joint[:, 6:] theta - offset, (2.25), (E.1)."""
+    nj = q.shape[0] - 7
+    for r in range(A_joint.shape[0]):
+        s = -joint_offset[r]
+        for k in range(nj):
+            s += A_joint[r, 6 + k] * q[7 + k]
+        c[r] = s
+
+
+@njit
+def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, q, T_world,
+                      T_contact, dz, sigma, vc_xy, A, v):
+    """Stacked constraint system ``A qdot = v`` with Baumgarte stabilization, (2.33)-(2.36).
+
+    Rows ``3k..3k+2`` are wheel k's Jacobian (2.24) with right-hand side ``[vx, vy, -sigma Δz]``
+    (2.35) where ``vc_xy`` (nw, 2) holds the commanded contact slip velocities (zero for
+    no-slip kinematics; nonzero from enhanced kinematics, 2.52). The last ncj rows are the
+    holonomic joint constraints with ``-sigma c`` (2.36). ``A`` (3 nw + ncj, nv), ``v`` written.
+    """
+    nw = wheel_frame.shape[0]
+    nv = A.shape[1]
+    blk = np.empty((3, nv))
+    for k in range(nw):
+        wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
+        A[3 * k:3 * k + 3, :] = blk
+        v[3 * k] = vc_xy[k, 0]
+        v[3 * k + 1] = vc_xy[k, 1]
+        v[3 * k + 2] = -sigma * dz[k]
+    ncj = A_joint.shape[0]
+    if ncj > 0:
+        c = np.empty(ncj)
+        joint_constraint_residual(A_joint, joint_offset, q, c)
+        for r in range(ncj):
+            A[3 * nw + r, :] = A_joint[r, :]
+            v[3 * nw + r] = -sigma * c[r]
+
+
+@njit
+def solve_partitioned(A, v, known, qdot_known, qdot):
+    """Least-squares solve of the partitioned system, (2.37)-(2.38).
+
+    ``known`` (nv,) bool marks elements of qdot whose values are given in ``qdot_known`` (nv,)
+    (other entries ignored). Solves ``A[:, unknown] x = v - A[:, known] qdot[known]`` with the
+    pseudoinverse (minimum-norm least squares) and writes the full ``qdot`` (nv,).
+    Returns the residual norm ``|A qdot - v|``.
+    """
+    m, nv = A.shape
+    nu = 0
+    for j in range(nv):
+        if not known[j]:
+            nu += 1
+    rhs = v.copy()
+    for j in range(nv):
+        if known[j]:
+            qdot[j] = qdot_known[j]
+            for r in range(m):
+                rhs[r] -= A[r, j] * qdot_known[j]
+    if nu > 0:
+        Au = np.empty((m, nu))
+        c = 0
+        for j in range(nv):
+            if not known[j]:
+                Au[:, c] = A[:, j]
+                c += 1
+        x = np.linalg.lstsq(Au, rhs, rcond=1e-10)[0]
+        c = 0
+        for j in range(nv):
+            if not known[j]:
+                qdot[j] = x[c]
+                c += 1
+    res = 0.0
+    for r in range(m):
+        s = -v[r]
+        for j in range(nv):
+            s += A[r, j] * qdot[j]
+        res += s * s
+    return math.sqrt(res)
+
+
+@njit
+def joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                         joint_offset, tkind, tparams, tgrid, q, known, qdot_known, sigma, vc_xy,
+                         T_world, T_contact, dz, contact_angle, A, v, qdot):
+    """Forward position kinematics, collision detection and forward velocity kinematics.
+
+    The three blocks of the simulation flowchart (Figure 2.6) for one state: Algorithm 1,
+    (2.8)-(2.9), then (2.33)-(2.38). Writes the workspace arrays and ``qdot``; returns the
+    least-squares residual norm.
+    """
+    forward_kinematics(parent, jtype, axis, T0, q, T_world)
+    wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
+                  T_contact, dz, contact_angle)
+    constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, q, T_world,
+                      T_contact, dz, sigma, vc_xy, A, v)
+    return solve_partitioned(A, v, known, qdot_known, qdot)
+
+
+@njit
+def integrate_euler(q, qdot, dt, q_next):
+    """One Euler step of (2.39), ``q + V(q) qdot dt``, with a unit-quaternion orientation.
+
+    The orientation row uses the exact exponential map for constant body angular velocity (no
+    gimbal lock, norm preserved); position uses R_b at the start of the step, joints are linear.
+    """
+    q_next[0:4] = quat_exp_body(q[0:4], qdot[0:3], dt)
+    Rb = quat_to_rot(q[0:4])
+    q_next[4:7] = q[4:7] + (Rb @ qdot[3:6]) * dt
+    q_next[7:] = q[7:] + qdot[6:] * dt
+
+
+@njit
+def state_derivative(q, qdot, out):
+    """Time derivative of the state, ``qdot_state = V(q) qdot`` (2.14), quaternion form.
+
+    Orientation rate is ``0.5 * o * [0, w]``; position rate ``R_b v``; joint rates unchanged.
+    """
+    w = np.zeros(4)
+    w[1:] = qdot[0:3]
+    out[0:4] = 0.5 * quat_mul(q[0:4], w)
+    out[4:7] = quat_to_rot(q[0:4]) @ qdot[3:6]
+    out[7:] = qdot[6:]
+
+
+@njit
+def contact_velocity_norms(A, qdot, nw, out):
+    """Magnitude of each wheel's contact point velocity |v_c| = |A_wheel,k qdot| (Table 2.4)."""
+    for k in range(nw):
+        s = 0.0
+        for r in range(3):
+            e = 0.0
+            for j in range(qdot.shape[0]):
+                e += A[3 * k + r, j] * qdot[j]
+            s += e * e
+        out[k] = math.sqrt(s)
+
+
+# ----------------------------------------------------------------------------------------------
+# Initialization of terrain contact (§2.2.4)
+# ----------------------------------------------------------------------------------------------
+
+
+@njit
+def euler_state(q):
+    """Initialization coordinates x (nv,) = [roll, pitch, yaw, x, y, z, theta] of a state q."""
+    out = np.empty(q.shape[0] - 1)
+    out[0:3] = rot_to_euler(quat_to_rot(q[0:4]))
+    out[3:] = q[4:]
+    return out
+
+
+@njit
+def state_from_euler(xe):
+    """Inverse of :func:`euler_state`."""
+    q = np.empty(xe.shape[0] + 1)
+    q[0:4] = quat_from_euler(xe[0], xe[1], xe[2])
+    q[4:] = xe[3:]
+    return q
+
+
+@njit
+def _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                    tkind, tparams, tgrid, q, T_world, T_contact, dz, contact_angle, e):
+    forward_kinematics(parent, jtype, axis, T0, q, T_world)
+    wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
+                  T_contact, dz, contact_angle)
+    nw = wheel_frame.shape[0]
+    e[:nw] = dz
+    ncj = A_joint.shape[0]
+    if ncj > 0:
+        c = np.empty(ncj)
+        joint_constraint_residual(A_joint, joint_offset, q, c)
+        e[nw:] = c
+
+
+@njit
+def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                               joint_offset, tkind, tparams, tgrid, q0, free, max_iter, tol,
+                               T_world, T_contact, dz, contact_angle, q_out):
+    """Initialize terrain contact by Newton's method with a line search, (2.27)-(2.32).
+
+    Minimizes ``L(x) = |e(x)|^2`` with ``e = [Δz_1 .. Δz_nw, c_joint]`` over the free
+    initialization coordinates ``x = q(free)`` in Euler form ([roll, pitch, yaw, x, y, z,
+    theta], mask ``free`` (nv,) bool; typically z, roll, pitch and passive joints). The
+    Jacobian of Δz is the z rows of the wheel Jacobians mapped to the coordinates, (2.29)-(2.32)
+    (contact angle and terrain height changes are neglected, as in the thesis); the holonomic
+    joint constraints are appended to the objective. Gauss-Newton steps with a backtracking
+    (Armijo) line search. Writes ``q_out``; returns the final ``sqrt(L)``.
+    """
+    nw = wheel_frame.shape[0]
+    ncj = A_joint.shape[0]
+    nv = T_world.shape[0] + 5
+    m = nw + ncj
+    nfree = 0
+    for j in range(nv):
+        if free[j]:
+            nfree += 1
+    x = euler_state(q0)
+    e = np.empty(m)
+    q = state_from_euler(x)
+    _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                    tkind, tparams, tgrid, q, T_world, T_contact, dz, contact_angle, e)
+    L = np.dot(e, e)
+    blk = np.empty((3, nv))
+    Aq = np.empty((m, nv))
+    M = np.zeros((nv, nv))
+    J = np.empty((m, nfree))
+    for _ in range(max_iter):
+        if math.sqrt(L) < tol:
+            break
+        # d(Δz)/d(qdot') rows, then chain rule to Euler coordinates: qdot' = M xdot.
+        for k in range(nw):
+            wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
+            Aq[k, :] = blk[2, :]
+        for r in range(ncj):
+            Aq[nw + r, :] = A_joint[r, :]
+        M[:, :] = 0.0
+        M[0:3, 0:3] = omega_euler_rates_inv(x[0], x[1])
+        for r in range(3):
+            for j in range(3):
+                M[3 + r, 3 + j] = T_world[0, j, r]
+        for j in range(6, nv):
+            M[j, j] = 1.0
+        Jfull = Aq @ M
+        c = 0
+        for j in range(nv):
+            if free[j]:
+                J[:, c] = Jfull[:, j]
+                c += 1
+        dx = np.linalg.lstsq(J, -e, rcond=1e-10)[0]
+        slope = 2.0 * np.dot(J.T @ e, dx)  # directional derivative of L along dx
+        alpha = 1.0
+        accepted = False
+        xt = x.copy()
+        et = np.empty(m)
+        for _ls in range(30):
+            c = 0
+            for j in range(nv):
+                if free[j]:
+                    xt[j] = x[j] + alpha * dx[c]
+                    c += 1
+            qt = state_from_euler(xt)
+            _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                            joint_offset, tkind, tparams, tgrid, qt, T_world, T_contact, dz,
+                            contact_angle, et)
+            Lt = np.dot(et, et)
+            if Lt <= L + 1e-4 * alpha * slope or Lt < L * (1.0 - 1e-12):
+                accepted = True
+                break
+            alpha *= 0.5
+        if not accepted:
+            break
+        x[:] = xt
+        e[:] = et
+        L = Lt
+    q = state_from_euler(x)
+    q_out[:] = q
+    _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                    tkind, tparams, tgrid, q, T_world, T_contact, dz, contact_angle, e)
+    return math.sqrt(np.dot(e, e))
+
+
+@njit
+def normalize_state(q):
+    """Renormalize the quaternion part of ``q`` in place."""
+    q[0:4] = quat_normalize(q[0:4])

@@ -1,0 +1,535 @@
+"""Vehicle description and the compiled, immutable vehicle model (thesis §2.2.1).
+
+A vehicle is a kinematic tree: a 6-DOF body frame (index 0) plus frames with one joint each,
+revolute or prismatic about an arbitrary unit axis (the thesis' R_X/R_Y/R_Z/P_X/... columns of
+Table 2.2 are the special case of coordinate axes). Some frames are wheels (radius, width); the
+contact frames appended to wheels are computed per step by collision detection, not stored here.
+
+Two layers, as in Pinocchio/MuJoCo:
+
+* :class:`VehicleSpec` (with :class:`FrameSpec`, :class:`JointConstraintSpec`,
+  :class:`SensorSpec`) is the editable description the loaders (URDF + sidecar, frame table)
+  produce.
+* :func:`compile_vehicle` validates a spec and returns a frozen :class:`VehicleModel` of arrays and
+  index sets. Per-step quantities never live in the model.
+
+Sizes used in docstrings throughout the package:
+
+=====  ====================================================================
+nf     frames including the body (thesis n_f)
+nj     joints = nf - 1 (one per non-body frame)
+nq     state size = 7 + nj: body quaternion [w, x, y, z], position (3), joints
+nv     joint-space velocity size = 6 + nj: body [w; v] in body coordinates, joint rates (2.14)
+nw     wheels
+ncj    holonomic joint constraints (2.25), (E.1)
+=====  ====================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wmr_model.errors import ModelError
+from wmr_model.spatial import euler_to_rot
+
+__all__ = [
+    "FREE",
+    "REVOLUTE",
+    "PRISMATIC",
+    "FrameSpec",
+    "JointConstraintSpec",
+    "SensorSpec",
+    "VehicleSpec",
+    "VehicleModel",
+    "compile_vehicle",
+]
+
+FREE = 0
+REVOLUTE = 1
+PRISMATIC = 2
+_JOINT_TYPES = {"revolute": REVOLUTE, "continuous": REVOLUTE, "prismatic": PRISMATIC}
+
+
+@dataclass
+class FrameSpec:
+    """One frame of the kinematic tree with the joint that connects it to its parent.
+
+    Attributes:
+        name: frame (and joint) name, unique.
+        parent: parent frame name (the body frame's name for frames attached to the body).
+        joint_type: ``"revolute"`` or ``"prismatic"``.
+        axis: joint axis (3,) in this frame's coordinates; normalized on compile.
+        xyz: origin of this frame in parent coordinates at zero joint displacement [m] (3,).
+        rpy: orientation relative to the parent at zero displacement, roll/pitch/yaw [rad] (A.9).
+        actuated: True when the joint is driven (its rate is commanded in simulation).
+        lower, upper: joint limits [rad or m]; +-inf when unlimited.
+        mass: [kg]; com: centre of mass in this frame [m]; inertia: (3, 3) about the com [kg m^2].
+        wheel_radius: [m] when the frame is a wheel (spins about its y axis by convention).
+        wheel_width: [m] wheel width (0 when unknown).
+    """
+
+    name: str
+    parent: str
+    joint_type: str = "revolute"
+    axis: tuple[float, float, float] = (0.0, 1.0, 0.0)
+    xyz: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    actuated: bool = False
+    lower: float = -math.inf
+    upper: float = math.inf
+    mass: float = 0.0
+    com: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    inertia: Any = None
+    wheel_radius: float | None = None
+    wheel_width: float = 0.0
+
+
+@dataclass
+class JointConstraintSpec:
+    """Holonomic linear joint constraint :math:`c = \\sum_k a_k \\theta_k - b = 0`.
+
+    Covers Rocky 7's rocker differential (2.25) (``{"D1": 1, "D2": 1}``, b = 0) and the
+    "joint = natural displacement" constraints of (E.1) (``{"linkFL": 1}``, b = natural value).
+    """
+
+    name: str
+    coefficients: dict[str, float]
+    offset: float = 0.0
+
+
+@dataclass
+class SensorSpec:
+    """A sensor frame rigidly attached to ``parent`` (e.g. IMU, GPS antenna)."""
+
+    name: str
+    parent: str
+    xyz: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
+@dataclass
+class VehicleSpec:
+    """Editable vehicle description: what loaders produce and :func:`compile_vehicle` consumes.
+
+    ``source`` is used in error messages (a file path, or ``"<string>"``).
+    """
+
+    name: str
+    frames: list[FrameSpec]
+    body_name: str = "body"
+    body_mass: float = 0.0
+    body_com: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    body_inertia: Any = None
+    joint_constraints: list[JointConstraintSpec] = field(default_factory=list)
+    sensors: list[SensorSpec] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+    source: str = "<spec>"
+
+
+def _ro(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class VehicleModel:
+    """Compiled vehicle: immutable arrays and index sets (thesis frame table, §2.2.1).
+
+    Frames are ordered so that ``parent[i] < i`` (Table 2.2, col 1); frame 0 is the body.
+    Joint ``k`` (0-based, k = 0..nj-1) belongs to frame ``k + 1``; its displacement is
+    ``q[7 + k]`` and its rate ``qdot[6 + k]`` (the thesis' "index i+5" with 1-based frames).
+
+    Attributes (shapes in model sizes):
+        frame_names: (nf,) names, ``frame_names[0]`` is the body.
+        parent: (nf,) int64, ``parent[0] = -1``.
+        joint_type: (nf,) int64, FREE for the body, REVOLUTE or PRISMATIC.
+        axis: (nf, 3) unit joint axes in each frame's own coordinates.
+        T0: (nf, 4, 4) transform of each frame to its parent at zero displacement (Alg. 1 line 4).
+        actuated: (nf,) bool.
+        lower, upper: (nf,) joint limits.
+        mass: (nf,), com: (nf, 3), inertia: (nf, 3, 3) about the com.
+        wheel_frame: (nw,) frame index of each wheel; wheel_radius, wheel_width: (nw,).
+        chain: (nw, nf) bool, True where a frame lies on the wheel's chain to the body (2.19).
+        A_joint: (ncj, nv) holonomic joint constraint Jacobian (2.26); constant.
+        joint_offset: (ncj,) right-hand constants b of the constraints.
+        sensor_frame: dict name -> (frame index, (4, 4) transform in that frame).
+    """
+
+    name: str
+    source: str
+    frame_names: tuple[str, ...]
+    parent: np.ndarray
+    joint_type: np.ndarray
+    axis: np.ndarray
+    T0: np.ndarray
+    actuated: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    mass: np.ndarray
+    com: np.ndarray
+    inertia: np.ndarray
+    wheel_frame: np.ndarray
+    wheel_radius: np.ndarray
+    wheel_width: np.ndarray
+    chain: np.ndarray
+    A_joint: np.ndarray
+    joint_offset: np.ndarray
+    joint_constraint_names: tuple[str, ...]
+    sensor_frame: dict[str, tuple[int, np.ndarray]]
+    options: dict[str, Any]
+
+    # ---- sizes -------------------------------------------------------------------------------
+    @property
+    def nf(self) -> int:
+        """Number of frames including the body."""
+        return len(self.frame_names)
+
+    @property
+    def nj(self) -> int:
+        """Number of joints (nf - 1)."""
+        return self.nf - 1
+
+    @property
+    def nq(self) -> int:
+        """State size 7 + nj (quaternion, position, joints)."""
+        return 7 + self.nj
+
+    @property
+    def nv(self) -> int:
+        """Joint-space velocity size 6 + nj (2.14)."""
+        return 6 + self.nj
+
+    @property
+    def nw(self) -> int:
+        """Number of wheels."""
+        return len(self.wheel_frame)
+
+    @property
+    def ncj(self) -> int:
+        """Number of holonomic joint constraints."""
+        return self.A_joint.shape[0]
+
+    # ---- names and index sets ----------------------------------------------------------------
+    @property
+    def body_name(self) -> str:
+        """Name of the body frame (frame 0)."""
+        return self.frame_names[0]
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """Joint names in joint order (same as frame names 1..nf-1)."""
+        return self.frame_names[1:]
+
+    @property
+    def wheel_names(self) -> tuple[str, ...]:
+        """Wheel frame names in wheel order."""
+        return tuple(self.frame_names[i] for i in self.wheel_frame)
+
+    @property
+    def actuated_joints(self) -> np.ndarray:
+        """Joint indices (0..nj-1) of actuated joints."""
+        return np.flatnonzero(self.actuated[1:])
+
+    @property
+    def passive_joints(self) -> np.ndarray:
+        """Joint indices (0..nj-1) of passive joints."""
+        return np.flatnonzero(~self.actuated[1:])
+
+    @property
+    def wheel_joints(self) -> np.ndarray:
+        """Joint index of each wheel's spin joint, (nw,)."""
+        return self.wheel_frame - 1
+
+    @property
+    def total_mass(self) -> float:
+        """Sum of all frame masses [kg]."""
+        return float(self.mass.sum())
+
+    def frame_index(self, name: str) -> int:
+        """Index of frame ``name``; ModelError naming the vehicle and the known frames if absent."""
+        try:
+            return self.frame_names.index(name)
+        except ValueError:
+            raise ModelError(
+                f"{self.source}: no frame named {name!r}; frames are {list(self.frame_names)}"
+            ) from None
+
+    def joint_index(self, name: str) -> int:
+        """Index of joint ``name`` in the joint vector theta (q[7 + k], qdot[6 + k])."""
+        i = self.frame_index(name)
+        if i == 0:
+            raise ModelError(f"{self.source}: {name!r} is the body frame, not a joint")
+        return i - 1
+
+    # ---- states ------------------------------------------------------------------------------
+    def neutral_state(self) -> np.ndarray:
+        """State (nq,) at the world origin, level, joints at zero (clipped into their limits)."""
+        q = np.zeros(self.nq)
+        q[0] = 1.0
+        q[7:] = np.clip(0.0, self.lower[1:], self.upper[1:])
+        return q
+
+    def kinematic_arrays(self) -> tuple[np.ndarray, ...]:
+        """Arrays the compiled kinematics kernels take, in their argument order.
+
+        ``(parent, joint_type, axis, T0, wheel_frame, wheel_radius, chain, A_joint,
+        joint_offset)``.
+        """
+        return (
+            self.parent,
+            self.joint_type,
+            self.axis,
+            self.T0,
+            self.wheel_frame,
+            self.wheel_radius,
+            self.chain,
+            self.A_joint,
+            self.joint_offset,
+        )
+
+    def describe(self) -> str:
+        """Human-readable tree, wheels, actuated joints and constraints (for ``wmr check``)."""
+        kind = {FREE: "6-DOF", REVOLUTE: "revolute", PRISMATIC: "prismatic"}
+        lines = [f"vehicle {self.name} ({self.source})",
+                 f"  frames {self.nf}, joints {self.nj}, wheels {self.nw}, "
+                 f"joint constraints {self.ncj}, total mass {self.total_mass:.3f} kg",
+                 "  tree:"]
+        children: dict[int, list[int]] = {i: [] for i in range(self.nf)}
+        for i in range(1, self.nf):
+            children[int(self.parent[i])].append(i)
+        wheel_set = {int(w): k for k, w in enumerate(self.wheel_frame)}
+
+        def walk(i: int, depth: int) -> None:
+            tag = kind[int(self.joint_type[i])]
+            extra = ""
+            if i > 0:
+                ax = self.axis[i]
+                extra = f" axis [{ax[0]:+.3f} {ax[1]:+.3f} {ax[2]:+.3f}]"
+                extra += " actuated" if self.actuated[i] else " passive"
+            if i in wheel_set:
+                extra += f" WHEEL r={self.wheel_radius[wheel_set[i]]:.4f} m"
+            lines.append(f"    {'  ' * depth}{self.frame_names[i]} [{tag}]{extra}")
+            for c in children[i]:
+                walk(c, depth + 1)
+
+        walk(0, 0)
+        lines.append("  actuated joints: " + ", ".join(self.joint_names[k] for k in self.actuated_joints))
+        for n, row, b in zip(self.joint_constraint_names, self.A_joint, self.joint_offset):
+            terms = " + ".join(f"{row[6 + k]:g}*{self.joint_names[k]}" for k in np.flatnonzero(row[6:]))
+            lines.append(f"  constraint {n}: {terms} = {b:g}")
+        for s, (fi, _) in self.sensor_frame.items():
+            lines.append(f"  sensor {s} on {self.frame_names[fi]}")
+        return "\n".join(lines)
+
+
+def _vec3(value: Any, what: str, where: str) -> np.ndarray:
+    try:
+        v = np.asarray(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: {what} must be 3 numbers, got {value!r}") from None
+    if v.shape != (3,):
+        raise ModelError(f"{where}: {what} must be 3 numbers, got {v.size}")
+    if not np.all(np.isfinite(v)):
+        raise ModelError(f"{where}: {what} must be finite, got {v.tolist()}")
+    return v
+
+
+def _inertia(value: Any, where: str) -> np.ndarray:
+    if value is None:
+        return np.zeros((3, 3))
+    I = np.asarray(value, dtype=float)
+    if I.shape == (3,):
+        I = np.diag(I)
+    if I.shape != (3, 3) or not np.all(np.isfinite(I)):
+        raise ModelError(f"{where}: inertia must be a finite 3x3 matrix or 3 principal moments")
+    if not np.allclose(I, I.T, atol=1e-12 * max(1.0, float(np.abs(I).max()))):
+        raise ModelError(f"{where}: inertia must be symmetric")
+    if np.linalg.eigvalsh(I).min() < -1e-12:
+        raise ModelError(f"{where}: inertia must be positive semidefinite")
+    return I
+
+
+def _transform(xyz: np.ndarray, rpy: np.ndarray) -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3] = euler_to_rot(float(rpy[0]), float(rpy[1]), float(rpy[2]))
+    T[:3, 3] = xyz
+    return T
+
+
+def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
+    """Validate a :class:`VehicleSpec` and compile it into a frozen :class:`VehicleModel`.
+
+    Frames are reordered (stably) so that every parent precedes its children. Every problem is
+    reported as :class:`~wmr_model.errors.ModelError` naming the source, the frame and the fault:
+    duplicate or unknown names, cycles, zero/NaN axes, bad limits, wheels without a positive
+    radius, constraints on unknown joints.
+    """
+    src = spec.source
+    body = spec.body_name
+    names = [f.name for f in spec.frames]
+    seen: set[str] = {body}
+    for f in spec.frames:
+        if not isinstance(f.name, str) or not f.name:
+            raise ModelError(f"{src}: a frame has an empty name")
+        if f.name in seen:
+            raise ModelError(f"{src}: frame {f.name!r} is defined twice")
+        seen.add(f.name)
+    by_name = {f.name: f for f in spec.frames}
+    for f in spec.frames:
+        if f.parent != body and f.parent not in by_name:
+            raise ModelError(f"{src}: frame {f.name!r}: parent {f.parent!r} is not defined")
+        if f.parent == f.name:
+            raise ModelError(f"{src}: frame {f.name!r} is its own parent")
+
+    # Topological order, stable with respect to the spec order; detect cycles.
+    order: list[str] = []
+    placed = {body}
+    remaining = list(names)
+    while remaining:
+        progressed = False
+        rest = []
+        for n in remaining:
+            if by_name[n].parent in placed:
+                order.append(n)
+                placed.add(n)
+                progressed = True
+            else:
+                rest.append(n)
+        if not progressed:
+            raise ModelError(f"{src}: frames {rest} form a cycle (no path to the body {body!r})")
+        remaining = rest
+
+    nf = len(order) + 1
+    frame_names = (body, *order)
+    index = {n: i for i, n in enumerate(frame_names)}
+    parent = np.full(nf, -1, dtype=np.int64)
+    joint_type = np.zeros(nf, dtype=np.int64)
+    axis = np.zeros((nf, 3))
+    T0 = np.tile(np.eye(4), (nf, 1, 1))
+    actuated = np.zeros(nf, dtype=bool)
+    lower = np.full(nf, -np.inf)
+    upper = np.full(nf, np.inf)
+    mass = np.zeros(nf)
+    com = np.zeros((nf, 3))
+    inertia = np.zeros((nf, 3, 3))
+
+    where_body = f"{src}: body {body!r}"
+    if not (math.isfinite(spec.body_mass) and spec.body_mass >= 0):
+        raise ModelError(f"{where_body}: mass must be >= 0 kg, got {spec.body_mass}")
+    mass[0] = spec.body_mass
+    com[0] = _vec3(spec.body_com, "com", where_body)
+    inertia[0] = _inertia(spec.body_inertia, where_body)
+
+    wheels: list[tuple[int, float, float]] = []
+    for i, n in enumerate(order, start=1):
+        f = by_name[n]
+        where = f"{src}: frame {n!r}"
+        if f.joint_type not in _JOINT_TYPES:
+            raise ModelError(
+                f"{where}: joint type must be revolute or prismatic (fixed joints are merged "
+                f"by the loader), got {f.joint_type!r}"
+            )
+        parent[i] = index[f.parent]
+        joint_type[i] = _JOINT_TYPES[f.joint_type]
+        a = _vec3(f.axis, "axis", where)
+        na = float(np.linalg.norm(a))
+        if na < 1e-9:
+            raise ModelError(f"{where}: axis must be nonzero, got {a.tolist()}")
+        axis[i] = a / na
+        T0[i] = _transform(_vec3(f.xyz, "xyz", where), _vec3(f.rpy, "rpy", where))
+        actuated[i] = bool(f.actuated)
+        lo, hi = float(f.lower), float(f.upper)
+        if math.isnan(lo) or math.isnan(hi) or lo > hi:
+            raise ModelError(f"{where}: joint limits must satisfy lower <= upper, got [{lo}, {hi}]")
+        lower[i], upper[i] = lo, hi
+        if not (math.isfinite(f.mass) and f.mass >= 0):
+            raise ModelError(f"{where}: mass must be >= 0 kg, got {f.mass}")
+        mass[i] = f.mass
+        com[i] = _vec3(f.com, "com", where)
+        inertia[i] = _inertia(f.inertia, where)
+        if f.wheel_radius is not None:
+            r = float(f.wheel_radius)
+            if not (math.isfinite(r) and r > 0):
+                raise ModelError(f"{where}: wheel radius must be > 0 m, got {f.wheel_radius}")
+            if joint_type[i] != REVOLUTE:
+                raise ModelError(f"{where}: a wheel must spin on a revolute joint")
+            if abs(abs(axis[i, 1]) - 1.0) > 1e-9:
+                raise ModelError(
+                    f"{where}: a wheel must spin about its own y axis (thesis §2.2.1); got axis "
+                    f"{axis[i].tolist()} - rotate the frame (rpy) so the spin axis is y"
+                )
+            w = float(f.wheel_width)
+            if not (math.isfinite(w) and w >= 0):
+                raise ModelError(f"{where}: wheel width must be >= 0 m, got {f.wheel_width}")
+            wheels.append((i, r, w))
+
+    nw = len(wheels)
+    wheel_frame = np.array([w[0] for w in wheels], dtype=np.int64)
+    wheel_radius = np.array([w[1] for w in wheels], dtype=float)
+    wheel_width = np.array([w[2] for w in wheels], dtype=float)
+    chain = np.zeros((nw, nf), dtype=bool)
+    for k, wf in enumerate(wheel_frame):
+        i = int(wf)
+        while i > 0:
+            chain[k, i] = True
+            i = int(parent[i])
+
+    nv = nf + 5
+    ncj = len(spec.joint_constraints)
+    A_joint = np.zeros((ncj, nv))
+    joint_offset = np.zeros(ncj)
+    cnames = []
+    for r, c in enumerate(spec.joint_constraints):
+        where = f"{src}: joint constraint {c.name!r}"
+        if not c.coefficients:
+            raise ModelError(f"{where}: has no terms")
+        for jn, coef in c.coefficients.items():
+            if jn not in index or index[jn] == 0:
+                raise ModelError(f"{where}: joint {jn!r} is not a joint of this vehicle")
+            if not math.isfinite(float(coef)):
+                raise ModelError(f"{where}: coefficient of {jn!r} must be finite, got {coef}")
+            A_joint[r, index[jn] + 5] = float(coef)
+        if not math.isfinite(float(c.offset)):
+            raise ModelError(f"{where}: offset must be finite, got {c.offset}")
+        joint_offset[r] = float(c.offset)
+        cnames.append(c.name)
+
+    sensors: dict[str, tuple[int, np.ndarray]] = {}
+    for s in spec.sensors:
+        where = f"{src}: sensor {s.name!r}"
+        if s.parent not in index:
+            raise ModelError(f"{where}: parent frame {s.parent!r} is not defined")
+        if s.name in sensors:
+            raise ModelError(f"{where}: defined twice")
+        T = _transform(_vec3(s.xyz, "xyz", where), _vec3(s.rpy, "rpy", where))
+        sensors[s.name] = (index[s.parent], _ro(T))
+
+    return VehicleModel(
+        name=spec.name,
+        source=src,
+        frame_names=frame_names,
+        parent=_ro(parent),
+        joint_type=_ro(joint_type),
+        axis=_ro(axis),
+        T0=_ro(T0),
+        actuated=_ro(actuated),
+        lower=_ro(lower),
+        upper=_ro(upper),
+        mass=_ro(mass),
+        com=_ro(com),
+        inertia=_ro(inertia),
+        wheel_frame=_ro(wheel_frame),
+        wheel_radius=_ro(wheel_radius),
+        wheel_width=_ro(wheel_width),
+        chain=_ro(chain),
+        A_joint=_ro(A_joint),
+        joint_offset=_ro(joint_offset),
+        joint_constraint_names=tuple(cnames),
+        sensor_frame=sensors,
+        options=dict(spec.options),
+    )
