@@ -8,7 +8,8 @@ as plain Python: identical results, much slower. There is no second implementati
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["njit", "prange", "JIT_ENABLED"]
 

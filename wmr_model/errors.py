@@ -49,5 +49,6 @@ def check_shape(name: str, array_shape: tuple[int, ...], expected: tuple[int | N
         e is None or e == a for a, e in zip(array_shape, expected)
     )
     if not ok:
-        exp = "(" + ", ".join("N" if e is None else str(e) for e in expected) + ("," if len(expected) == 1 else "") + ")"
+        parts = ["N" if e is None else str(e) for e in expected]
+        exp = "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
         raise ShapeError(f"{name}: expected shape {exp}, got {tuple(array_shape)}")

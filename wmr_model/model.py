@@ -318,9 +318,11 @@ class VehicleModel:
                 walk(c, depth + 1)
 
         walk(0, 0)
-        lines.append("  actuated joints: " + ", ".join(self.joint_names[k] for k in self.actuated_joints))
+        act = ", ".join(self.joint_names[k] for k in self.actuated_joints)
+        lines.append("  actuated joints: " + act)
         for n, row, b in zip(self.joint_constraint_names, self.A_joint, self.joint_offset):
-            terms = " + ".join(f"{row[6 + k]:g}*{self.joint_names[k]}" for k in np.flatnonzero(row[6:]))
+            terms = " + ".join(
+                f"{row[6 + k]:g}*{self.joint_names[k]}" for k in np.flatnonzero(row[6:]))
             lines.append(f"  constraint {n}: {terms} = {b:g}")
         for s, (fi, _) in self.sensor_frame.items():
             lines.append(f"  sensor {s} on {self.frame_names[fi]}")

@@ -322,7 +322,7 @@ def plucker_from_transform(T_a_b: np.ndarray) -> np.ndarray:
     (B.2)-(B.10): for ``T_a_b = [[R, p], [0, 1]]`` (frame a's origin at ``p`` in b coordinates)
     this is ``[[R, 0], [skew(p) R, R]]``, so that ``b_v = X @ a_v`` for motion vectors (B.11).
     """
-    R = T_a_b[:3, :3]
+    R = np.ascontiguousarray(T_a_b[:3, :3])
     X = np.zeros((6, 6))
     X[:3, :3] = R
     X[3:, 3:] = R
@@ -332,8 +332,11 @@ def plucker_from_transform(T_a_b: np.ndarray) -> np.ndarray:
 
 @njit
 def plucker_force_from_transform(T_a_b: np.ndarray) -> np.ndarray:
-    """Force transform :math:`(X_a^b)^{-T}` (B.12): ``b_f = Xf @ a_f``; ``[[R, skew(p) R], [0, R]]``."""
-    R = T_a_b[:3, :3]
+    """Force transform :math:`(X_a^b)^{-T}` (B.12): ``b_f = Xf @ a_f``.
+
+    Equals ``[[R, skew(p) R], [0, R]]`` for ``T_a_b = [[R, p], [0, 1]]``.
+    """
+    R = np.ascontiguousarray(T_a_b[:3, :3])
     X = np.zeros((6, 6))
     X[:3, :3] = R
     X[3:, 3:] = R
@@ -387,7 +390,7 @@ def _eulers_to_quat(e: np.ndarray, out: np.ndarray) -> None:
 
 
 def quats_to_euler(o: np.ndarray) -> np.ndarray:
-    """Batch :func:`euler_from_quat`: ``o`` (..., 4) ``[w, x, y, z]`` -> (..., 3) roll, pitch, yaw."""
+    """Batch :func:`euler_from_quat`: ``o`` (..., 4) ``[w, x, y, z]`` -> (..., 3) roll/pitch/yaw."""
     o = np.asarray(o, dtype=float)
     flat = np.ascontiguousarray(o.reshape(-1, 4))
     out = np.empty((flat.shape[0], 3))

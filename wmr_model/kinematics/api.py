@@ -13,8 +13,8 @@ elements of the joint-space velocity are known:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -105,7 +105,8 @@ def _state(model: VehicleModel, q: np.ndarray, name: str = "q") -> np.ndarray:
 
 def _sigma(stabilization: float, dt: float) -> float:
     if not (0.0 <= stabilization <= 1.0):
-        raise ParameterError(f"stabilization: must be in [0, 1] (sigma*dt, 2.35), got {stabilization}")
+        raise ParameterError(
+            f"stabilization: must be in [0, 1] (sigma*dt, 2.35), got {stabilization}")
     return stabilization / dt
 
 
@@ -197,7 +198,7 @@ def estimation_known(model: VehicleModel, measured_joints: Iterable[str | int],
 
 
 def initialization_free(model: VehicleModel) -> np.ndarray:
-    """Default free set of (2.27) in Euler coordinates: roll, pitch, z and passive non-wheel joints."""
+    """Default free set of (2.27) in Euler coordinates: roll, pitch, z, passive non-wheel joints."""
     free = np.zeros(model.nv, dtype=bool)
     free[[0, 1, 5]] = True
     wheel_joints = set(model.wheel_joints.tolist())
@@ -294,7 +295,8 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
         raise ParameterError(f"dt: must be a finite step size > 0 s, got {dt}")
     if integrator not in INTEGRATORS:
-        raise ParameterError(f"integrator: must be one of {sorted(INTEGRATORS)}, got {integrator!r}")
+        raise ParameterError(
+            f"integrator: must be one of {sorted(INTEGRATORS)}, got {integrator!r}")
     sigma = _sigma(stabilization, dt)
     na = len(model.actuated_joints)
     u = np.asarray(joint_rates, dtype=float)
@@ -419,7 +421,8 @@ class ControlSolution:
     Attributes:
         q: (nq,) state with the solved steer angles.
         qdot: (nv,) joint-space velocity (wheel rates in ``qdot[6 + wheel_joints]``).
-        residual: least-squares residual |A qdot - v| [m/s] (0 when the motion is feasible).
+        residual: least-squares residual |A qdot - v| [m/s] (0 when the motion is feasible);
+            the steer-angle iteration stops when it falls below ``tol``.
         steer_joints: joint indices whose angles were solved for.
     """
 
@@ -439,7 +442,7 @@ def solve_control(model: VehicleModel, terrain: Terrain, q: np.ndarray,
                   body_velocity: np.ndarray, body_known: Sequence[bool] = (
                       False, False, True, True, True, False), *,
                   steer_joints: Sequence[str | int] | None = None, max_iter: int = 30,
-                  tol: float = 1e-12) -> ControlSolution:
+                  tol: float = 1e-10) -> ControlSolution:
     """Control context of (2.37): desired body velocity -> joint rates and steer angles.
 
     The known elements are the specified body velocity components (``body_known`` over
@@ -474,15 +477,17 @@ def solve_control(model: VehicleModel, terrain: Terrain, q: np.ndarray,
         return data.A @ qd - data.v
 
     r = residual_vector(q)
-    eps = 1e-7
+    eps = 1e-6
     for _ in range(max_iter if steer else 0):
-        if float(r @ r) < tol:
+        if float(np.linalg.norm(r)) < tol:
             break
         J = np.empty((r.size, len(steer)))
         for c, k in enumerate(steer):
             qp = q.copy()
             qp[7 + k] += eps
-            J[:, c] = (residual_vector(qp) - r) / eps
+            qm = q.copy()
+            qm[7 + k] -= eps
+            J[:, c] = (residual_vector(qp) - residual_vector(qm)) / (2 * eps)
         step = np.linalg.lstsq(J, -r, rcond=None)[0]
         alpha = 1.0
         f0 = float(r @ r)

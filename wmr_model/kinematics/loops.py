@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from wmr_model._jit import njit, prange
-from wmr_model.spatial import quat_mul, quat_to_rot
 from wmr_model.kinematics.kernels import (
     contact_velocity_norms,
     initialize_terrain_contact,
@@ -19,6 +18,7 @@ from wmr_model.kinematics.kernels import (
     normalize_state,
     state_derivative,
 )
+from wmr_model.spatial import quat_mul, quat_to_rot
 
 EULER = 0
 RK4 = 1
@@ -169,7 +169,7 @@ def simulate_unconstrained(parent, jtype, axis, T0, wheel_frame, wheel_radius, A
 
 @njit
 def _qdot_between(q0, q1, dt, out):
-    """Constant joint-space velocity that takes q0 to q1 in dt (inverse of :func:`integrate_euler`)."""
+    """Constant joint-space velocity taking q0 to q1 in dt (inverse of :func:`integrate_euler`)."""
     conj = q0[0:4].copy()
     conj[1:] = -conj[1:]
     d = quat_mul(conj, q1[0:4])

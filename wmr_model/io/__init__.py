@@ -1,0 +1,1 @@
+"""File input and output of wmr_model (terrains, vehicles, logs)."""
