@@ -37,7 +37,6 @@ from wmr_model.spatial import (
     quat_mul,
     quat_normalize,
     quat_to_rot,
-    rot_axis_angle,
     rot_to_euler,
 )
 from wmr_model.terrain import terrain_height_normal
@@ -51,30 +50,71 @@ CONTACT_FAN_HALF_SPAN = math.radians(80.0)
 
 
 @njit
+def _compose(Ta, Tb, out):
+    """out = Ta @ Tb for rigid 4x4 transforms (last rows [0, 0, 0, 1]); no allocation."""
+    for r in range(3):
+        a0, a1, a2 = Ta[r, 0], Ta[r, 1], Ta[r, 2]
+        for c in range(3):
+            out[r, c] = a0 * Tb[0, c] + a1 * Tb[1, c] + a2 * Tb[2, c]
+        out[r, 3] = a0 * Tb[0, 3] + a1 * Tb[1, 3] + a2 * Tb[2, 3] + Ta[r, 3]
+    out[3, 0] = 0.0
+    out[3, 1] = 0.0
+    out[3, 2] = 0.0
+    out[3, 3] = 1.0
+
+
+@njit
+def _joint_transform(jtype, u, theta, Tj):
+    """Joint motion transform: rotation by theta about unit u (Rodrigues) or translation."""
+    if jtype == REVOLUTE:
+        c, s = math.cos(theta), math.sin(theta)
+        t = 1.0 - c
+        x, y, z = u[0], u[1], u[2]
+        Tj[0, 0] = c + t * x * x
+        Tj[0, 1] = t * x * y - s * z
+        Tj[0, 2] = t * x * z + s * y
+        Tj[1, 0] = t * x * y + s * z
+        Tj[1, 1] = c + t * y * y
+        Tj[1, 2] = t * y * z - s * x
+        Tj[2, 0] = t * x * z - s * y
+        Tj[2, 1] = t * y * z + s * x
+        Tj[2, 2] = c + t * z * z
+        Tj[0, 3] = 0.0
+        Tj[1, 3] = 0.0
+        Tj[2, 3] = 0.0
+    else:
+        for r in range(3):
+            for k in range(3):
+                Tj[r, k] = 1.0 if r == k else 0.0
+            Tj[r, 3] = u[r] * theta
+    Tj[3, 0] = 0.0
+    Tj[3, 1] = 0.0
+    Tj[3, 2] = 0.0
+    Tj[3, 3] = 1.0
+
+
+@njit
 def forward_kinematics(parent, jtype, axis, T0, q, T_world):
     """Homogeneous transforms of every frame to the world frame, Algorithm 1 / (2.11).
 
     ``T_world`` (nf, 4, 4) is written in place: ``T_world[0]`` from the body pose in ``q``;
-    ``T_world[i] = T_world[parent[i]] @ T0[i] @ Joint(axis[i], q[6 + i])``.
+    ``T_world[i] = T_world[parent[i]] @ T0[i] @ Joint(axis[i], q[6 + i])`` (T0 is the transform
+    at zero displacement, precomputed in the model: Alg. 1 line 4).
     """
     nf = parent.shape[0]
-    Tb = np.eye(4)
-    Tb[:3, :3] = quat_to_rot(q[0:4])
-    Tb[:3, 3] = q[4:7]
-    T_world[0] = Tb
-    Tj = np.eye(4)
+    Rb = quat_to_rot(q[0:4])
+    for r in range(3):
+        for c in range(3):
+            T_world[0, r, c] = Rb[r, c]
+        T_world[0, r, 3] = q[4 + r]
+        T_world[0, 3, r] = 0.0
+    T_world[0, 3, 3] = 1.0
+    Tj = np.empty((4, 4))
+    Tl = np.empty((4, 4))
     for i in range(1, nf):
-        theta = q[6 + i]
-        Tj[:, :] = 0.0
-        Tj[3, 3] = 1.0
-        if jtype[i] == REVOLUTE:
-            Tj[:3, :3] = rot_axis_angle(axis[i], theta)
-        else:
-            Tj[0, 0] = 1.0
-            Tj[1, 1] = 1.0
-            Tj[2, 2] = 1.0
-            Tj[:3, 3] = axis[i] * theta
-        T_world[i] = T_world[parent[i]] @ (T0[i] @ Tj)
+        _joint_transform(jtype[i], axis[i], q[6 + i], Tj)
+        _compose(T0[i], Tj, Tl)
+        _compose(T_world[parent[i]], Tl, T_world[i])
 
 
 @njit
@@ -121,10 +161,12 @@ def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, 
     K = CONTACT_FAN_POINTS
     half = K // 2
     step = CONTACT_FAN_HALF_SPAN / half
+    fvals = np.empty(K)
+    Tw = np.empty((4, 4))
     for k in range(nw):
         i = wheel_frame[k]
         R = wheel_radius[k]
-        Tw = T_world[parent[i]] @ T0[i]  # wheel frame without its spin rotation
+        _compose(T_world[parent[i]], T0[i], Tw)  # wheel frame without its spin rotation
         p = Tw[:3, 3]
         xw = Tw[:3, 0]
         yw = Tw[:3, 1]
@@ -139,7 +181,6 @@ def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, 
                             ux * zw[0] + uy * zw[1] + uz * zw[2])
         best = 0
         fbest = np.inf
-        fvals = np.empty(K)
         for j in range(K):
             f = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R,
                                       delta0 + (j - half) * step)[0]
@@ -273,39 +314,96 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, q
             v[3 * nw + r] = -sigma * c[r]
 
 
+# Relative pivot below which the normal-equation Cholesky is treated as rank deficient and the
+# solve falls back to the SVD pseudoinverse (2.38): 1e-10 relative to the largest diagonal keeps
+# the normal equations' squared condition number well inside double precision.
+CHOLESKY_PIVOT_RTOL = 1e-10
+
+
+@njit
+def _cholesky_solve_inplace(N, b):
+    """Solve N x = b for symmetric positive definite N in place (b <- x); False if not SPD."""
+    n = N.shape[0]
+    dmax = 0.0
+    for i in range(n):
+        if N[i, i] > dmax:
+            dmax = N[i, i]
+    for j in range(n):
+        s = N[j, j]
+        for k in range(j):
+            s -= N[j, k] * N[j, k]
+        if s <= CHOLESKY_PIVOT_RTOL * dmax or s <= 0.0:
+            return False
+        d = math.sqrt(s)
+        N[j, j] = d
+        for i in range(j + 1, n):
+            t = N[i, j]
+            for k in range(j):
+                t -= N[i, k] * N[j, k]
+            N[i, j] = t / d
+    for i in range(n):  # forward: L y = b
+        t = b[i]
+        for k in range(i):
+            t -= N[i, k] * b[k]
+        b[i] = t / N[i, i]
+    for i in range(n - 1, -1, -1):  # backward: L^T x = y
+        t = b[i]
+        for k in range(i + 1, n):
+            t -= N[k, i] * b[k]
+        b[i] = t / N[i, i]
+    return True
+
+
 @njit
 def solve_partitioned(A, v, known, qdot_known, qdot):
     """Least-squares solve of the partitioned system, (2.37)-(2.38).
 
     ``known`` (nv,) bool marks elements of qdot whose values are given in ``qdot_known`` (nv,)
-    (other entries ignored). Solves ``A[:, unknown] x = v - A[:, known] qdot[known]`` with the
-    pseudoinverse (minimum-norm least squares) and writes the full ``qdot`` (nv,).
-    Returns the residual norm ``|A qdot - v|``.
+    (other entries ignored). Solves ``A[:, unknown] x = v - A[:, known] qdot[known]`` in the
+    least-squares sense and writes the full ``qdot`` (nv,). When ``A[:, unknown]`` has full column
+    rank the pseudoinverse solution equals the normal-equation solution, computed by Cholesky;
+    otherwise the minimum-norm SVD solution is used. Returns the residual norm ``|A qdot - v|``.
     """
     m, nv = A.shape
+    idx = np.empty(nv, dtype=np.int64)
     nu = 0
     for j in range(nv):
         if not known[j]:
+            idx[nu] = j
             nu += 1
-    rhs = v.copy()
+    rhs = np.empty(m)
+    for r in range(m):
+        rhs[r] = v[r]
     for j in range(nv):
         if known[j]:
             qdot[j] = qdot_known[j]
-            for r in range(m):
-                rhs[r] -= A[r, j] * qdot_known[j]
+            if qdot_known[j] != 0.0:
+                for r in range(m):
+                    rhs[r] -= A[r, j] * qdot_known[j]
     if nu > 0:
-        Au = np.empty((m, nu))
-        c = 0
-        for j in range(nv):
-            if not known[j]:
-                Au[:, c] = A[:, j]
-                c += 1
-        x = np.linalg.lstsq(Au, rhs, rcond=1e-10)[0]
-        c = 0
-        for j in range(nv):
-            if not known[j]:
-                qdot[j] = x[c]
-                c += 1
+        N = np.empty((nu, nu))
+        x = np.empty(nu)
+        for a in range(nu):
+            ja = idx[a]
+            t = 0.0
+            for r in range(m):
+                t += A[r, ja] * rhs[r]
+            x[a] = t
+            for b in range(a + 1):
+                jb = idx[b]
+                t = 0.0
+                for r in range(m):
+                    t += A[r, ja] * A[r, jb]
+                N[a, b] = t
+                N[b, a] = t
+        if not _cholesky_solve_inplace(N, x):
+            Au = np.empty((m, nu))
+            for a in range(nu):
+                for r in range(m):
+                    Au[r, a] = A[r, idx[a]]
+            x = np.linalg.lstsq(Au, rhs, rcond=1e-10)[0]
+        for a in range(nu):
+            qdot[idx[a]] = x[a]
     res = 0.0
     for r in range(m):
         s = -v[r]
