@@ -1,0 +1,343 @@
+"""YAML sidecar of a URDF vehicle, and the YAML helpers shared with the frame-table loader.
+
+A URDF describes links, joints, limits and inertias but not what a wheeled-robot model also
+needs: which joints are wheels (and their radius when the URDF has no cylinder), which are
+actuated, holonomic joint constraints (Seegmiller 2014 eq. 2.25, E.1), sensor frames, the
+mapping of a robot's encoder joints to model joints, model options and the nominal values of
+named calibratable parameters. The sidecar holds exactly those.
+
+Sidecar schema, ``version: 1`` (the only version so far; a missing ``version`` means 1)::
+
+    version: 1
+    vehicle: warthog                # model name; default: the URDF <robot name>
+    description: free text          # ignored by the loader
+    body_link: base_link            # default: the URDF root link; must be joined to the root
+                                    #   by fixed joints only
+    wheels:                         # wheel joints; mapping joint -> {radius, width} [m] ...
+      front_left_wheel: {radius: 0.3, width: 0.25}
+      rear_left_wheel: {}           #   ... {} or null: radius/width from the URDF collision
+    # wheels: [{joint: front_left_wheel, radius: 0.3}, ...]   (list form, same meaning)
+                                    # default when absent: every `continuous` joint is a wheel
+    actuated: [front_left_wheel, ...]   # the complete list of actuated joints;
+                                    #   default: the wheel joints
+    joint_constraints:              # sum(coef * theta) - offset = 0, offset in m or rad
+      - {name: diff_coupling, terms: {left_diff_unit_joint: 1, right_diff_unit_joint: 1},
+         offset: 0}
+    sensors:                        # sensor frames, by URDF link or by parent + pose
+      imu: {link: imu_link}
+      gps: {parent: base_link, xyz: [0.1, 0, 0.5], rpy: [0, 0, 0]}
+    encoder_map:                    # robot encoder joint -> model wheel joints it drives
+      left_wheel_joint: [front_left_wheel, rear_left_wheel]
+    options: {baumgarte_gain: 10}   # free-form model options (mapping)
+    parameters: {slip.p1: 0.0}      # nominal values of named (dotted) calibratable parameters
+
+Where the URDF gives a wheel radius (cylinder or sphere collision of the wheel link) and the
+sidecar gives one too, the sidecar wins. ``encoder_map`` is stored in
+``options["encoder_map"]`` and ``parameters`` in ``options["parameters"]``. A sensor ``parent``
+may name a link or a model frame (joint name, or the body link).
+
+Every error names the sidecar file and the offending key, e.g.
+``warthog.yaml: wheels.front_left_wheel.radius must be > 0 m, got -0.1``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wmr_model.errors import ModelError
+
+__all__ = [
+    "SIDECAR_VERSION",
+    "SIDECAR_KEYS",
+    "Sidecar",
+    "WheelEntry",
+    "SensorEntry",
+    "load_sidecar",
+    "read_yaml",
+]
+
+SIDECAR_VERSION = 1
+SIDECAR_KEYS = (
+    "version",
+    "vehicle",
+    "description",
+    "body_link",
+    "wheels",
+    "actuated",
+    "joint_constraints",
+    "sensors",
+    "encoder_map",
+    "options",
+    "parameters",
+)
+
+
+@dataclass
+class WheelEntry:
+    """Sidecar data of one wheel joint; ``None`` means "take it from the URDF"."""
+
+    radius: float | None = None
+    width: float | None = None
+
+
+@dataclass
+class SensorEntry:
+    """Sidecar sensor: either ``link`` (a URDF link) or ``parent`` with a pose."""
+
+    name: str
+    link: str | None = None
+    parent: str | None = None
+    xyz: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
+@dataclass
+class Sidecar:
+    """Parsed and type-checked sidecar (joint names are checked against the URDF later)."""
+
+    source: str = "<no sidecar>"
+    vehicle: str | None = None
+    body_link: str | None = None
+    wheels: dict[str, WheelEntry] | None = None
+    actuated: list[str] | None = None
+    joint_constraints: list[tuple[str, dict[str, float], float]] = field(default_factory=list)
+    sensors: list[SensorEntry] = field(default_factory=list)
+    encoder_map: dict[str, list[str]] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    parameters: dict[str, float] = field(default_factory=dict)
+
+
+# ---- shared YAML helpers ------------------------------------------------------------------------
+
+
+def read_yaml(src: str | os.PathLike[str] | Mapping[str, Any], what: str) -> tuple[Any, str]:
+    """Read YAML from a path, a YAML text or an already-parsed mapping.
+
+    Returns ``(data, source)`` where ``source`` is the file path, ``"<string>"`` or ``"<dict>"``.
+    A string containing a newline or a ``:`` that is not an existing file is taken as YAML text.
+    """
+    if isinstance(src, Mapping):
+        return dict(src), "<dict>"
+    if isinstance(src, str) and not os.path.exists(src) and ("\n" in src or ": " in src):
+        text, source = src, "<string>"
+    else:
+        path = Path(src)
+        source = str(path)
+        if not path.is_file():
+            raise ModelError(f"{source}: {what} file not found")
+        text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ModelError(f"{source}: malformed YAML{at}: {problem}") from None
+    return data, source
+
+
+def expect_mapping(value: Any, where: str) -> dict[str, Any]:
+    """``value`` as a dict with string keys, else ModelError naming ``where``."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ModelError(f"{where} must be a mapping, got {type(value).__name__}")
+    for k in value:
+        if not isinstance(k, str):
+            raise ModelError(f"{where}: keys must be strings, got {k!r}")
+    return dict(value)
+
+
+def check_keys(data: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    """ModelError listing the allowed keys when ``data`` has any other key."""
+    unknown = [k for k in data if k not in allowed]
+    if unknown:
+        raise ModelError(
+            f"{where}: unknown key(s) {unknown}; allowed keys are {list(allowed)}"
+        )
+
+
+def finite_number(value: Any, where: str) -> float:
+    """``value`` as a finite float (bools rejected), else ModelError naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ModelError(f"{where} must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ModelError(f"{where} must be finite, got {v}")
+    return v
+
+
+def vec3(value: Any, where: str) -> tuple[float, float, float]:
+    """Three finite numbers."""
+    if not isinstance(value, (list, tuple)) or len(value) != 3:
+        raise ModelError(f"{where} must be a list of 3 numbers, got {value!r}")
+    x, y, z = (finite_number(v, f"{where}[{i}]") for i, v in enumerate(value))
+    return (x, y, z)
+
+
+def name_list(value: Any, where: str) -> list[str]:
+    """A list of non-empty strings without duplicates."""
+    if not isinstance(value, (list, tuple)):
+        raise ModelError(f"{where} must be a list of names, got {value!r}")
+    out: list[str] = []
+    for i, v in enumerate(value):
+        if not isinstance(v, str) or not v:
+            raise ModelError(f"{where}[{i}] must be a name, got {v!r}")
+        if v in out:
+            raise ModelError(f"{where}: {v!r} is listed twice")
+        out.append(v)
+    return out
+
+
+def parse_joint_constraints(
+    value: Any, where: str
+) -> list[tuple[str, dict[str, float], float]]:
+    """``[{name, terms: {joint: coef}, offset}]`` -> list of (name, terms, offset)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ModelError(f"{where} must be a list of {{name, terms, offset}}, got {value!r}")
+    out = []
+    names: set[str] = set()
+    for i, item in enumerate(value):
+        w = f"{where}[{i}]"
+        c = expect_mapping(item, w)
+        check_keys(c, ("name", "terms", "offset"), w)
+        name = c.get("name", f"constraint{i}")
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"{w}.name must be a non-empty string, got {name!r}")
+        if name in names:
+            raise ModelError(f"{w}: constraint name {name!r} is used twice")
+        names.add(name)
+        terms = expect_mapping(c.get("terms"), f"{w} ({name}).terms")
+        if not terms:
+            raise ModelError(f"{w} ({name}).terms must name at least one joint")
+        coefs = {j: finite_number(a, f"{w} ({name}).terms.{j}") for j, a in terms.items()}
+        offset = finite_number(c.get("offset", 0.0), f"{w} ({name}).offset")
+        out.append((name, coefs, offset))
+    return out
+
+
+def parse_parameters(value: Any, where: str) -> dict[str, float]:
+    """``{dotted.name: number}``; names are dotted identifiers like ``wheel.FL.radius``."""
+    params = expect_mapping(value, where)
+    out = {}
+    for k, v in params.items():
+        parts = k.split(".")
+        if not all(p and (p.replace("_", "a").isalnum()) for p in parts):
+            raise ModelError(f"{where}: {k!r} is not a dotted parameter name like 'slip.p1'")
+        out[k] = finite_number(v, f"{where}.{k}")
+    return out
+
+
+def parse_sensors(value: Any, where: str, *, allow_link: bool) -> list[SensorEntry]:
+    """``{name: {link}}`` or ``{name: {parent, xyz, rpy}}``."""
+    sensors = expect_mapping(value, where)
+    out = []
+    allowed = ("link", "parent", "xyz", "rpy") if allow_link else ("parent", "xyz", "rpy")
+    for name, spec in sensors.items():
+        w = f"{where}.{name}"
+        s = expect_mapping(spec, w)
+        check_keys(s, allowed, w)
+        link, parent = s.get("link"), s.get("parent")
+        if (link is None) == (parent is None):
+            need = "exactly one of 'link' or 'parent'" if allow_link else "'parent'"
+            raise ModelError(f"{w}: give {need}")
+        for key, v in (("link", link), ("parent", parent)):
+            if v is not None and (not isinstance(v, str) or not v):
+                raise ModelError(f"{w}.{key} must be a name, got {v!r}")
+        out.append(
+            SensorEntry(
+                name=name,
+                link=link,
+                parent=parent,
+                xyz=vec3(s.get("xyz", [0, 0, 0]), f"{w}.xyz"),
+                rpy=vec3(s.get("rpy", [0, 0, 0]), f"{w}.rpy"),
+            )
+        )
+    return out
+
+
+def check_version(data: Mapping[str, Any], source: str, supported: int) -> None:
+    """Accept a missing version (= 1) or exactly ``supported``."""
+    v = data.get("version", 1)
+    if isinstance(v, bool) or v != supported:
+        raise ModelError(f"{source}: version must be {supported}, got {v!r}")
+
+
+# ---- sidecar ------------------------------------------------------------------------------------
+
+
+def _parse_wheels(value: Any, where: str) -> dict[str, WheelEntry]:
+    if isinstance(value, list):
+        items: dict[str, Any] = {}
+        for i, item in enumerate(value):
+            w = f"{where}[{i}]"
+            m = expect_mapping(item, w)
+            check_keys(m, ("joint", "radius", "width"), w)
+            j = m.pop("joint", None)
+            if not isinstance(j, str) or not j:
+                raise ModelError(f"{w}.joint must be a joint name, got {j!r}")
+            if j in items:
+                raise ModelError(f"{where}: joint {j!r} is listed twice")
+            items[j] = m
+    else:
+        items = expect_mapping(value, where)
+    out = {}
+    for j, spec in items.items():
+        w = f"{where}.{j}"
+        m = expect_mapping(spec, w)
+        check_keys(m, ("radius", "width"), w)
+        entry = WheelEntry()
+        if m.get("radius") is not None:
+            r = finite_number(m["radius"], f"{w}.radius")
+            if r <= 0:
+                raise ModelError(f"{w}.radius must be > 0 m, got {r}")
+            entry.radius = r
+        if m.get("width") is not None:
+            wd = finite_number(m["width"], f"{w}.width")
+            if wd < 0:
+                raise ModelError(f"{w}.width must be >= 0 m, got {wd}")
+            entry.width = wd
+        out[j] = entry
+    return out
+
+
+def load_sidecar(src: str | os.PathLike[str] | Mapping[str, Any] | None) -> Sidecar:
+    """Read and type-check a sidecar (path, YAML text or dict); ``None`` gives an empty one.
+
+    Joint and link names are checked against the URDF by :func:`wmr_model.io.urdf.load_urdf`.
+    """
+    if src is None:
+        return Sidecar()
+    data, source = read_yaml(src, "sidecar")
+    name = Path(source).name if source not in ("<string>", "<dict>") else source
+    data = expect_mapping(data, f"{name}: the document")
+    check_keys(data, SIDECAR_KEYS, name)
+    check_version(data, name, SIDECAR_VERSION)
+    sc = Sidecar(source=name)
+    for key in ("vehicle", "body_link"):
+        v = data.get(key)
+        if v is not None and (not isinstance(v, str) or not v):
+            raise ModelError(f"{name}: {key} must be a non-empty string, got {v!r}")
+        setattr(sc, key, v)
+    if data.get("wheels") is not None:
+        sc.wheels = _parse_wheels(data["wheels"], f"{name}: wheels")
+    if data.get("actuated") is not None:
+        sc.actuated = name_list(data["actuated"], f"{name}: actuated")
+    sc.joint_constraints = parse_joint_constraints(
+        data.get("joint_constraints"), f"{name}: joint_constraints"
+    )
+    sc.sensors = parse_sensors(data.get("sensors"), f"{name}: sensors", allow_link=True)
+    emap = expect_mapping(data.get("encoder_map"), f"{name}: encoder_map")
+    sc.encoder_map = {k: name_list(v, f"{name}: encoder_map.{k}") for k, v in emap.items()}
+    sc.options = expect_mapping(data.get("options"), f"{name}: options")
+    sc.parameters = parse_parameters(data.get("parameters"), f"{name}: parameters")
+    return sc
