@@ -1,0 +1,42 @@
+"""Plain pip install of the ROS-free wmr_model core, io layer and the ``wmr`` command line.
+
+The ROS 2 side (generated msg/srv, nodes, launch files) is built by CMake/colcon from
+CMakeLists.txt; see README.md.
+"""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+setup(
+    name="wmr_model",
+    version="0.1.0",
+    description="Fast, calibrated 3D motion models for wheeled and tracked ground robots",
+    long_description=(Path(__file__).parent / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="BSD-3-Clause",
+    python_requires=">=3.11",
+    packages=find_packages(include=["wmr_model", "wmr_model.*"]),
+    # Data shipped inside the package (vehicle descriptions, terrains, schemas).
+    package_data={
+        "wmr_model": [
+            "py.typed",
+            *(f"**/*.{ext}" for ext in ("yaml", "yml", "urdf", "xacro", "json", "csv", "npz",
+                                        "npy", "png", "stl", "dae", "obj")),
+        ]
+    },
+    install_requires=[
+        "numpy>=1.26",
+        "scipy>=1.11",
+        "numba>=0.59",
+        "pyyaml>=6.0",
+        "yourdfpy>=0.0.56",
+        "rosbags>=0.10",
+        "matplotlib>=3.8",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100", "ruff>=0.6"],
+    },
+    entry_points={"console_scripts": ["wmr = wmr_model.cli:main"]},
+    zip_safe=False,
+)
