@@ -1,0 +1,207 @@
+"""The thesis' kinematic evaluation experiments, reproducible from one function each.
+
+* :func:`rocky7_rough_terrain` - §2.5.1, Table 2.4: Rocky 7 driving straight at 0.5 m/s for 10 s
+  over random rough terrain (RMS 0.05 m, correlation length 0.2 m), stabilized DAE vs the
+  unconstrained method with terrain fitting, several step sizes, several terrain seeds.
+* :func:`zoe_kinematic_benchmark` - §2.5.4, Table 2.6 "kinematic" column: Zoë driving straight at
+  1 m/s for 10 s over the thesis library's ten rough benchmark terrains (RMS 0.15 m, correlation
+  0.8 m); normalized computation time.
+
+Used by ``bench/`` (full tables) and by the tests (fewer seeds, qualitative findings).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from wmr_model import kinematics as kin
+from wmr_model.model import VehicleModel
+from wmr_model.spatial import quat_from_euler
+from wmr_model.terrain import Terrain, rough
+
+__all__ = [
+    "RunResult",
+    "straight_wheel_rates",
+    "run_straight",
+    "rocky7_rough_terrain",
+    "summarize_rocky7",
+    "zoe_kinematic_benchmark",
+    "THESIS_TABLE_2_4",
+    "THESIS_TABLE_2_6_KINEMATIC",
+]
+
+# Table 2.4 (MATLAB implementation): step -> (mean |v_c|, pos err, yaw err, motion t, total t)
+THESIS_TABLE_2_4 = {
+    "dae": {
+        0.01: (0.0703, None, None, 0.0438, 0.1655),
+        0.02: (0.0708, 0.0136, 0.0073, 0.0217, 0.0823),
+        0.04: (0.0721, 0.0412, 0.0268, 0.0109, 0.0413),
+        0.10: (0.0830, 0.1286, 0.0703, 0.0044, 0.0166),
+        0.20: (0.1650, 0.3004, 0.1554, 0.0023, 0.0085),
+    },
+    "unconstrained": {
+        0.04: (0.1158, 0.5199, 0.1367, 1.9639, 1.9952),
+        0.10: (0.1188, 0.5199, 0.1367, 1.3569, 1.3692),
+        0.20: (0.1246, 0.5200, 0.1367, 1.0541, 1.0604),
+    },
+}
+# Table 2.6, "kinematic" column (C++), normalized time x 1e-3.
+THESIS_TABLE_2_6_KINEMATIC = {0.01: 0.9840, 0.02: 0.4690, 0.04: 0.2190, 0.10: 0.0780}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One simulated run of an experiment.
+
+    Attributes:
+        method: ``"dae"`` or ``"unconstrained"``.
+        dt: step size [s].
+        seed: terrain index/seed.
+        final_position: (3,) [m]; final_yaw [rad].
+        mean_contact_speed: mean |v_c| over wheels and steps [m/s] (Table 2.4 col 3).
+        max_abs_dz: largest contact height error seen [m].
+        wall_time: computation time of the run [s] (compiled, after warm-up).
+        normalized_time: wall_time / simulated duration (< 1 is faster than real time).
+    """
+
+    method: str
+    dt: float
+    seed: int
+    final_position: tuple[float, float, float]
+    final_yaw: float
+    mean_contact_speed: float
+    max_abs_dz: float
+    wall_time: float
+    normalized_time: float
+
+    def as_dict(self) -> dict:
+        """Plain dict for JSON output."""
+        return asdict(self)
+
+
+def straight_wheel_rates(model: VehicleModel, speed: float) -> np.ndarray:
+    """Actuated-joint rates (na,) of the naive flat-ground controller: every wheel at speed/r.
+
+    Non-wheel actuated joints (steering) are held still; §2.5.1 "drove all wheels at equal
+    speeds".
+    """
+    wheel_rate = {int(j): speed / r for j, r in zip(model.wheel_joints, model.wheel_radius)}
+    return np.array([wheel_rate.get(int(k), 0.0) for k in model.actuated_joints])
+
+
+def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: float, dt: float,
+                 method: str = "dae", seed: int = 0, integrator: str = "euler",
+                 start: Sequence[float] = (0.0, 0.0, 0.0)) -> tuple[RunResult, kin.Trajectory]:
+    """Drive ``model`` straight over ``terrain`` open loop and time it.
+
+    ``start`` is (x, y, yaw); the vehicle is first placed on the terrain by (2.27)-(2.32).
+    """
+    q = model.neutral_state()
+    q[0:4] = quat_from_euler(0.0, 0.0, float(start[2]))
+    q[4], q[5] = float(start[0]), float(start[1])
+    q[6] = float(terrain.height(start[0], start[1])) + float(model.wheel_radius.max()) + 0.5
+    q0, _ = kin.initialize_contact(model, terrain, q)
+    n = round(duration / dt)
+    u = np.tile(straight_wheel_rates(model, speed), (n, 1))
+    t0 = time.perf_counter()
+    if method == "dae":
+        traj = kin.simulate(model, terrain, q0, u, dt, integrator=integrator)
+    elif method == "unconstrained":
+        traj = kin.simulate_unconstrained(model, terrain, q0, u, dt)
+    else:
+        raise ValueError(f"method: must be 'dae' or 'unconstrained', got {method!r}")
+    wall = time.perf_counter() - t0
+    pos = traj.position[-1]
+    res = RunResult(method=method, dt=dt, seed=seed,
+                    final_position=(float(pos[0]), float(pos[1]), float(pos[2])),
+                    final_yaw=float(traj.euler[-1, 2]),
+                    mean_contact_speed=float(traj.contact_speed.mean()),
+                    max_abs_dz=float(np.abs(traj.dz).max()), wall_time=wall,
+                    normalized_time=wall / (n * dt))
+    return res, traj
+
+
+def rocky7_terrain(seed: int) -> Terrain:
+    """Random rough terrain of §2.5.1: RMS 0.05 m, correlation length 0.2 m."""
+    return rough(0.05, 0.2, seed=seed, x_range=(-2.0, 8.0), y_range=(-3.0, 3.0), resolution=0.02)
+
+
+def rocky7_rough_terrain(model: VehicleModel, seeds: Sequence[int] = tuple(range(10)),
+                         step_sizes: Sequence[float] = (0.01, 0.02, 0.04, 0.10, 0.20),
+                         unconstrained_steps: Sequence[float] = (0.04, 0.10, 0.20),
+                         speed: float = 0.5, duration: float = 10.0) -> list[RunResult]:
+    """Run the §2.5.1 experiment; returns every run (see :func:`summarize_rocky7`)."""
+    out = []
+    for s in seeds:
+        terrain = rocky7_terrain(s)
+        for dt in step_sizes:
+            out.append(run_straight(model, terrain, speed, duration, dt, "dae", s)[0])
+        for dt in unconstrained_steps:
+            out.append(run_straight(model, terrain, speed, duration, dt, "unconstrained", s)[0])
+    return out
+
+
+def summarize_rocky7(runs: Sequence[RunResult], reference_dt: float = 0.01) -> list[dict]:
+    """Table 2.4 rows: means over seeds, errors relative to the DAE run at ``reference_dt``."""
+    ref = {r.seed: r for r in runs if r.method == "dae" and r.dt == reference_dt}
+    rows = []
+    for method in ("dae", "unconstrained"):
+        for dt in sorted({r.dt for r in runs if r.method == method}):
+            sel = [r for r in runs if r.method == method and r.dt == dt]
+            pos_err = [float(np.linalg.norm(np.subtract(r.final_position,
+                                                        ref[r.seed].final_position)))
+                       for r in sel if r.seed in ref]
+            yaw_err = [abs(math.remainder(r.final_yaw - ref[r.seed].final_yaw, 2 * math.pi))
+                       for r in sel if r.seed in ref]
+            is_ref = method == "dae" and dt == reference_dt
+            rows.append({
+                "method": method, "dt": dt, "runs": len(sel),
+                "mean_contact_speed": float(np.mean([r.mean_contact_speed for r in sel])),
+                "position_error": None if is_ref else float(np.mean(pos_err)),
+                "yaw_error": None if is_ref else float(np.mean(yaw_err)),
+                "lateral_deviation": float(np.mean([abs(r.final_position[1]) for r in sel])),
+                "normalized_time": float(np.mean([r.normalized_time for r in sel])),
+                "thesis": THESIS_TABLE_2_4.get(method, {}).get(dt),
+            })
+    return rows
+
+
+def zoe_kinematic_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
+                            step_sizes: Sequence[float] = (0.01, 0.02, 0.04, 0.10),
+                            speed: float = 1.0, duration: float = 10.0,
+                            repeats: int = 3) -> list[dict]:
+    """§2.5.4 kinematic column: normalized time (x 1e-3) per step size over the terrains.
+
+    Each run is repeated ``repeats`` times and the fastest kept (timer noise); the first call
+    compiles the kernels and is excluded.
+    """
+    run_straight(model, terrains[0], speed, 0.5, 0.1)  # compile outside the timing
+    rows = []
+    for dt in step_sizes:
+        norm, errs = [], []
+        ref_runs = []
+        for k, terrain in enumerate(terrains):
+            best = math.inf
+            res = None
+            for _ in range(repeats):
+                res, _ = run_straight(model, terrain, speed, duration, dt, "dae", k)
+                best = min(best, res.normalized_time)
+            norm.append(best)
+            ref_runs.append(res)
+            errs.append(res.mean_contact_speed)
+        mean_norm = float(np.mean(norm))
+        rows.append({
+            "dt": dt, "terrains": len(terrains),
+            "normalized_time_e3": mean_norm * 1e3,
+            "real_time_factor": 1.0 / mean_norm,
+            "thesis_normalized_time_e3": THESIS_TABLE_2_6_KINEMATIC.get(dt),
+            "thesis_real_time_factor": (1e3 / THESIS_TABLE_2_6_KINEMATIC[dt]
+                                        if dt in THESIS_TABLE_2_6_KINEMATIC else None),
+            "mean_contact_speed": float(np.mean(errs)),
+        })
+    return rows
