@@ -8,11 +8,20 @@ from pathlib import Path
 
 from setuptools import find_packages, setup
 
+HERE = Path(__file__).parent
+
+
+def _share(folder: str, pattern: str) -> tuple[str, list[str]]:
+    """Install repo-root data (vehicle descriptions) into <prefix>/share/wmr_model/<folder>,
+    where wmr_model.vehicles looks for them after a non-editable pip install."""
+    files = sorted(str(p.relative_to(HERE)) for p in (HERE / folder).glob(pattern))
+    return f"share/wmr_model/{folder}", files
+
 setup(
     name="wmr_model",
     version="0.1.0",
     description="Fast, calibrated 3D motion models for wheeled and tracked ground robots",
-    long_description=(Path(__file__).parent / "README.md").read_text(encoding="utf-8"),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="BSD-3-Clause",
     python_requires=">=3.11",
@@ -25,6 +34,11 @@ setup(
                                         "npy", "png", "stl", "dae", "obj")),
         ]
     },
+    data_files=[
+        _share("urdf", "*.urdf"),
+        _share("config/vehicles", "*.yaml"),
+        _share("config/frame_tables", "*.yaml"),
+    ],
     install_requires=[
         "numpy>=1.26",
         "scipy>=1.11",
