@@ -309,3 +309,16 @@ def test_rotation_matrix_helper_consistency():
     # guards the Euler convention shared by generators and loaders
     np.testing.assert_allclose(euler_to_rot(0.1, 0.2, 0.3),
                                Rotation.from_euler("xyz", [0.1, 0.2, 0.3]).as_matrix(), atol=1e-14)
+
+
+def test_impose_roll_pitch_keeps_yaw_position_joints():
+    rng = np.random.default_rng(21)
+    m = compile_vehicle(skid_steer_spec())
+    q = _random_state(m, rng)
+    e0 = Rotation.from_quat([*q[1:4], q[0]]).as_euler("xyz")
+    out = kin.impose_roll_pitch(q, 0.1, -0.05)
+    e1 = Rotation.from_quat([*out[1:4], out[0]]).as_euler("xyz")
+    np.testing.assert_allclose(e1, [0.1, -0.05, e0[2]], atol=1e-12)
+    np.testing.assert_array_equal(out[4:], q[4:])
+    with pytest.raises(ParameterError, match="roll/pitch: must be finite"):
+        kin.impose_roll_pitch(q, np.nan, 0.0)

@@ -22,7 +22,7 @@ from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics import kernels as K
 from wmr_model.kinematics import loops as L
 from wmr_model.model import REVOLUTE, VehicleModel
-from wmr_model.spatial import quats_to_euler
+from wmr_model.spatial import eulers_to_quat, quats_to_euler
 from wmr_model.terrain import Terrain, flat
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "simulate_unconstrained",
     "solve_control",
     "nominal_body_velocity",
+    "impose_roll_pitch",
     "INTEGRATORS",
 ]
 
@@ -195,6 +196,21 @@ def estimation_known(model: VehicleModel, measured_joints: Iterable[str | int],
     if gyro:
         known[0:3] = True
     return known
+
+
+def impose_roll_pitch(q: np.ndarray, roll: float, pitch: float) -> np.ndarray:
+    """Estimation context: replace the attitude in ``q`` by measured roll and pitch, keep yaw.
+
+    IMUs observe roll and pitch from gravity; imposing them after each odometry step (§2.2.5,
+    Appendix A: attitude and yaw are kept distinct) removes attitude drift. Returns a new state
+    (nq,); position, yaw (A.10) and joints are unchanged.
+    """
+    out = np.array(q, dtype=float)
+    if not (math.isfinite(roll) and math.isfinite(pitch)):
+        raise ParameterError(f"roll/pitch: must be finite, got {roll}, {pitch}")
+    yaw = float(quats_to_euler(out[0:4])[2])
+    out[0:4] = eulers_to_quat(np.array([roll, pitch, yaw]))
+    return out
 
 
 def initialization_free(model: VehicleModel) -> np.ndarray:
