@@ -117,10 +117,25 @@ def forward_kinematics(parent, jtype, axis, T0, q, T_world):
         _compose(T_world[parent[i]], Tl, T_world[i])
 
 
+# Fan offsets (j - half) * step as cosines/sines: each fan point's angle is the reference angle
+# plus a constant offset, so its sine/cosine follow from the angle-sum identities without
+# evaluating trigonometric functions per point.
+_FAN_HALF = CONTACT_FAN_POINTS // 2
+_FAN_STEP = CONTACT_FAN_HALF_SPAN / _FAN_HALF
+_FAN_COS = np.cos((np.arange(CONTACT_FAN_POINTS) - _FAN_HALF) * _FAN_STEP)
+_FAN_SIN = np.sin((np.arange(CONTACT_FAN_POINTS) - _FAN_HALF) * _FAN_STEP)
+
+
 @njit
 def _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, delta):
     """Point on the wheel circle at contact angle ``delta`` (2.9) and its Δz (2.8)."""
-    s, c = math.sin(delta), math.cos(delta)
+    return _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, math.sin(delta),
+                                    math.cos(delta))
+
+
+@njit
+def _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s, c):
+    """:func:`_contact_height_error` given sin and cos of the contact angle."""
     rx = p[0] - R * (s * xw[0] + c * zw[0])
     ry = p[1] - R * (s * xw[1] + c * zw[1])
     rz = p[2] - R * (s * xw[2] + c * zw[2])
@@ -181,9 +196,11 @@ def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, 
                             ux * zw[0] + uy * zw[1] + uz * zw[2])
         best = 0
         fbest = np.inf
+        s0, c0 = math.sin(delta0), math.cos(delta0)
         for j in range(K):
-            f = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R,
-                                      delta0 + (j - half) * step)[0]
+            f = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R,
+                                         s0 * _FAN_COS[j] + c0 * _FAN_SIN[j],
+                                         c0 * _FAN_COS[j] - s0 * _FAN_SIN[j])[0]
             fvals[j] = f
             if f < fbest:
                 fbest = f
