@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
     from wmr_model.cli._output import emit
     from wmr_model.errors import ParameterError
     from wmr_model.io.terrain_spec import parse_terrain_spec
+    from wmr_model.predict import twist_commands
     from wmr_model.spatial import quat_from_euler
-    from wmr_model.terrain import flat
     from wmr_model.vehicles import load_vehicle
 
     model = load_vehicle(args.vehicle, sidecar=args.sidecar)
@@ -132,16 +132,12 @@ def run(args: argparse.Namespace) -> int:
             r = _floats(args.joint_rates, "--joint-rates", len(names))
         else:
             # The flat-ground controller (§2.5.1's "naive controller"): rates and steer angles
-            # that realize the twist on flat ground, held constant on the real terrain.
+            # that realize the twist on flat ground, then held on the real terrain.
             speed = 0.5 if args.speed is None else args.speed
-            q_flat, _ = kin.initialize_contact(model, flat(), q)
-            sol = kin.solve_control(model, flat(), q_flat,
-                                    np.array([0.0, 0.0, args.yaw_rate, speed, 0.0, 0.0]))
-            r = sol.qdot[6 + model.actuated_joints]
-            for k in sol.steer_joints:
-                q[7 + k] = sol.q[7 + k]
-                r[list(model.actuated_joints).index(k)] = 0.0
-        rates = np.tile(np.asarray(r, dtype=float), (steps, 1))
+            seg = np.array([[speed, args.yaw_rate, duration]])
+            r = twist_commands(model, seg, args.dt)[0]
+        r = np.asarray(r, dtype=float)
+        rates = r if r.ndim == 2 else np.tile(r, (steps, 1))
     q[0:4] = quat_from_euler(0.0, 0.0, math.radians(yaw_deg))
     q[4], q[5] = x0, y0
     q[6] = float(terrain.height(x0, y0)) + float(model.wheel_radius.max()) + 0.5

@@ -29,6 +29,8 @@ __all__ = [
     "KinematicsData",
     "Trajectory",
     "ControlSolution",
+    "BatchInputs",
+    "prepare_batch",
     "create_data",
     "forward_kinematics",
     "wheel_contact",
@@ -290,6 +292,65 @@ class Trajectory:
         return self.q[..., 7:]
 
 
+@dataclass(frozen=True)
+class BatchInputs:
+    """Validated inputs shared by :func:`simulate` and :func:`wmr_model.predict.predict`.
+
+    Attributes:
+        N: batch size (largest of the inputs' batch sizes).
+        T: number of steps.
+        sigma: Baumgarte gain [1/s] (2.35).
+        q0: (N, nq) initial states, a writable C-contiguous copy (numba compiles a separate,
+            measured 2.3x slower, specialization for read-only views such as broadcasts).
+        rates: (1 or N, T, na) actuated joint rates, not yet broadcast.
+    """
+
+    N: int
+    T: int
+    sigma: float
+    q0: np.ndarray
+    rates: np.ndarray
+
+
+def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, dt: float,
+                  integrator: str, stabilization: float, *, rates_name: str = "joint_rates",
+                  other_batch_sizes: dict[str, int] | None = None) -> BatchInputs:
+    """Check and batch the inputs of a prediction loop; errors name the argument.
+
+    ``other_batch_sizes`` lets callers with more batched inputs (slip parameters, covariances)
+    take part in the N check.
+    """
+    if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
+        raise ParameterError(f"dt: must be a finite step size > 0 s, got {dt}")
+    if integrator not in INTEGRATORS:
+        raise ParameterError(
+            f"integrator: must be one of {sorted(INTEGRATORS)}, got {integrator!r}")
+    sigma = _sigma(stabilization, dt)
+    na = len(model.actuated_joints)
+    u = np.asarray(joint_rates, dtype=float)
+    q0a = np.asarray(q0, dtype=float)
+    if u.ndim == 2:
+        u = u[None]
+    if u.ndim != 3 or u.shape[2] != na or u.shape[1] < 1:
+        raise ShapeError(f"{rates_name}: expected shape (T, {na}) or (N, T, {na}) with T >= 1 "
+                         f"for {model.name}'s actuated joints, got {np.shape(joint_rates)}")
+    if q0a.ndim == 1:
+        q0a = q0a[None]
+    if q0a.ndim != 2 or q0a.shape[1] != model.nq:
+        raise ShapeError(f"q0: expected shape ({model.nq},) or (N, {model.nq}), got {np.shape(q0)}")
+    sizes = {rates_name: u.shape[0], "q0": q0a.shape[0], **(other_batch_sizes or {})}
+    N = max(sizes.values())
+    for name, n in sizes.items():
+        if n not in (1, N):
+            raise ShapeError(f"{name}: batch size {n} does not match N = {N}")
+    for n in range(q0a.shape[0]):
+        _state(model, q0a[n], f"q0[{n}]")
+    if not np.all(np.isfinite(u)):
+        raise ParameterError(f"{rates_name}: must be finite")
+    q0a = np.array(np.broadcast_to(q0a, (N, model.nq)), dtype=float, order="C")
+    return BatchInputs(N=N, T=u.shape[1], sigma=sigma, q0=q0a, rates=u)
+
+
 def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates: np.ndarray,
              dt: float, *, integrator: str = "euler",
              stabilization: float = DEFAULT_STABILIZATION,
@@ -308,38 +369,10 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     Returns:
         :class:`Trajectory`, batched when ``q0`` or ``joint_rates`` is.
     """
-    if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
-        raise ParameterError(f"dt: must be a finite step size > 0 s, got {dt}")
-    if integrator not in INTEGRATORS:
-        raise ParameterError(
-            f"integrator: must be one of {sorted(INTEGRATORS)}, got {integrator!r}")
-    sigma = _sigma(stabilization, dt)
-    na = len(model.actuated_joints)
-    u = np.asarray(joint_rates, dtype=float)
-    q0a = np.asarray(q0, dtype=float)
-    batched = u.ndim == 3 or q0a.ndim == 2
-    if u.ndim == 2:
-        u = u[None]
-    if u.ndim != 3 or u.shape[2] != na or u.shape[1] < 1:
-        raise ShapeError(f"joint_rates: expected shape (T, {na}) or (N, T, {na}) with T >= 1 "
-                         f"for {model.name}'s actuated joints, got {np.shape(joint_rates)}")
-    if q0a.ndim == 1:
-        q0a = q0a[None]
-    if q0a.ndim != 2 or q0a.shape[1] != model.nq:
-        raise ShapeError(f"q0: expected shape ({model.nq},) or (N, {model.nq}), got {np.shape(q0)}")
-    N = max(u.shape[0], q0a.shape[0])
-    for name, a in (("joint_rates", u), ("q0", q0a)):
-        if a.shape[0] not in (1, N):
-            raise ShapeError(f"{name}: batch size {a.shape[0]} does not match N = {N}")
-    for n in range(q0a.shape[0]):
-        _state(model, q0a[n], f"q0[{n}]")
-    if not np.all(np.isfinite(u)):
-        raise ParameterError("joint_rates: must be finite")
-    T = u.shape[1]
-    u = np.broadcast_to(u, (N, T, na))
-    # A writable copy: numba compiles a separate specialization for read-only arrays (such as
-    # broadcast views) that measured 2.3x slower per step here.
-    q0a = np.array(np.broadcast_to(q0a, (N, model.nq)), dtype=float, order="C")
+    batched = np.ndim(joint_rates) == 3 or np.ndim(q0) == 2
+    b = prepare_batch(model, q0, joint_rates, dt, integrator, stabilization)
+    N, T, sigma, q0a = b.N, b.T, b.sigma, b.q0
+    u = np.broadcast_to(b.rates, (N, T, len(model.actuated_joints)))
     known = simulation_known(model)
     qdot_cmd = np.zeros((N, T, model.nv))
     qdot_cmd[:, :, 6 + model.actuated_joints] = u
@@ -459,8 +492,8 @@ def _default_steer_joints(model: VehicleModel) -> list[int]:
 def solve_control(model: VehicleModel, terrain: Terrain, q: np.ndarray,
                   body_velocity: np.ndarray, body_known: Sequence[bool] = (
                       False, False, True, True, True, False), *,
-                  steer_joints: Sequence[str | int] | None = None, max_iter: int = 30,
-                  tol: float = 1e-10) -> ControlSolution:
+                  steer_joints: Sequence[str | int] | None = None, hold_passive: bool = False,
+                  max_iter: int = 30, tol: float = 1e-10) -> ControlSolution:
     """Control context of (2.37): desired body velocity -> joint rates and steer angles.
 
     The known elements are the specified body velocity components (``body_known`` over
@@ -474,6 +507,10 @@ def solve_control(model: VehicleModel, terrain: Terrain, q: np.ndarray,
         body_velocity: (6,) [w; v] in body coordinates.
         steer_joints: joints whose angles are solved for; default: actuated revolute joints that
             are not wheels (e.g. RecBot's steerL/steerR).
+        hold_passive: also hold passive non-wheel joints (suspension, Zoë's passive steering)
+            at zero rate. Leaving them free makes the problem rank deficient for passively
+            steered vehicles (the minimum-norm solution then turns the axles, not the body);
+            holding them is what a controller commanding a twist on flat ground assumes.
     """
     q = _state(model, q).copy()
     bv = _array(body_velocity, (6,), "body_velocity")
@@ -488,6 +525,11 @@ def solve_control(model: VehicleModel, terrain: Terrain, q: np.ndarray,
     qk[:6] = bv
     for k in steer:
         known[6 + k] = True
+    if hold_passive:
+        wheel_joints = set(model.wheel_joints.tolist())
+        for k in model.passive_joints:
+            if int(k) not in wheel_joints:
+                known[6 + k] = True
     data = create_data(model)
 
     def residual_vector(qq: np.ndarray) -> np.ndarray:

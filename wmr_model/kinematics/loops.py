@@ -1,14 +1,19 @@
 """Compiled simulation loops: kinematic prediction (§2.2.6) and the unconstrained baseline (§2.5.1).
 
 Each loop runs a whole trajectory inside numba; the batch versions run N trajectories over both
-cores (``prange``). They compose the per-step kernels of :mod:`.kernels` and contain no physics of
-their own.
+cores (``prange``). They compose the per-step kernels of :mod:`.kernels`, the enhanced-kinematics
+kernels of :mod:`wmr_model.enhanced` and the covariance step of :mod:`wmr_model.uncertainty`, and
+contain no physics of their own. :func:`predict_trajectory` is the one prediction loop;
+:func:`simulate_trajectory` is it with the enhanced, stability and covariance options off.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+# Module import (not ``from``): wmr_model.enhanced imports this package's kernels, so when it is
+# imported first it is only partially initialized here; numba resolves E.* at compile time.
+import wmr_model.enhanced as E
 from wmr_model._jit import njit, prange
 from wmr_model.kinematics.kernels import (
     contact_velocity_norms,
@@ -19,23 +24,68 @@ from wmr_model.kinematics.kernels import (
     state_derivative,
 )
 from wmr_model.spatial import quat_mul, quat_to_rot
+from wmr_model.uncertainty import error_dynamics, propagate_covariance
 
 EULER = 0
 RK4 = 1
 
 
 @njit
-def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                        joint_offset, tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt,
-                        sigma, integrator, q_traj, qdot_traj, vc_norm, dz_traj):
-    """Kinematic motion prediction over T steps (Figure 2.6 loop), Euler (2.39) or RK4.
+def _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                   tkind, tparams, tgrid, q, known, qdot_cmd, sigma, vc_xy, I_frame, gravity,
+                   slip_p, slip_axes, enhanced, assess, noise, T_world, T_contact, dz, ang, A, v,
+                   qdot, Ic, f_cg, c, v_b_slip, vc_slip):
+    """Joint-space velocity of one state: plain kinematics (2.38) or enhanced (2.44)-(2.52).
+
+    ``noise`` (6,) is added to the body twist after the solve (process-noise samples for
+    Monte Carlo; zeros otherwise).
+    """
+    if enhanced or assess:
+        E.enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius,
+                                      A_joint, joint_offset, tkind, tparams, tgrid, q, known,
+                                      qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p,
+                                      slip_axes, enhanced, T_world, T_contact, dz, ang, A, v,
+                                      qdot, Ic, f_cg, c, v_b_slip, vc_slip)
+    else:
+        joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                             joint_offset, tkind, tparams, tgrid, q, known, qdot_cmd, sigma,
+                             vc_xy, T_world, T_contact, dz, ang, A, v, qdot)
+    for j in range(noise.shape[0]):
+        qdot[j] += noise[j]
+
+
+@njit
+def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                       joint_offset, tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt,
+                       sigma, integrator, I_frame, gravity, slip_p, slip_axes, enhanced, assess,
+                       body_noise, Qprime, P0, propagate, q_traj, qdot_traj, vc_norm, dz_traj,
+                       slip_traj, vc_slip_traj, margin_traj, P_traj):
+    """Motion prediction over T steps (Figure 2.6 loop), kinematic or enhanced, Euler or RK4.
+
+    The one simulation loop of the package; :func:`simulate_trajectory` is this loop with the
+    enhanced-kinematics, stability and covariance options off.
 
     Parameters (beyond the model/terrain arrays): ``q0`` (nq,); ``known`` (nv,) bool;
     ``qdot_cmd`` (T, nv) known joint-space velocity entries per step (others ignored);
     ``vc_xy`` (T, nw, 2) contact slip velocities per step (zeros for no-slip); ``dt`` [s];
     ``sigma`` Baumgarte gain [1/s] (2.35); ``integrator`` EULER or RK4.
-    Outputs: ``q_traj`` (T+1, nq), ``qdot_traj`` (T, nv), ``vc_norm`` (T, nw) contact point
-    speeds |v_c| at the start of each step, ``dz_traj`` (T+1, nw) contact height errors.
+
+    Enhanced kinematics and stability (:mod:`wmr_model.enhanced`): ``I_frame`` (nf, 6, 6)
+    per-frame spatial inertias, ``gravity`` (3,) world gravity [m/s^2], ``slip_p`` (6,) p1..p6,
+    ``slip_axes`` (4, 3); ``enhanced`` adds body-level slip (2.44)-(2.52) in every velocity
+    solve (each RK4 stage too); ``assess`` (implied by ``enhanced``) computes f_cg and the
+    stability margin.
+
+    Uncertainty (:mod:`wmr_model.uncertainty`): ``body_noise`` (T, 6) added to the body twist
+    each step (or (0, 6) for none); with ``propagate`` the pose covariance starts at ``P0``
+    (6, 6) and follows (3.22)-(3.24) with spectral density ``Qprime`` (6, 6).
+
+    Outputs: ``q_traj`` (T+1, nq), ``qdot_traj`` (T, nv) joint-space velocity integrated in
+    each step (Euler: exactly; RK4: first stage), ``vc_norm`` (T, nw) contact point speeds
+    |v_c| at the start of each step, ``dz_traj`` (T+1, nw) contact height errors. When
+    ``enhanced or assess``: ``slip_traj`` (T, 6) body slip (2.50), ``vc_slip_traj`` (T, nw, 2)
+    contact slip velocities used (2.52), ``margin_traj`` (T+1,) stability margin [m]. When
+    ``propagate``: ``P_traj`` (T+1, 6, 6). Unrequested outputs may have a zero-length first axis.
     """
     nf = parent.shape[0]
     nw = wheel_frame.shape[0]
@@ -49,6 +99,16 @@ def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_jo
     A = np.empty((m, nv))
     v = np.empty(m)
     qdot = np.empty(nv)
+    Ic = np.empty((nf, 6, 6))
+    f_cg = np.zeros(6)
+    c = np.zeros(3)
+    v_b_slip = np.zeros(6)
+    vc_slip = np.zeros((nw, 2))
+    F = np.zeros((6, 6))
+    G = np.zeros((6, 6))
+    P = P0.copy()
+    no_noise = np.zeros(0)
+    stats = enhanced or assess
     q = q0.copy()
     qn = np.empty(nq)
     k1 = np.empty(nq)
@@ -58,45 +118,116 @@ def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_jo
     qs = np.empty(nq)
     qd_s = np.empty(nv)
     q_traj[0] = q
+    if propagate:
+        P_traj[0] = P
     nsteps = qdot_cmd.shape[0]
+    has_noise = body_noise.shape[0] > 0
+    noise = no_noise
     for t in range(nsteps):
-        joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                             joint_offset, tkind, tparams, tgrid, q, known, qdot_cmd[t], sigma,
-                             vc_xy[t], T_world, T_contact, dz, ang, A, v, qdot)
+        if has_noise:
+            noise = body_noise[t]
+        _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                       joint_offset, tkind, tparams, tgrid, q, known, qdot_cmd[t], sigma,
+                       vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, assess, noise,
+                       T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip)
         dz_traj[t] = dz
         qdot_traj[t] = qdot
         contact_velocity_norms(A, qdot, nw, vc_norm[t])
+        if stats:
+            slip_traj[t] = v_b_slip
+            vc_slip_traj[t] = vc_slip
+            margin_traj[t] = E.stability_margin(T_world, T_contact, c, f_cg)
+        if propagate:
+            error_dynamics(np.ascontiguousarray(T_world[0, :3, :3]), qdot[3:6], F, G)
+            propagate_covariance(P, F, G, Qprime, dt, P)
+            P_traj[t + 1] = P
         if integrator == EULER:
             integrate_euler(q, qdot, dt, qn)
         else:
             state_derivative(q, qdot, k1)
             qs[:] = q + 0.5 * dt * k1
             normalize_state(qs)
-            joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                 joint_offset, tkind, tparams, tgrid, qs, known, qdot_cmd[t],
-                                 sigma, vc_xy[t], T_world, T_contact, dz, ang, A, v, qd_s)
+            _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                           joint_offset, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
+                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False,
+                           noise, T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c,
+                           v_b_slip, vc_slip)
             state_derivative(qs, qd_s, k2)
             qs[:] = q + 0.5 * dt * k2
             normalize_state(qs)
-            joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                 joint_offset, tkind, tparams, tgrid, qs, known, qdot_cmd[t],
-                                 sigma, vc_xy[t], T_world, T_contact, dz, ang, A, v, qd_s)
+            _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                           joint_offset, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
+                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False,
+                           noise, T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c,
+                           v_b_slip, vc_slip)
             state_derivative(qs, qd_s, k3)
             qs[:] = q + dt * k3
             normalize_state(qs)
-            joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                 joint_offset, tkind, tparams, tgrid, qs, known, qdot_cmd[t],
-                                 sigma, vc_xy[t], T_world, T_contact, dz, ang, A, v, qd_s)
+            _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                           joint_offset, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
+                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False,
+                           noise, T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c,
+                           v_b_slip, vc_slip)
             state_derivative(qs, qd_s, k4)
             qn[:] = q + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
             normalize_state(qn)
         q[:] = qn
         q_traj[t + 1] = q
-    # contact height error of the final state (collision detection only)
-    joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                         joint_offset, tkind, tparams, tgrid, q, known, qdot_cmd[nsteps - 1],
-                         sigma, vc_xy[nsteps - 1], T_world, T_contact, dz, ang, A, v, qdot)
+    # contact height error (and stability) of the final state
+    _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                   tkind, tparams, tgrid, q, known, qdot_cmd[nsteps - 1], sigma,
+                   vc_xy[nsteps - 1], I_frame, gravity, slip_p, slip_axes, enhanced, assess,
+                   no_noise, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c, v_b_slip,
+                   vc_slip)
     dz_traj[nsteps] = dz
+    if stats:
+        margin_traj[nsteps] = E.stability_margin(T_world, T_contact, c, f_cg)
+
+
+@njit(parallel=True)
+def predict_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                  tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator,
+                  I_frame, gravity, slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0,
+                  propagate, q_traj, qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj,
+                  margin_traj, P_traj):
+    """:func:`predict_trajectory` for N trajectories in parallel (``prange`` over N).
+
+    Batched (leading N) arrays: ``q0``, ``qdot_cmd``, ``vc_xy``, ``slip_p`` (N, 6),
+    ``body_noise`` (N, T or 0, 6), ``P0`` (N, 6, 6) and every output. Shared: the model and
+    terrain arrays, ``known``, ``I_frame``, ``gravity``, ``slip_axes``, ``Qprime``.
+    """
+    for n in prange(q0.shape[0]):
+        predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                           joint_offset, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n],
+                           vc_xy[n], dt, sigma, integrator, I_frame, gravity, slip_p[n],
+                           slip_axes, enhanced, assess, body_noise[n], Qprime, P0[n], propagate,
+                           q_traj[n], qdot_traj[n], vc_norm[n], dz_traj[n], slip_traj[n],
+                           vc_slip_traj[n], margin_traj[n], P_traj[n])
+
+
+@njit
+def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                        joint_offset, tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt,
+                        sigma, integrator, q_traj, qdot_traj, vc_norm, dz_traj):
+    """Kinematic motion prediction over T steps (Figure 2.6 loop), Euler (2.39) or RK4.
+
+    :func:`predict_trajectory` with enhanced kinematics, stability and covariance off.
+    Parameters (beyond the model/terrain arrays): ``q0`` (nq,); ``known`` (nv,) bool;
+    ``qdot_cmd`` (T, nv) known joint-space velocity entries per step (others ignored);
+    ``vc_xy`` (T, nw, 2) contact slip velocities per step (zeros for no-slip); ``dt`` [s];
+    ``sigma`` Baumgarte gain [1/s] (2.35); ``integrator`` EULER or RK4.
+    Outputs: ``q_traj`` (T+1, nq), ``qdot_traj`` (T, nv), ``vc_norm`` (T, nw) contact point
+    speeds |v_c| at the start of each step, ``dz_traj`` (T+1, nw) contact height errors.
+    """
+    nf = parent.shape[0]
+    nw = wheel_frame.shape[0]
+    predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                       joint_offset, tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt,
+                       sigma, integrator, np.zeros((nf, 6, 6)), np.zeros(3), np.zeros(6),
+                       np.zeros((4, 3)), False, False, np.zeros((0, 6)), np.zeros((6, 6)),
+                       np.zeros((6, 6)), False, q_traj, qdot_traj, vc_norm, dz_traj,
+                       np.zeros((0, 6)), np.zeros((0, nw, 2)), np.zeros(0),
+                       np.zeros((0, 6, 6)))
 
 
 @njit(parallel=True)

@@ -1,0 +1,450 @@
+"""Enhanced kinematics: body-level slip and rollover risk (Seegmiller 2014, §2.3, eqs. 2.44-2.52).
+
+The kinematic model of §2.2 minimizes wheel slip. The enhancement predicts *body-level* slip from
+gravitational, inertial and dissipative forces with six coefficients ``p = (p1..p6)``, converts
+it to wheel slip (2.52) and re-solves the constrained velocity problem (2.38) so the wheels stay
+on the terrain. The same force at the centre of gravity gives a rollover/liftoff risk measure.
+
+Conventions (stated once; every function below follows them)
+----------------------------------------------------------------
+
+**Force sign.** (2.44) uses Featherstone's force cross product ``crf(v) = -crm(v)^T``
+(:func:`wmr_model.spatial.crf`), so
+
+.. math:: f_b = I_b^c g - v_b \\times_f I_b^c v_b
+
+is *minus* the approximate bias force (2.89): it is the gravity plus d'Alembert (centrifugal)
+force the vehicle exerts on its supports, i.e. the negative of what the ground must supply. On a
+side slope its lateral component points **downhill**; in a steady turn it points **outward**;
+on level ground at rest it is ``m g`` pointing down the body z axis.
+
+**Normal load.** :math:`f_z = -f_{cg} \\cdot \\hat z` with :math:`\\hat z` the normal direction
+(default body +z, pointing out of the ground). So ``f_z > 0`` while the vehicle presses on the
+ground and ``f_lon / f_z``, ``f_lat / f_z`` are the normalized forces along the slip directions.
+
+**Slip coefficients** (2.48)-(2.49), units in brackets:
+
+======  =====  =============================================================================
+p1      [-]    longitudinal slip per normalized longitudinal force; > 0 loses speed uphill
+p2      [-]    rolling resistance; ``p2 < 0`` reduces speed (v_lon scaled by 1 + p2)
+p3      [-]    lateral slip per normalized lateral force; > 0 slips downhill / outward in turns
+p4      [1/m]  yaw slip per normalized lateral force; **p4 > 0 understeer, p4 < 0 oversteer**
+p5      [1/m]  yaw slip per forward speed (left/right rolling resistance asymmetry)
+p6      [-]    yaw slip per yaw rate (anisotropic skid friction); ``p6 < 0`` turns less
+======  =====  =============================================================================
+
+**Slip directions** ``slip_axes`` (4, 3), unit vectors in body coordinates: rows ``lon``,
+``lat``, ``ang`` (Figure 2.7) and the normal ``z``; default body x, y, z, z
+(:data:`DEFAULT_SLIP_AXES`).
+
+**Stability margin** (§2.3, last paragraph): the line of action of :math:`f_{cg}` through the cg
+meets the *ground plane* (least-squares plane through the wheel-terrain contact points) at a
+point; the margin is its signed distance to the nearest edge of the *support polygon* (convex hull
+of the contact points projected on that plane), positive inside, negative outside, ``-inf`` when
+the force does not point into the ground. A margin below zero means liftoff/rollover is imminent.
+
+Kernels take explicit arrays (numba); :mod:`wmr_model.kinematics.loops` composes them inside the
+compiled simulation loops, and :mod:`wmr_model.predict` is the Python entry point.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from wmr_model._jit import njit
+from wmr_model.errors import ParameterError, ShapeError
+from wmr_model.inertia import composite_inertias, inertia_mass_com
+from wmr_model.kinematics.kernels import joint_space_velocity, solve_partitioned
+from wmr_model.spatial import crf
+
+__all__ = [
+    "STANDARD_GRAVITY",
+    "DEFAULT_SLIP_AXES",
+    "MIN_NORMAL_LOAD_FRACTION",
+    "body_force",
+    "cg_motion",
+    "cg_force",
+    "cg_slip_velocity",
+    "body_slip_velocity",
+    "wheel_slip_velocity",
+    "enhanced_joint_space_velocity",
+    "ground_plane",
+    "support_polygon",
+    "stability_margin",
+    "slip_axes_array",
+]
+
+#: Standard gravity [m/s^2] (ISO 80000-3); world gravity is ``(0, 0, -STANDARD_GRAVITY)``.
+STANDARD_GRAVITY = 9.80665
+
+#: Default slip directions in body coordinates: lon = x, lat = y, ang = z, normal = z.
+DEFAULT_SLIP_AXES = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0],
+                              [0.0, 0.0, 1.0]])
+
+# Below this normal load (as a fraction of the vehicle's weight m g) the force ratios of
+# (2.48)-(2.49) are set to zero: near liftoff f_z -> 0 and the ratios blow up, while the model has
+# no traction information there anyway (the thesis notes it cannot predict liftoff motion).
+MIN_NORMAL_LOAD_FRACTION = 1e-3
+
+# Contact points whose scatter has a second principal value below this fraction of the largest
+# are treated as collinear (e.g. two wheels): the ground-plane normal then comes from the mean
+# terrain normal at the contacts instead of the (undefined) least-squares plane.
+COLLINEAR_FRACTION = 1e-9
+
+
+@njit
+def body_force(Ic, g_body, v_b):
+    """Gravity and inertial force on the body frame, (2.44).
+
+    .. math:: f_b = I_b^c g - v_b \\times_f I_b^c v_b
+
+    ``Ic`` (6, 6) composite inertia in body coordinates; ``g_body`` (6,) spatial gravitational
+    acceleration ``[0; R_b^T g_w]`` in body coordinates; ``v_b`` (6,) body twist ``[w; v]``.
+    Returns ``f_b`` (6,) ``[tau; f]`` (sign convention: see the module docstring).
+    """
+    h = Ic @ v_b
+    return Ic @ g_body - crf(v_b) @ h
+
+
+@njit
+def _shift_motion(v, r):
+    """Motion vector ``v`` (6,) re-expressed at a parallel frame whose origin is at ``r``:
+    ``[w; v + w x r]`` (Plücker translation, B.2 with R = I)."""
+    out = np.empty(6)
+    w = v[0:3]
+    out[0:3] = w
+    out[3] = v[3] + w[1] * r[2] - w[2] * r[1]
+    out[4] = v[4] + w[2] * r[0] - w[0] * r[2]
+    out[5] = v[5] + w[0] * r[1] - w[1] * r[0]
+    return out
+
+
+@njit
+def cg_motion(c, v_b):
+    """Spatial velocity at the cg, (2.45): :math:`v_{cg} = X_b^{cg} v_b`.
+
+    The cg frame has its origin at ``c`` (3,) (body coordinates) and body-parallel axes, so
+    :math:`\\omega_{cg} = \\omega_b` and :math:`v_{cg} = v_b + \\omega_b \\times c`.
+    """
+    return _shift_motion(v_b, c)
+
+
+@njit
+def cg_force(c, f_b):
+    """Spatial force at the cg, (2.46): :math:`f_{cg} = (X_b^{cg})^{-T} f_b`.
+
+    :math:`\\tau_{cg} = \\tau_b - c \\times f`, :math:`f_{cg} = f_b` (linear part unchanged).
+    """
+    out = np.empty(6)
+    f = f_b[3:6]
+    out[0] = f_b[0] - (c[1] * f[2] - c[2] * f[1])
+    out[1] = f_b[1] - (c[2] * f[0] - c[0] * f[2])
+    out[2] = f_b[2] - (c[0] * f[1] - c[1] * f[0])
+    out[3:6] = f
+    return out
+
+
+@njit
+def cg_slip_velocity(v_cg, f_cg, p, slip_axes, min_load):
+    """Body slip velocity at the cg, (2.48)-(2.49).
+
+    .. math::
+
+        v_{cg,slip} = (p_1 \\tfrac{f_{lon}}{f_z} V_{lon} + p_2 V_{lon})\\,\\hat{lon}
+                      + p_3 \\tfrac{f_{lat}}{f_z} V_{lon}\\,\\hat{lat}
+
+        \\omega_{cg,slip} = (p_4 \\tfrac{f_{lat}}{f_z} V_{lon} + p_5 V_{lon}
+                            + p_6 V_{ang})\\,\\hat{ang}
+
+    ``v_cg``, ``f_cg`` (6,); ``p`` (6,) = p1..p6; ``slip_axes`` (4, 3) rows lon, lat, ang, z;
+    ``min_load`` [N]: below it (``f_z <= min_load``) the force-ratio terms are zero.
+    Returns the spatial slip velocity (6,) ``[w; v]`` at the cg.
+    """
+    lon = slip_axes[0]
+    lat = slip_axes[1]
+    ang = slip_axes[2]
+    zn = slip_axes[3]
+    f = f_cg[3:6]
+    f_lon = f[0] * lon[0] + f[1] * lon[1] + f[2] * lon[2]
+    f_lat = f[0] * lat[0] + f[1] * lat[1] + f[2] * lat[2]
+    f_z = -(f[0] * zn[0] + f[1] * zn[1] + f[2] * zn[2])
+    V_lon = v_cg[3] * lon[0] + v_cg[4] * lon[1] + v_cg[5] * lon[2]
+    V_ang = v_cg[0] * ang[0] + v_cg[1] * ang[1] + v_cg[2] * ang[2]
+    r_lon = 0.0
+    r_lat = 0.0
+    if f_z > min_load:
+        r_lon = f_lon / f_z
+        r_lat = f_lat / f_z
+    s_lon = p[0] * r_lon * V_lon + p[1] * V_lon
+    s_lat = p[2] * r_lat * V_lon
+    s_ang = p[3] * r_lat * V_lon + p[4] * V_lon + p[5] * V_ang
+    out = np.empty(6)
+    for r in range(3):
+        out[r] = s_ang * ang[r]
+        out[3 + r] = s_lon * lon[r] + s_lat * lat[r]
+    return out
+
+
+@njit
+def body_slip_velocity(c, v_cg_slip):
+    """Slip velocity moved back to the body frame, (2.50): :math:`(X_b^{cg})^{-1} v_{cg,slip}`.
+
+    :math:`\\omega_{b} = \\omega_{cg}`, :math:`v_b = v_{cg} + c \\times \\omega_{cg}`.
+    """
+    return _shift_motion(v_cg_slip, -c)
+
+
+@njit
+def wheel_slip_velocity(A, v_b_slip, nw, vc_xy):
+    """Wheel slip from body slip, (2.52): ``vc(x u y) = A_wheel(x u y, 1..6) v_b,slip``.
+
+    ``A`` (3 nw + ncj, nv) stacked constraint matrix (wheel k in rows 3k..3k+2); writes the x, y
+    contact velocities ``vc_xy`` (nw, 2) (the z rows are left to the Baumgarte term).
+    """
+    for k in range(nw):
+        for r in range(2):
+            s = 0.0
+            for j in range(6):
+                s += A[3 * k + r, j] * v_b_slip[j]
+            vc_xy[k, r] = s
+
+
+@njit
+def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                                  joint_offset, tkind, tparams, tgrid, q, known, qdot_known,
+                                  sigma, vc_xy, I_frame, gravity, p, slip_axes, enhanced,
+                                  T_world, T_contact, dz, contact_angle, A, v, qdot, Ic,
+                                  f_cg, c, v_b_slip, vc_slip):
+    """Joint-space velocity with body-level slip, (2.44)-(2.52) then (2.38).
+
+    1. least-squares (no added slip) solve of (2.37)-(2.38) with the given ``vc_xy`` (nw, 2);
+    2. composite inertia (Algorithm 3 backward pass), cg ``c`` (3,), body force (2.44) and its
+       cg form (2.45)-(2.47), written to ``f_cg`` (6,) - also without ``enhanced``, for the
+       stability margin;
+    3. when ``enhanced``: slip at the cg (2.48)-(2.49), back to the body (2.50) into
+       ``v_b_slip`` (6,), wheel slip (2.52) added to ``vc_xy`` into ``vc_slip`` (nw, 2), and the
+       same constraint matrix ``A`` solved again with the new right-hand side (2.38).
+
+    ``I_frame`` (nf, 6, 6) per-frame spatial inertias; ``gravity`` (3,) world gravity
+    [m/s^2]; ``p`` (6,); ``slip_axes`` (4, 3). Workspace as in
+    :func:`wmr_model.kinematics.kernels.joint_space_velocity` plus ``Ic`` (nf, 6, 6).
+    Returns the residual norm of the final solve.
+    """
+    res = joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                               joint_offset, tkind, tparams, tgrid, q, known, qdot_known, sigma,
+                               vc_xy, T_world, T_contact, dz, contact_angle, A, v, qdot)
+    Ib = composite_inertias(parent, I_frame, T_world, Ic)
+    m, cc = inertia_mass_com(Ib)
+    c[:] = cc
+    Rb = T_world[0, :3, :3]
+    g_b = np.zeros(6)
+    for r in range(3):
+        g_b[3 + r] = Rb[0, r] * gravity[0] + Rb[1, r] * gravity[1] + Rb[2, r] * gravity[2]
+    v_b = qdot[0:6].copy()
+    f_b = body_force(Ib, g_b, v_b)
+    f_cg[:] = cg_force(c, f_b)
+    nw = wheel_frame.shape[0]
+    if not enhanced:
+        v_b_slip[:] = 0.0
+        vc_slip[:, :] = vc_xy
+        return res
+    gnorm = math.sqrt(gravity[0] ** 2 + gravity[1] ** 2 + gravity[2] ** 2)
+    min_load = MIN_NORMAL_LOAD_FRACTION * m * gnorm
+    v_cg = cg_motion(c, v_b)
+    s_cg = cg_slip_velocity(v_cg, f_cg, p, slip_axes, min_load)
+    v_b_slip[:] = body_slip_velocity(c, s_cg)
+    wheel_slip_velocity(A, v_b_slip, nw, vc_slip)
+    for k in range(nw):
+        vc_slip[k, 0] += vc_xy[k, 0]
+        vc_slip[k, 1] += vc_xy[k, 1]
+        v[3 * k] = vc_slip[k, 0]
+        v[3 * k + 1] = vc_slip[k, 1]
+    return solve_partitioned(A, v, known, qdot_known, qdot)
+
+
+# ----------------------------------------------------------------------------------------------
+# Rollover / liftoff risk
+# ----------------------------------------------------------------------------------------------
+
+
+@njit
+def ground_plane(T_contact, Rb):
+    """Least-squares ground plane through the contact points.
+
+    ``T_contact`` (nw, 4, 4) contact frames, ``Rb`` (3, 3) body orientation. Returns
+    ``(origin (3,), normal (3,))``: the centroid of the contact points and the unit normal of the
+    total-least-squares plane (smallest principal direction of their scatter), oriented along the
+    body's +z. With fewer than three contacts or collinear contacts the normal is the mean of the
+    terrain normals at the contacts.
+    """
+    nw = T_contact.shape[0]
+    o = np.zeros(3)
+    for k in range(nw):
+        o += T_contact[k, :3, 3]
+    o /= nw
+    S = np.zeros((3, 3))
+    for k in range(nw):
+        d = T_contact[k, :3, 3] - o
+        S += np.outer(d, d)
+    n = np.zeros(3)
+    lam, V = np.linalg.eigh(S)
+    if nw >= 3 and lam[1] > COLLINEAR_FRACTION * lam[2] and lam[2] > 0.0:
+        n[:] = V[:, 0]
+    else:
+        for k in range(nw):
+            n += T_contact[k, :3, 2]
+    n /= math.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
+    if n[0] * Rb[0, 2] + n[1] * Rb[1, 2] + n[2] * Rb[2, 2] < 0.0:
+        n = -n
+    return o, n
+
+
+@njit
+def _cross2(ax, ay, bx, by):
+    return ax * by - ay * bx
+
+
+@njit
+def support_polygon(pts):
+    """Convex hull of 2-D points ``pts`` (n, 2), counter-clockwise; gift wrapping.
+
+    Returns the vertex indices (h,) in order. Collinear boundary points are skipped (the farthest
+    one is kept), so ``h`` may be 1 or 2 for degenerate input.
+    """
+    n = pts.shape[0]
+    start = 0
+    for i in range(1, n):
+        if pts[i, 0] < pts[start, 0] or (pts[i, 0] == pts[start, 0]
+                                         and pts[i, 1] < pts[start, 1]):
+            start = i
+    hull = np.empty(n, dtype=np.int64)
+    h = 0
+    cur = start
+    for _ in range(n):
+        hull[h] = cur
+        h += 1
+        nxt = -1
+        for j in range(n):
+            if j == cur:
+                continue
+            if nxt < 0:
+                nxt = j
+                continue
+            cr = _cross2(pts[nxt, 0] - pts[cur, 0], pts[nxt, 1] - pts[cur, 1],
+                         pts[j, 0] - pts[cur, 0], pts[j, 1] - pts[cur, 1])
+            if cr < 0.0:  # j is clockwise of nxt: wrap tighter
+                nxt = j
+            elif cr == 0.0:
+                dn = (pts[nxt, 0] - pts[cur, 0]) ** 2 + (pts[nxt, 1] - pts[cur, 1]) ** 2
+                dj = (pts[j, 0] - pts[cur, 0]) ** 2 + (pts[j, 1] - pts[cur, 1]) ** 2
+                if dj > dn:
+                    nxt = j
+        if nxt < 0 or nxt == start:
+            break
+        if (pts[nxt, 0] == pts[cur, 0]) and (pts[nxt, 1] == pts[cur, 1]):
+            break
+        cur = nxt
+    return hull[:h]
+
+
+@njit
+def _segment_distance(px, py, ax, ay, bx, by):
+    dx = bx - ax
+    dy = by - ay
+    L2 = dx * dx + dy * dy
+    t = 0.0
+    if L2 > 0.0:
+        t = ((px - ax) * dx + (py - ay) * dy) / L2
+        t = min(1.0, max(0.0, t))
+    ex = ax + t * dx - px
+    ey = ay + t * dy - py
+    return math.sqrt(ex * ex + ey * ey)
+
+
+@njit
+def stability_margin(T_world, T_contact, c, f_cg):
+    """Signed rollover stability margin [m] (§2.3, after [124]).
+
+    The line of action of the linear force ``f_cg[3:]`` (body coordinates) through the cg ``c``
+    (3,) (body coordinates) is intersected with the least-squares ground plane
+    (:func:`ground_plane`); the margin is the distance from the intersection to the nearest edge
+    of the support polygon (:func:`support_polygon` of the contacts projected on the plane),
+    positive inside and negative outside. ``-inf`` when the force does not point into the
+    ground (``n . f >= 0``: the vehicle would lift off entirely) or vanishes.
+    """
+    Rb = np.ascontiguousarray(T_world[0, :3, :3])
+    o, n = ground_plane(T_contact, Rb)
+    d = Rb @ f_cg[3:6]
+    dn = d[0] * n[0] + d[1] * n[1] + d[2] * n[2]
+    dnorm = math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+    if not (dn < -1e-12 * dnorm) or dnorm == 0.0:
+        return -np.inf
+    r_cg = Rb @ c + T_world[0, :3, 3]
+    s = ((o[0] - r_cg[0]) * n[0] + (o[1] - r_cg[1]) * n[1] + (o[2] - r_cg[2]) * n[2]) / dn
+    hit = r_cg + s * d
+    # plane basis: e1 = body x projected on the plane, e2 = n x e1
+    bx = Rb[:, 0]
+    e1 = bx - (bx[0] * n[0] + bx[1] * n[1] + bx[2] * n[2]) * n
+    ne = math.sqrt(e1[0] ** 2 + e1[1] ** 2 + e1[2] ** 2)
+    if ne < 1e-9:
+        e1 = Rb[:, 1] - (Rb[0, 1] * n[0] + Rb[1, 1] * n[1] + Rb[2, 1] * n[2]) * n
+        ne = math.sqrt(e1[0] ** 2 + e1[1] ** 2 + e1[2] ** 2)
+    e1 /= ne
+    e2 = np.empty(3)
+    e2[0] = n[1] * e1[2] - n[2] * e1[1]
+    e2[1] = n[2] * e1[0] - n[0] * e1[2]
+    e2[2] = n[0] * e1[1] - n[1] * e1[0]
+    nw = T_contact.shape[0]
+    pts = np.empty((nw, 2))
+    for k in range(nw):
+        r = T_contact[k, :3, 3] - o
+        pts[k, 0] = r[0] * e1[0] + r[1] * e1[1] + r[2] * e1[2]
+        pts[k, 1] = r[0] * e2[0] + r[1] * e2[1] + r[2] * e2[2]
+    hr = hit - o
+    px = hr[0] * e1[0] + hr[1] * e1[1] + hr[2] * e1[2]
+    py = hr[0] * e2[0] + hr[1] * e2[1] + hr[2] * e2[2]
+    hull = support_polygon(pts)
+    h = hull.shape[0]
+    if h == 1:
+        return -math.sqrt((px - pts[hull[0], 0]) ** 2 + (py - pts[hull[0], 1]) ** 2)
+    dist = np.inf
+    inside = h >= 3
+    for j in range(h):
+        a = hull[j]
+        b = hull[(j + 1) % h]
+        dj = _segment_distance(px, py, pts[a, 0], pts[a, 1], pts[b, 0], pts[b, 1])
+        if dj < dist:
+            dist = dj
+        if _cross2(pts[b, 0] - pts[a, 0], pts[b, 1] - pts[a, 1],
+                   px - pts[a, 0], py - pts[a, 1]) < 0.0:
+            inside = False
+    return dist if inside else -dist
+
+
+# ----------------------------------------------------------------------------------------------
+# Python helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def slip_axes_array(lon=None, lat=None, ang=None, normal=None) -> np.ndarray:
+    """Slip directions (4, 3) [lon; lat; ang; normal] in body coordinates, validated unit vectors.
+
+    ``None`` keeps the default (body x, y, z, z). Vectors are normalized; a zero or non-finite
+    vector raises :class:`~wmr_model.errors.ParameterError` naming it.
+    """
+    out = DEFAULT_SLIP_AXES.copy()
+    for r, (name, vec) in enumerate((("lon", lon), ("lat", lat), ("ang", ang),
+                                     ("normal", normal))):
+        if vec is None:
+            continue
+        a = np.asarray(vec, dtype=float)
+        if a.shape != (3,):
+            raise ShapeError(f"slip axis {name}: expected shape (3,), got {a.shape}")
+        na = float(np.linalg.norm(a))
+        if not (np.all(np.isfinite(a)) and na > 1e-12):
+            raise ParameterError(f"slip axis {name}: must be a finite nonzero vector, "
+                                 f"got {a.tolist()}")
+        out[r] = a / na
+    return out

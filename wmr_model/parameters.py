@@ -1,0 +1,152 @@
+"""Named model parameters: one schema row per calibratable quantity (design.md §4).
+
+Each parameter has a stable dotted name used by calibration, YAML files, ROS parameters and
+messages, with its default, unit, bounds, whether calibration may change it, and what it does.
+This module holds the rows the prediction layer needs now (the enhanced-kinematics slip
+coefficients of (2.48)-(2.49) and the Cholesky entries of the noise spectral density Q'
+(3.40)-(3.41)); other layers add theirs with :func:`register`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from wmr_model.errors import ParameterError
+
+__all__ = [
+    "ParameterSpec",
+    "SLIP_NAMES",
+    "register",
+    "schema",
+    "get_spec",
+    "check_value",
+    "slip_vector",
+]
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One named parameter.
+
+    Attributes:
+        name: stable dotted name, e.g. ``slip.p3``.
+        default: value when not given.
+        unit: SI unit string (``"1"`` for dimensionless).
+        lower, upper: inclusive bounds (``-inf``/``inf`` when unbounded).
+        calibratable: True when IPEM may estimate it.
+        description: what it does and what breaks when it is wrong.
+    """
+
+    name: str
+    default: float
+    unit: str
+    lower: float = -math.inf
+    upper: float = math.inf
+    calibratable: bool = True
+    description: str = ""
+
+
+_SCHEMA: dict[str, ParameterSpec] = {}
+
+
+def register(specs: Iterable[ParameterSpec]) -> None:
+    """Add schema rows; re-registering an existing name with a different row is an error."""
+    for s in specs:
+        old = _SCHEMA.get(s.name)
+        if old is not None and old != s:
+            raise ParameterError(f"{s.name}: already registered with a different definition")
+        _SCHEMA[s.name] = s
+
+
+def schema() -> dict[str, ParameterSpec]:
+    """All registered parameters by name (a copy)."""
+    return dict(_SCHEMA)
+
+
+def get_spec(name: str) -> ParameterSpec:
+    """Schema row of ``name``; ParameterError naming close matches if unknown."""
+    try:
+        return _SCHEMA[name]
+    except KeyError:
+        prefix = name.split(".")[0] + "."
+        near = sorted(n for n in _SCHEMA if n.startswith(prefix))[:8]
+        raise ParameterError(f"{name}: unknown parameter; known {prefix}* names: {near}") from None
+
+
+def check_value(name: str, value: float) -> float:
+    """Validate ``value`` against the schema row of ``name`` (finite, within bounds)."""
+    s = get_spec(name)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name}: must be a number [{s.unit}], got {value!r}") from None
+    if not math.isfinite(v):
+        raise ParameterError(f"{name}: must be finite [{s.unit}], got {value}")
+    if not (s.lower <= v <= s.upper):
+        raise ParameterError(f"{name}: must be in [{s.lower}, {s.upper}] {s.unit}, got {v}")
+    return v
+
+
+#: Names of the slip coefficients p1..p6 of (2.48)-(2.49), in vector order.
+SLIP_NAMES = tuple(f"slip.p{i}" for i in range(1, 7))
+
+register([
+    ParameterSpec("slip.p1", 0.0, "1", description=(
+        "longitudinal slip per normalized longitudinal force (2.48); wrong values mis-predict "
+        "speed on grades")),
+    ParameterSpec("slip.p2", 0.0, "1", description=(
+        "rolling resistance (2.48): forward speed scaled by 1 + p2, p2 < 0 slows the vehicle; "
+        "also absorbs a wrong wheel radius")),
+    ParameterSpec("slip.p3", 0.0, "1", description=(
+        "lateral slip per normalized lateral force (2.48); p3 > 0 slips downhill on side slopes "
+        "and outward in turns")),
+    ParameterSpec("slip.p4", 0.0, "1/m", description=(
+        "yaw slip per normalized lateral force (2.49); p4 > 0 understeer, p4 < 0 oversteer")),
+    ParameterSpec("slip.p5", 0.0, "1/m", description=(
+        "yaw slip per forward speed (2.49): left/right rolling-resistance asymmetry (flat tire); "
+        "wrong values make straight driving curve")),
+    ParameterSpec("slip.p6", 0.0, "1", description=(
+        "yaw slip per yaw rate (2.49): anisotropic skid friction; p6 < 0 turns less than the "
+        "isotropic pseudoinverse solution (also absorbs a wrong track width)")),
+])
+
+
+def _register_noise() -> None:
+    comps = ("wx", "wy", "wz", "vx", "vy", "vz")
+    units = ("rad", "rad", "rad", "m", "m", "m")
+    rows = []
+    for i in range(6):
+        for j in range(i, 6):
+            rows.append(ParameterSpec(
+                f"noise.U.{comps[i]}_{comps[j]}", 0.0, f"{units[j]}/s^0.5",
+                lower=0.0 if i == j else -math.inf, description=(
+                    f"entry ({comps[i]}, {comps[j]}) of the upper-triangular Cholesky factor U of "
+                    "the body-twist noise spectral density Q' = U^T U (3.40); too small gives "
+                    "overconfident pose covariances")))
+    register(rows)
+
+
+_register_noise()
+
+
+def slip_vector(values: Mapping[str, float] | np.ndarray | None) -> np.ndarray:
+    """Slip coefficients (6,) p1..p6 from a mapping of ``slip.p*`` names or an array.
+
+    Missing names take their defaults; unknown ``slip.*`` names raise ParameterError.
+    An array is returned as float (shape checked by the caller).
+    """
+    if values is None:
+        return np.array([get_spec(n).default for n in SLIP_NAMES])
+    if isinstance(values, Mapping):
+        out = np.array([get_spec(n).default for n in SLIP_NAMES])
+        for name, val in values.items():
+            if name not in SLIP_NAMES:
+                raise ParameterError(f"{name}: not a slip coefficient; expected one of "
+                                     f"{list(SLIP_NAMES)}")
+            out[SLIP_NAMES.index(name)] = check_value(name, val)
+        return out
+    return np.asarray(values, dtype=float)

@@ -1,0 +1,297 @@
+"""Batched motion prediction for planners: many candidate command sequences in one call.
+
+:func:`predict` runs N candidate trajectories through the package's one compiled prediction
+loop (:func:`wmr_model.kinematics.loops.predict_batch`, the same loop :func:`kin.simulate
+<wmr_model.kinematics.simulate>` uses) with, optionally, enhanced kinematics (§2.3), the
+rollover stability margin and linearized pose covariance (§3.2.1). Every array of the result has
+the batch axis first, also for a single candidate (N = 1).
+
+Commands are rates of the actuated joints (``model.actuated_joints`` order). Planners that think
+in body twists use :func:`twist_commands` (or :func:`predict_twist`) to convert segments of
+``(vx, wz, duration)`` into joint rates first.
+
+Flags (``Prediction.flags``, (N, T+1) bitmask per state):
+
+================  ====  ============================================================
+TIPOVER_RISK      1     stability margin below ``tipover_margin`` (default 0 m)
+TRACTION_LIMIT    2     reserved for traction-limited models (dynamics); never set by
+                        kinematic or enhanced-kinematic prediction, which have no
+                        traction limit (§2.3, Limitations)
+WHEEL_LIFTOFF     4     some wheel's contact height error Δz (2.8) above
+                        ``liftoff_threshold`` (default 0.02 m): the kinematics could not keep
+                        it on the terrain
+================  ====  ============================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from wmr_model.enhanced import STANDARD_GRAVITY, slip_axes_array
+from wmr_model.errors import ParameterError, ShapeError
+from wmr_model.inertia import model_frame_inertias
+from wmr_model.kinematics import api as kin_api
+from wmr_model.kinematics import loops as L
+from wmr_model.model import VehicleModel
+from wmr_model.parameters import slip_vector
+from wmr_model.terrain import Terrain, flat
+from wmr_model.uncertainty import check_covariance, to_ros_pose_covariance
+
+__all__ = [
+    "TIPOVER_RISK",
+    "TRACTION_LIMIT",
+    "WHEEL_LIFTOFF",
+    "FIDELITIES",
+    "DEFAULT_LIFTOFF_THRESHOLD",
+    "Prediction",
+    "predict",
+    "twist_commands",
+    "predict_twist",
+]
+
+TIPOVER_RISK = 1
+TRACTION_LIMIT = 2
+WHEEL_LIFTOFF = 4
+
+FIDELITIES = ("kinematic", "enhanced")
+
+# A wheel whose contact height error exceeds 2 cm has separated from the terrain by more than the
+# Baumgarte term removes in a step at typical speeds; smaller errors are ordinary stabilization
+# residue on rough ground (test_kinematics: RMS < 2 mm).
+DEFAULT_LIFTOFF_THRESHOLD = 0.02
+
+
+@dataclass(frozen=True)
+class Prediction(kin_api.Trajectory):
+    """Result of :func:`predict`; batch axis first everywhere.
+
+    Extends :class:`~wmr_model.kinematics.Trajectory` (``dt``, ``q`` (N, T+1, nq), ``qdot``
+    (N, T, nv), ``contact_speed`` (N, T, nw), ``dz`` (N, T+1, nw) and its ``time``,
+    ``position``, ``euler``, ``joints``) with:
+
+    Attributes:
+        slip: (N, T, 6) body slip twist ``[w; v]`` added by enhanced kinematics (2.50), body
+            coordinates (zeros for ``fidelity="kinematic"``).
+        wheel_slip: (N, T, nw, 2) contact x, y slip velocities commanded to the solve (2.52).
+        stability_margin: (N, T+1) signed rollover margin [m] (:mod:`wmr_model.enhanced`);
+            NaN when the model has no mass.
+        flags: (N, T+1) uint8 bitmask (TIPOVER_RISK, TRACTION_LIMIT, WHEEL_LIFTOFF).
+        covariance: (N, T+1, 6, 6) pose covariance ``[dtheta; dp]`` (world axes,
+            :mod:`wmr_model.uncertainty`), or None when no ``Qprime`` was given.
+    """
+
+    slip: np.ndarray
+    wheel_slip: np.ndarray
+    stability_margin: np.ndarray
+    flags: np.ndarray
+    covariance: np.ndarray | None
+
+    @property
+    def body_twist(self) -> np.ndarray:
+        """(N, T, 6) body twist ``[w; v]`` in body coordinates used in each step."""
+        return self.qdot[..., 0:6]
+
+    @property
+    def ros_covariance(self) -> np.ndarray | None:
+        """(N, T+1, 36) covariance in ROS ``PoseWithCovariance`` layout, or None."""
+        return None if self.covariance is None else to_ros_pose_covariance(self.covariance)
+
+
+def _batched(a: np.ndarray, name: str, tail: tuple[int, ...], hint: str) -> np.ndarray:
+    """Add a leading batch axis when missing and check the trailing shape."""
+    a = np.asarray(a, dtype=float)
+    if a.ndim == len(tail):
+        a = a[None]
+    ok = a.ndim == len(tail) + 1 and all(t is None or t == s for s, t in zip(a.shape[1:], tail))
+    if not ok:
+        raise ShapeError(f"{name}: expected shape {hint}, got {a.shape}")
+    return a
+
+
+def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.ndarray,
+            dt: float, *, fidelity: str = "kinematic",
+            slip_params: np.ndarray | Mapping[str, float] | None = None,
+            slip_axes: np.ndarray | None = None, Qprime: np.ndarray | None = None,
+            P0: np.ndarray | None = None, integrator: str = "euler",
+            stabilization: float = kin_api.DEFAULT_STABILIZATION,
+            process_noise: np.ndarray | None = None, gravity: float = STANDARD_GRAVITY,
+            liftoff_threshold: float = DEFAULT_LIFTOFF_THRESHOLD,
+            tipover_margin: float = 0.0) -> Prediction:
+    """Predict N candidate trajectories (kinematic §2.2 or enhanced kinematic §2.3).
+
+    Args:
+        q0: (nq,) or (N, nq) initial states, normally from :func:`kin.initialize_contact`.
+        commands: (T, na) or (N, T, na) actuated joint rates per step [rad/s or m/s], in
+            ``model.actuated_joints`` order; held over each step of ``dt`` [s].
+        fidelity: ``"kinematic"`` (least-squares no-slip) or ``"enhanced"`` (body slip).
+        slip_params: p1..p6 as (6,), (N, 6) or a mapping of ``slip.p1``.. names
+            (:mod:`wmr_model.parameters`); default zeros. Only used by ``"enhanced"``.
+        slip_axes: (4, 3) slip directions lon, lat, ang, normal in body coordinates
+            (:func:`wmr_model.enhanced.slip_axes_array`); default body x, y, z, z.
+        Qprime: (6, 6) spectral density of body-twist noise (3.13); when given, pose
+            covariance is propagated (3.22)-(3.24) inside the loop.
+        P0: (6, 6) or (N, 6, 6) initial pose covariance (default zero); needs ``Qprime``.
+        integrator: ``"euler"`` or ``"rk4"``.
+        stabilization: Baumgarte gain as sigma*dt in [0, 1] (2.35).
+        process_noise: (T, 6) or (N, T, 6) samples added to the body twist each step (Monte
+            Carlo: draw with covariance ``Qprime / dt``).
+        gravity: magnitude [m/s^2] of world gravity (0, 0, -g).
+        liftoff_threshold: Δz [m] above which WHEEL_LIFTOFF is flagged.
+        tipover_margin: margin [m] below which TIPOVER_RISK is flagged.
+
+    Returns:
+        :class:`Prediction` with batch axis N = max(N of q0, commands, slip_params, ...).
+    """
+    if fidelity not in FIDELITIES:
+        raise ParameterError(f"fidelity: must be one of {list(FIDELITIES)}, got {fidelity!r}")
+    p = slip_vector(slip_params)
+    p = _batched(p, "slip_params", (6,), "(6,) or (N, 6)")
+    if not np.all(np.isfinite(p)):
+        raise ParameterError("slip_params: must be finite")
+    propagate = Qprime is not None
+    if P0 is not None and not propagate:
+        raise ParameterError("P0: given without Qprime; covariance propagation needs Qprime")
+    Q = check_covariance(Qprime, "Qprime") if propagate else np.zeros((6, 6))
+    if P0 is None:
+        P = np.zeros((1, 6, 6))
+    else:
+        P = _batched(P0, "P0", (6, 6), "(6, 6) or (N, 6, 6)").copy()
+        for n in range(P.shape[0]):
+            P[n] = check_covariance(P[n], f"P0[{n}]")
+    T_hint = np.shape(commands)[-2] if np.ndim(commands) >= 2 else 0
+    if process_noise is None:
+        noise = np.zeros((1, 0, 6))
+    else:
+        noise = _batched(process_noise, "process_noise", (T_hint, 6),
+                         f"({T_hint}, 6) or (N, {T_hint}, 6)")
+        if not np.all(np.isfinite(noise)):
+            raise ParameterError("process_noise: must be finite")
+    axes = slip_axes_array() if slip_axes is None else _axes(slip_axes)
+    if not (math.isfinite(gravity) and gravity >= 0):
+        raise ParameterError(f"gravity: must be a finite magnitude >= 0 m/s^2, got {gravity}")
+    b = kin_api.prepare_batch(model, q0, commands, dt, integrator, stabilization,
+                              rates_name="commands",
+                              other_batch_sizes={"slip_params": p.shape[0], "P0": P.shape[0],
+                                                 "process_noise": noise.shape[0]})
+    N, T, sigma, q0a = b.N, b.T, b.sigma, b.q0
+    u = b.rates
+
+    def full(a: np.ndarray) -> np.ndarray:
+        # writable copies: numba's read-only specialization is slower (see prepare_batch)
+        return np.array(np.broadcast_to(a, (N,) + a.shape[1:]), dtype=float, order="C")
+
+    p, P, noise = full(p), full(P), full(noise)
+    qdot_cmd = np.zeros((N, T, model.nv))
+    qdot_cmd[:, :, 6 + model.actuated_joints] = u
+    known = kin_api.simulation_known(model)
+    vc = np.zeros((N, T, model.nw, 2))
+    q_traj = np.empty((N, T + 1, model.nq))
+    qdot_traj = np.empty((N, T, model.nv))
+    vcn = np.empty((N, T, model.nw))
+    dz = np.empty((N, T + 1, model.nw))
+    slip = np.zeros((N, T, 6))
+    vc_slip = np.zeros((N, T, model.nw, 2))
+    margin = np.full((N, T + 1), np.nan)
+    P_traj = np.empty((N, T + 1 if propagate else 0, 6, 6))
+    assess = model.total_mass > 0.0
+    tk, tp, tg = terrain.kernel_args()
+    L.predict_batch(model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
+                    model.wheel_radius, model.A_joint, model.joint_offset, tk, tp, tg, q0a,
+                    known, qdot_cmd, vc, float(dt), sigma, kin_api.INTEGRATORS[integrator],
+                    model_frame_inertias(model), np.array([0.0, 0.0, -float(gravity)]), p, axes,
+                    fidelity == "enhanced", assess, noise, Q, P, propagate, q_traj, qdot_traj,
+                    vcn, dz, slip, vc_slip, margin, P_traj)
+    if not assess:
+        margin[:] = np.nan  # no mass, no force: the margin is undefined
+    flags = np.zeros((N, T + 1), dtype=np.uint8)
+    with np.errstate(invalid="ignore"):
+        flags |= np.where(margin < tipover_margin, TIPOVER_RISK, 0).astype(np.uint8)
+    flags |= np.where((dz > liftoff_threshold).any(axis=-1), WHEEL_LIFTOFF, 0).astype(np.uint8)
+    return Prediction(dt=float(dt), q=q_traj, qdot=qdot_traj, contact_speed=vcn, dz=dz,
+                      slip=slip, wheel_slip=vc_slip, stability_margin=margin, flags=flags,
+                      covariance=P_traj if propagate else None)
+
+
+def _axes(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=float)
+    if a.shape != (4, 3):
+        raise ShapeError(f"slip_axes: expected shape (4, 3) [lon; lat; ang; normal], got {a.shape}")
+    return slip_axes_array(*a)
+
+
+def twist_commands(model: VehicleModel, segments: np.ndarray, dt: float, *,
+                   q: np.ndarray | None = None) -> np.ndarray:
+    """Actuated joint rates (N, T, na) for piecewise-constant body twist segments.
+
+    Args:
+        segments: (S, 3) or (N, S, 3) rows ``(vx [m/s], wz [rad/s], duration [s])``.
+        dt: step size [s]; each segment lasts ``round(duration / dt)`` steps.
+        q: (nq,) state whose joint values seed the conversion (default neutral).
+
+    The conversion is the control context of (2.37) on **flat ground** with a level body, i.e.
+    what an onboard controller that does not see the terrain would command; the prediction then
+    shows what those commands do on the real terrain. It is
+    :func:`kin.solve_control <wmr_model.kinematics.solve_control>` with the planar twist (wz, vx,
+    vy = 0) known and passive non-wheel joints held (``hold_passive=True``); steer angles it
+    solves are reached within the first step of each segment (rate = change / dt) and held after.
+    Candidates with fewer total steps than the longest are padded with zero rates (stopped).
+    Results are cached per distinct (vx, wz) and steer state.
+    """
+    seg = np.asarray(segments, dtype=float)
+    if seg.ndim == 2:
+        seg = seg[None]
+    if seg.ndim != 3 or seg.shape[2] != 3:
+        raise ShapeError(f"segments: expected shape (S, 3) or (N, S, 3) rows (vx, wz, "
+                         f"duration), got {np.shape(segments)}")
+    if not np.all(np.isfinite(seg)):
+        raise ParameterError("segments: must be finite")
+    if np.any(seg[:, :, 2] < 0):
+        raise ParameterError("segments: durations must be >= 0 s")
+    if not (math.isfinite(dt) and dt > 0):
+        raise ParameterError(f"dt: must be a finite step size > 0 s, got {dt}")
+    qn = model.neutral_state()
+    if q is not None:
+        qn[7:] = kin_api._state(model, q)[7:]
+    steps = np.rint(seg[:, :, 2] / dt).astype(int)
+    T = max(1, int(steps.sum(axis=1).max()))
+    act = list(model.actuated_joints)
+    out = np.zeros((seg.shape[0], T, len(act)))
+    terrain = flat()
+    cache: dict[tuple[float, float, bytes], kin_api.ControlSolution] = {}
+    for n in range(seg.shape[0]):
+        qc = qn.copy()
+        t = 0
+        for s in range(seg.shape[1]):
+            k = int(steps[n, s])
+            if k == 0:
+                continue
+            vx, wz = float(seg[n, s, 0]), float(seg[n, s, 1])
+            key = (vx, wz, qc[7:].tobytes())
+            if key not in cache:
+                cache[key] = kin_api.solve_control(model, terrain, qc,
+                                                   np.array([0.0, 0.0, wz, vx, 0.0, 0.0]),
+                                                   hold_passive=True)
+            sol = cache[key]
+            out[n, t:t + k] = sol.qdot[6 + model.actuated_joints]
+            for j in sol.steer_joints:  # reach the solved steer angle within the first step
+                out[n, t, act.index(j)] = (sol.q[7 + j] - qc[7 + j]) / dt
+            qc = sol.q.copy()
+            t += k
+    return out
+
+
+def predict_twist(model: VehicleModel, terrain: Terrain, q0: np.ndarray, segments: np.ndarray,
+                  dt: float, **kwargs) -> Prediction:
+    """:func:`predict` for body twist segments (:func:`twist_commands` then :func:`predict`).
+
+    The twist-to-rate conversion uses the joint values of ``q0`` (first candidate when
+    batched).
+    """
+    q0a = np.asarray(q0, dtype=float)
+    qseed = q0a if q0a.ndim == 1 else q0a[0]
+    return predict(model, terrain, q0, twist_commands(model, segments, dt, q=qseed), dt,
+                   **kwargs)
