@@ -1,0 +1,160 @@
+"""Velocity constraints of the dynamics and their independent subset (Seegmiller 2014, §2.4.2-3).
+
+Rows of the stacked constraint matrix (2.55), always in this order (fixed size so that warm
+starts and records index rows stably):
+
+=================  ==========================================================================
+``3k .. 3k+2``     wheel k contact constraint (Algorithm 2, 2.24), contact coordinates
+``3nw + a``        actuated joint a (2.56): a unit row at the joint's rate
+``3nw + na + r``   holonomic joint constraint r (2.26)
+=================  ==========================================================================
+
+``active`` (nc,) marks rows that take part this step (wheel rows drop out when the wheel is far
+above the terrain, §2.4.3 "the size of A will change as wheels break/reestablish contact").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from wmr_model._jit import njit
+from wmr_model.kinematics.kernels import wheel_jacobian
+
+__all__ = ["assemble_constraints", "qr_column_pivoting", "independent_rows"]
+
+# |R(i, i)| below this fraction of |R(0, 0)| marks a dependent constraint row, (2.68). Rows of A
+# mix metres and radians; 1e-9 is far above round-off (1e-16 * condition of well-posed A) and far
+# below any geometric near-alignment that matters physically.
+INDEPENDENCE_RTOL = 1e-9
+
+
+@njit
+def assemble_constraints(parent, jtype, axis, wheel_frame, A_joint, act_joints, T_world,
+                         T_contact, A):
+    """Stacked constraint matrix ``A`` (nc, nv), (2.55); nc = 3 nw + na + ncj."""
+    nw = wheel_frame.shape[0]
+    na = act_joints.shape[0]
+    nv = A.shape[1]
+    blk = np.empty((3, nv))
+    A[:, :] = 0.0
+    for k in range(nw):
+        wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
+        A[3 * k:3 * k + 3, :] = blk
+    for a in range(na):
+        A[3 * nw + a, 6 + act_joints[a]] = 1.0
+    for r in range(A_joint.shape[0]):
+        A[3 * nw + na + r, :] = A_joint[r, :]
+
+
+@njit
+def qr_column_pivoting(B, piv):
+    """Householder QR with column pivoting, ``Q R = B E`` (2.66); returns diag(R) in pivot order.
+
+    ``B`` (m, n) is overwritten; ``piv`` (n,) receives the permutation ``e`` of (2.67).
+    """
+    m, n = B.shape
+    norms = np.empty(n)
+    for j in range(n):
+        piv[j] = j
+        s = 0.0
+        for i in range(m):
+            s += B[i, j] * B[i, j]
+        norms[j] = s
+    kmax = min(m, n)
+    diag = np.zeros(kmax)
+    for k in range(kmax):
+        # pivot: remaining column of largest norm
+        best = k
+        for j in range(k + 1, n):
+            if norms[j] > norms[best]:
+                best = j
+        if best != k:
+            for i in range(m):
+                t = B[i, k]
+                B[i, k] = B[i, best]
+                B[i, best] = t
+            t2 = norms[k]
+            norms[k] = norms[best]
+            norms[best] = t2
+            t3 = piv[k]
+            piv[k] = piv[best]
+            piv[best] = t3
+        s = 0.0
+        for i in range(k, m):
+            s += B[i, k] * B[i, k]
+        alpha = math.sqrt(s)
+        if alpha == 0.0:
+            break
+        if B[k, k] > 0.0:
+            alpha = -alpha
+        v0 = B[k, k] - alpha
+        # Householder vector v = [v0, B[k+1:, k]]; H = I - 2 v v^T / (v^T v)
+        vtv = v0 * v0 + s - B[k, k] * B[k, k]
+        B[k, k] = alpha
+        diag[k] = alpha
+        if vtv > 0.0:
+            for j in range(k + 1, n):
+                dot = v0 * B[k, j]
+                for i in range(k + 1, m):
+                    dot += B[i, k] * B[i, j]
+                f = 2.0 * dot / vtv
+                B[k, j] -= f * v0
+                for i in range(k + 1, m):
+                    B[i, j] -= f * B[i, k]
+        for j in range(k + 1, n):
+            norms[j] -= B[k, j] * B[k, j]
+            if norms[j] < 0.0:
+                norms[j] = 0.0
+        for i in range(k + 1, m):
+            B[i, k] = 0.0
+    return diag
+
+
+@njit
+def independent_rows(A, active, cols, forced, indep):
+    """Linearly independent subset of the active rows of ``A``, (2.66)-(2.68).
+
+    QR with column pivoting of ``A[rows, cols]^T``; a row is independent when its pivot's
+    ``|R(i, i)| > INDEPENDENCE_RTOL |R(0, 0)|``. Rows with ``forced`` True (ideal actuators,
+    §2.4.4) are always included and left out of the decomposition, as are the columns they pin
+    (``cols`` False). Writes ``indep`` (nc,) bool; returns the number of independent rows.
+    """
+    nc, nv = A.shape
+    rows = np.empty(nc, dtype=np.int64)
+    nr = 0
+    for r in range(nc):
+        indep[r] = False
+        if active[r] and forced[r]:
+            indep[r] = True
+        elif active[r]:
+            rows[nr] = r
+            nr += 1
+    ncol = 0
+    for j in range(nv):
+        if cols[j]:
+            ncol += 1
+    count = 0
+    for r in range(nc):
+        if indep[r]:
+            count += 1
+    if nr == 0:
+        return count
+    B = np.empty((ncol, nr))
+    c = 0
+    for j in range(nv):
+        if cols[j]:
+            for a in range(nr):
+                B[c, a] = A[rows[a], j]
+            c += 1
+    piv = np.empty(nr, dtype=np.int64)
+    diag = qr_column_pivoting(B, piv)
+    if diag.shape[0] == 0 or diag[0] == 0.0:
+        return count
+    ref = abs(diag[0])
+    for k in range(diag.shape[0]):
+        if abs(diag[k]) > INDEPENDENCE_RTOL * ref:
+            indep[rows[piv[k]]] = True
+            count += 1
+    return count

@@ -1,0 +1,264 @@
+"""Force-balance optimization (Seegmiller 2014, §2.4.3, eqs. 2.75-2.84, 2.87-2.88, App. D).
+
+For the independent constraint rows ``I`` (2.66)-(2.69) and the input rows ``x = v(input)``
+(2.75; ``input = I`` minus ideal-actuator rows, §2.4.4), one time step solves
+
+.. math::
+    \\boldsymbol\\lambda = C^{-1}(\\mathbf b(I) + \\mathbf d_{const}), \\quad
+    C = A_I M^{-1} A_I^T, \\quad \\mathbf d_{const} = -A_I M^{-1}(\\boldsymbol\\tau - \\mathbf c),
+    \\quad \\mathbf b = (\\mathbf v - A_I \\dot{\\mathbf q}'[i]) / \\Delta t
+    \\qquad (2.79)-(2.81), (2.87)-(2.88), (2.61)
+
+    \\dot{\\mathbf q}'[i+1] = \\dot{\\mathbf q}'[i] + \\Delta t\\, M^{-1}(\\boldsymbol\\tau -
+    \\mathbf c + A_I^T \\boldsymbol\\lambda) \\qquad (2.82)-(2.83)
+
+    \\mathbf e(\\mathbf x) = A_I^T \\boldsymbol\\lambda - A^T \\mathbf f_{model}, \\qquad
+    L = \\mathbf e^T \\mathbf e \\qquad (2.77)-(2.78)
+
+with the model forces evaluated at the next step's velocities: contact forces (2.71) from
+``v_c = A_wheel qdot'[i+1]``, ``R w[i+1]`` and ``Δz[i+1] = Δz + v_z Δt``; actuator forces (2.73)
+from the next joint rates; joint-constraint spring-dampers (2.74) from ``c + ċ Δt`` and ``ċ``.
+
+Sign convention: ``λ`` is the generalized constraint force *acting on the vehicle*, so (2.65)
+reads ``M qddot' = tau - c + A_I^T λ`` and ``f_model`` holds forces on the vehicle (the ground's
+force on the wheel, the actuator's torque on its joint), matching (2.78) term by term. (The
+printed (2.65)/(2.82) carry ``-A^T λ``, which would flip the sign of one side of (2.78).)
+
+Everything that does not depend on ``x`` is cached once per step (2.87-2.88): ``M^{-1} A_I^T``,
+``C^{-1}``, ``d_const`` and the affine maps ``qdot'[i+1] = qdot_0 + G v_I``, ``λ = λ_0 + C^{-1}
+v_I / Δt`` with ``G = M^{-1} A_I^T C^{-1}``. Newton's method (2.84) uses the Gauss-Newton Hessian
+``2 J^T J`` of ``L`` (positive semidefinite; exact where the models are piecewise linear) and the
+strong-Wolfe line search of App. D (Nocedal and Wright Alg. 3.5 with bisection zoom, Alg. 3.6).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from wmr_model._jit import njit
+from wmr_model.contact.models import contact_force
+from wmr_model.dynamics.actuators import IDEAL, actuator_force
+
+__all__ = ["WOLFE_C1", "WOLFE_C2", "force_balance_error", "strong_wolfe", "force_balance"]
+
+#: Strong Wolfe constants (D.2), (D.4), the example values of App. D.
+WOLFE_C1 = 1e-4
+WOLFE_C2 = 0.9
+# Levenberg regularization of the Gauss-Newton Hessian relative to its largest diagonal: keeps
+# the Newton system solvable when an input has no effect on the error (e.g. a wheel in the air).
+_GN_REG = 1e-12
+_MAX_ZOOM = 30
+
+
+@njit
+def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint,
+                        wheel_radius, wheel_joint, ckinds, cparams, ctables, caxes,
+                        akinds, aparams, act_joints, jK, jD, dt, e, Je, qdn, fmodel):
+    """Error ``e`` (nv,) of (2.78) and its Jacobian ``Je`` (nv, nx) at inputs ``x`` (nx,).
+
+    ``ctx_i`` (int rows): ``[I (nI), input position in I (nx), forced flag per I]`` packed as
+    (3, nI); ``ctx_f`` (nc,) active row flags; ``ctx_m`` (nc,) row kind (0 wheel, 1 act,
+    2 joint). Writes ``qdn`` (nv,) = qdot'[i+1] and ``fmodel`` (nc,); returns L = e.e.
+    """
+    nc, nv = A.shape
+    nI = ctx_i.shape[1]
+    nx = x.shape[0]
+    nw = wheel_radius.shape[0]
+    na = act_joints.shape[0]
+    vI = np.empty(nI)
+    ix = 0
+    for a in range(nI):
+        if ctx_i[2, a] == 1:
+            vI[a] = u[ctx_i[1, a]]
+        else:
+            vI[a] = x[ix]
+            ix += 1
+    for j in range(nv):
+        s = qd0[j]
+        for a in range(nI):
+            s += G[j, a] * vI[a]
+        qdn[j] = s
+    lam = lam0 + (Cinv @ vI) / dt
+    for j in range(nv):
+        e[j] = 0.0
+    for a in range(nI):
+        if ctx_i[2, a] == 1:
+            continue
+        r = ctx_i[0, a]
+        for j in range(nv):
+            e[j] += A[r, j] * lam[a]
+    # d(A_I^T lambda)/dx
+    Je[:, :] = 0.0
+    ix = 0
+    for b in range(nI):
+        if ctx_i[2, b] == 1:
+            continue
+        for a in range(nI):
+            if ctx_i[2, a] == 1:
+                continue
+            r = ctx_i[0, a]
+            cab = Cinv[a, b] / dt
+            for j in range(nv):
+                Je[j, ix] += A[r, j] * cab
+        ix += 1
+    # model forces and d(A^T f)/d(qdot'[i+1])
+    Dfq = np.zeros((nv, nv))
+    fc = np.empty(3)
+    Jc = np.empty((3, 5))
+    y = np.empty(3)
+    for r in range(nc):
+        fmodel[r] = 0.0
+    for k in range(nw):
+        if not ctx_f[3 * k]:
+            continue
+        for rr in range(3):
+            s = 0.0
+            for j in range(nv):
+                s += A[3 * k + rr, j] * qdn[j]
+            y[rr] = s
+        wj = 6 + wheel_joint[k]
+        Rw = wheel_radius[k] * qdn[wj]
+        dzn = dz[k] + dt * y[2]
+        contact_force(ckinds[k], cparams[k], ctables[k], caxes[k], y, Rw, dzn, fc, Jc)
+        for rr in range(3):
+            fmodel[3 * k + rr] = fc[rr]
+        # df/dqdot' = Jc[:, 0:3] A_k + Jc[:, 3] R e_wj + Jc[:, 4] dt A_k[2]
+        for rr in range(3):
+            row_f = 3 * k + rr
+            for j in range(nv):
+                dfr = (Jc[rr, 0] * A[3 * k, j] + Jc[rr, 1] * A[3 * k + 1, j]
+                       + (Jc[rr, 2] + Jc[rr, 4] * dt) * A[3 * k + 2, j])
+                if j == wj:
+                    dfr += Jc[rr, 3] * wheel_radius[k]
+                if dfr != 0.0:
+                    for i in range(nv):
+                        Dfq[i, j] += A[row_f, i] * dfr
+            for i in range(nv):
+                e[i] -= A[row_f, i] * fc[rr]
+    for a in range(na):
+        r = 3 * nw + a
+        if akinds[a] == IDEAL or not ctx_f[r]:
+            continue
+        j = 6 + act_joints[a]
+        f, df = actuator_force(akinds[a], aparams[a], qdn[j], u[a])
+        fmodel[r] = f
+        e[j] -= f
+        Dfq[j, j] += df
+    for rj in range(cjoint.shape[0]):
+        r = 3 * nw + na + rj
+        cd = 0.0
+        for j in range(nv):
+            cd += A[r, j] * qdn[j]
+        f = -jK[rj] * (cjoint[rj] + dt * cd) - jD[rj] * cd
+        fmodel[r] = f
+        g = -(jK[rj] * dt + jD[rj])
+        for i in range(nv):
+            e[i] -= A[r, i] * f
+            if A[r, i] != 0.0:
+                for j in range(nv):
+                    Dfq[i, j] += A[r, i] * g * A[r, j]
+    # Je -= Dfq @ G[:, input]
+    ix = 0
+    for b in range(nI):
+        if ctx_i[2, b] == 1:
+            continue
+        for i in range(nv):
+            s = 0.0
+            for j in range(nv):
+                s += Dfq[i, j] * G[j, b]
+            Je[i, ix] -= s
+        ix += 1
+    # Ideal actuators supply whatever torque their joint needs: those elements of e are zero
+    # (§2.4.4), so actuator torque has no effect on the cost.
+    for a in range(na):
+        if akinds[a] == IDEAL:
+            j = 6 + act_joints[a]
+            e[j] = 0.0
+            for i in range(nx):
+                Je[j, i] = 0.0
+    return e @ e
+
+
+@njit
+def _phi(x0, p, alpha, args_cache, e, Je, qdn, fmodel, xt):
+    for i in range(x0.shape[0]):
+        xt[i] = x0[i] + alpha * p[i]
+    (ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint, wheel_radius, wheel_joint,
+     ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD, dt) = args_cache
+    L = force_balance_error(xt, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint,
+                            wheel_radius, wheel_joint, ckinds, cparams, ctables, caxes, akinds,
+                            aparams, act_joints, jK, jD, dt, e, Je, qdn, fmodel)
+    dphi = 2.0 * (e @ (Je @ p))
+    return L, dphi
+
+
+@njit
+def strong_wolfe(x0, p, L0, dL0, args_cache, e, Je, qdn, fmodel, xt):
+    """Step length in (0, 1] meeting the strong Wolfe conditions (D.2), (D.4); App. D.
+
+    Nocedal and Wright Alg. 3.5 with the first trial at the full Newton step (the upper bound),
+    and the zoom of Alg. 3.6 by bisection. Returns 0 if no decrease is found.
+    """
+    a_prev, L_prev = 0.0, L0
+    a = 1.0
+    L, dL = _phi(x0, p, a, args_cache, e, Je, qdn, fmodel, xt)
+    lo, hi, L_lo = 0.0, 0.0, L0
+    if L > L0 + WOLFE_C1 * a * dL0:
+        lo, hi, L_lo = a_prev, a, L_prev
+    elif abs(dL) <= -WOLFE_C2 * dL0:
+        return a
+    elif dL >= 0.0:
+        lo, hi, L_lo = a, a_prev, L
+    else:
+        return a  # still descending at the upper bound alpha = 1
+    for _ in range(_MAX_ZOOM):
+        aj = 0.5 * (lo + hi)
+        Lj, dLj = _phi(x0, p, aj, args_cache, e, Je, qdn, fmodel, xt)
+        if Lj > L0 + WOLFE_C1 * aj * dL0 or Lj >= L_lo:
+            hi = aj
+        else:
+            if abs(dLj) <= -WOLFE_C2 * dL0:
+                return aj
+            if dLj * (hi - lo) >= 0.0:
+                hi = lo
+            lo, L_lo = aj, Lj
+    return lo
+
+
+@njit
+def force_balance(x, args_cache, max_iter, tol, single_step, e, Je, qdn, fmodel):
+    """Minimize L(x) (2.76) by Newton steps (2.84) with the strong Wolfe line search.
+
+    ``x`` (nx,) holds the warm start (§2.4.4: the previous step's inputs) and receives the
+    solution. ``single_step`` performs (2.84) once (the non-iterative mode of §2.4.4). Returns
+    ``(iterations, L)``; iterations is 0 when the warm start already meets ``|e| <= tol``.
+    """
+    nx = x.shape[0]
+    xt = np.empty(nx)
+    L, _ = _phi(x, np.zeros(nx), 0.0, args_cache, e, Je, qdn, fmodel, xt)
+    it = 0
+    while it < max_iter and math.sqrt(L) > tol and nx > 0:
+        g = Je.T @ e
+        H = Je.T @ Je
+        dmax = 0.0
+        for i in range(nx):
+            dmax = max(dmax, H[i, i])
+        for i in range(nx):
+            H[i, i] += _GN_REG * dmax + 1e-300
+        p = -np.linalg.solve(H, g)
+        dL0 = 2.0 * (g @ p)
+        if dL0 >= 0.0:
+            break
+        alpha = strong_wolfe(x, p, L, dL0, args_cache, e, Je, qdn, fmodel, xt)
+        it += 1
+        if alpha <= 0.0:
+            L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt)
+            break
+        for i in range(nx):
+            x[i] += alpha * p[i]
+        L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt)
+        if single_step:
+            break
+    return it, L

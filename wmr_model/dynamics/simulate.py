@@ -1,0 +1,282 @@
+"""Dynamic simulation loop (Seegmiller 2014, §2.4.4, Figure 2.6) and its Python API.
+
+Per step: forward kinematics and collision detection (Alg. 1, 2.8-2.9), joint-space inertia and
+bias force (Alg. 3-4, or 2.89), constraints (2.55) and their independent subset (2.66)-(2.68),
+force-balance optimization (2.75)-(2.84), then symplectic Euler (2.85)-(2.86).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wmr_model._jit import njit
+from wmr_model.contact.models import contact_setup
+from wmr_model.dynamics.actuators import ACTUATOR_KINDS, IDEAL
+from wmr_model.dynamics.api import gravity_of
+from wmr_model.dynamics.constraints import assemble_constraints, independent_rows
+from wmr_model.dynamics.crba import crba
+from wmr_model.dynamics.force_balance import force_balance
+from wmr_model.dynamics.integrate import symplectic_euler
+from wmr_model.dynamics.rnea import bias_force, bias_force_fused
+from wmr_model.errors import ParameterError, check_shape
+from wmr_model.inertia import model_frame_inertias
+from wmr_model.kinematics.kernels import joint_constraint_residual, wheel_contact
+from wmr_model.model import VehicleModel
+from wmr_model.terrain import Terrain
+
+__all__ = ["DynamicsTrajectory", "dynamics_step", "simulate_loop", "simulate_dynamics",
+           "CONTACT_MARGIN"]
+
+# Wheels whose contact height error exceeds this [m] are out of contact and their constraint
+# rows are dropped for the step (§2.4.3); within it a wheel in the air is kept and the force
+# balance finds the velocities at which its (zero) model force is met.
+CONTACT_MARGIN = 0.05
+
+
+@njit
+def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                  I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables, caxes,
+                  act_joints, akinds, aparams, jK, jD, q, qdot, u, dt, v_prev, fused,
+                  single_step, max_iter, tol, T_world, T_contact, dz, contact_angle, Ic, M, c,
+                  A, fmodel, q_next, qdot_next):
+    """One step of the constrained dynamics with force balance; returns (iterations, L).
+
+    ``v_prev`` (nc,) holds the previous step's constraint-row velocities (warm start, §2.4.4)
+    and is overwritten with this step's ``A qdot'[i+1]``.
+    """
+    nw = wheel_frame.shape[0]
+    na = act_joints.shape[0]
+    ncj = A_joint.shape[0]
+    nc, nv = A.shape
+    crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M)
+    wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
+                  T_contact, dz, contact_angle)
+    if fused:
+        bias_force_fused(np.ascontiguousarray(Ic[0]), gravity, q, qdot, c)
+    else:
+        bias_force(parent, jtype, axis, T0, I_frame, gravity, q, qdot, T_world, c)
+    assemble_constraints(parent, jtype, axis, wheel_frame, A_joint, act_joints, T_world,
+                         T_contact, A)
+    active = np.ones(nc, dtype=np.bool_)
+    forced = np.zeros(nc, dtype=np.bool_)
+    cols = np.ones(nv, dtype=np.bool_)
+    for k in range(nw):
+        if dz[k] > CONTACT_MARGIN:
+            active[3 * k] = False
+            active[3 * k + 1] = False
+            active[3 * k + 2] = False
+    for a in range(na):
+        if akinds[a] == IDEAL:
+            forced[3 * nw + a] = True
+            cols[6 + act_joints[a]] = False
+    indep = np.zeros(nc, dtype=np.bool_)
+    nI = independent_rows(A, active, cols, forced, indep)
+    ctx_i = np.zeros((3, nI), dtype=np.int64)
+    AI = np.empty((nI, nv))
+    nx = 0
+    a = 0
+    for r in range(nc):
+        if indep[r]:
+            ctx_i[0, a] = r
+            AI[a] = A[r]
+            if forced[r]:
+                ctx_i[2, a] = 1
+                ctx_i[1, a] = r - 3 * nw
+            else:
+                nx += 1
+            a += 1
+    # cached per step (2.87)-(2.88)
+    tc = -c  # tau = 0: every applied force enters through a constraint
+    Minv_tc = np.linalg.solve(M, tc)
+    Minv_AT = np.linalg.solve(M, np.ascontiguousarray(AI.T))
+    Cm = AI @ Minv_AT
+    Cinv = np.linalg.inv(Cm) if nI > 0 else np.zeros((0, 0))
+    d_const = -(AI @ Minv_tc)
+    G = Minv_AT @ Cinv
+    AIq = AI @ qdot
+    qd0 = qdot + dt * Minv_tc - G @ (AIq - dt * d_const)
+    lam0 = Cinv @ (d_const - AIq / dt)
+    cjoint = np.empty(ncj)
+    joint_constraint_residual(A_joint, joint_offset, q, cjoint)
+    x = np.empty(nx)
+    ix = 0
+    for a in range(nI):
+        if ctx_i[2, a] == 0:
+            x[ix] = v_prev[ctx_i[0, a]]
+            ix += 1
+    ctx_m = np.zeros(nc, dtype=np.int64)
+    wheel_joint = wheel_frame - 1
+    args = (ctx_i, active, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint, wheel_radius,
+            wheel_joint, ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD,
+            dt)
+    e = np.empty(nv)
+    Je = np.empty((nv, nx))
+    it, L = force_balance(x, args, max_iter, tol, single_step, e, Je, qdot_next, fmodel)
+    for r in range(nc):
+        s = 0.0
+        for j in range(nv):
+            s += A[r, j] * qdot_next[j]
+        v_prev[r] = s
+    symplectic_euler(q, qdot_next, dt, q_next)
+    return it, L
+
+
+@njit
+def simulate_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                  I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables, caxes,
+                  act_joints, akinds, aparams, jK, jD, q0, qdot0, U, dt, fused, single_step,
+                  max_iter, tol, Q, QD, IT, COST, FC, DZ):
+    """Compiled loop over ``U`` (T, na) commands: writes Q (T+1, nq), QD (T+1, nv), IT (T,),
+    COST (T,), FC (T, nw, 3) contact forces, DZ (T, nw) contact height errors."""
+    nf = parent.shape[0]
+    nw = wheel_frame.shape[0]
+    na = act_joints.shape[0]
+    nc = 3 * nw + na + A_joint.shape[0]
+    nv = qdot0.shape[0]
+    T_world = np.empty((nf, 4, 4))
+    T_contact = np.empty((nw, 4, 4))
+    dz = np.empty(nw)
+    ang = np.empty(nw)
+    Ic = np.empty((nf, 6, 6))
+    M = np.empty((nv, nv))
+    c = np.empty(nv)
+    A = np.empty((nc, nv))
+    fmodel = np.zeros(nc)
+    v_prev = np.empty(nc)
+    # warm start of the first step: the current constraint velocities
+    from_q = np.ascontiguousarray(q0)
+    Q[0] = from_q
+    QD[0] = qdot0
+    first = True
+    for t in range(U.shape[0]):
+        if first:
+            crba(parent, jtype, axis, T0, I_frame, Q[t], T_world, Ic, M)
+            wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid,
+                          T_world, T_contact, dz, ang)
+            assemble_constraints(parent, jtype, axis, wheel_frame, A_joint, act_joints,
+                                 T_world, T_contact, A)
+            v_prev[:] = A @ QD[0]
+            first = False
+        it, L = dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                              joint_offset, I_frame, gravity, tkind, tparams, tgrid, ckinds,
+                              cparams, ctables, caxes, act_joints, akinds, aparams, jK, jD,
+                              Q[t], QD[t], U[t], dt, v_prev, fused, single_step, max_iter, tol,
+                              T_world, T_contact, dz, ang, Ic, M, c, A, fmodel, Q[t + 1],
+                              QD[t + 1])
+        IT[t] = it
+        COST[t] = L
+        for k in range(nw):
+            DZ[t, k] = dz[k]
+            for r in range(3):
+                FC[t, k, r] = fmodel[3 * k + r]
+
+
+@dataclass
+class DynamicsTrajectory:
+    """Result of :func:`simulate_dynamics`.
+
+    Attributes:
+        t: (T+1,) times [s]; q: (T+1, nq) states; qdot: (T+1, nv) joint-space velocities.
+        iterations: (T,) Newton iterations of the force balance per step.
+        cost: (T,) final force-balance cost L (2.77) per step [N^2].
+        f_contact: (T, nw, 3) model contact forces on the wheels, contact coordinates [N].
+        dz: (T, nw) contact height errors at the start of each step [m].
+        contact_models: (nw,) contact model name per wheel.
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    qdot: np.ndarray
+    iterations: np.ndarray
+    cost: np.ndarray
+    f_contact: np.ndarray
+    dz: np.ndarray
+    contact_models: tuple[str, ...]
+
+
+def _actuators(model: VehicleModel, actuator: str | Mapping[str, str],
+               actuator_params: Mapping[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
+    act = model.actuated_joints
+    kinds = np.zeros(len(act), dtype=np.int64)
+    params = np.zeros((len(act), 4))
+    pdef = {"Kp": 50.0 * model.total_mass, "f_max": np.inf, "tau_stall": np.inf,
+            "w_noload": np.inf}
+    pdef.update(actuator_params or {})
+    for i, k in enumerate(act):
+        name = model.joint_names[k]
+        kind = actuator.get(name, "ideal") if isinstance(actuator, Mapping) else actuator
+        if kind not in ACTUATOR_KINDS:
+            raise ParameterError(f"actuator for joint {name!r} must be one of "
+                                 f"{sorted(ACTUATOR_KINDS)}, got {kind!r}")
+        kinds[i] = ACTUATOR_KINDS[kind]
+        params[i] = [pdef["Kp"], pdef["f_max"], pdef["tau_stall"], pdef["w_noload"]]
+    return kinds, params
+
+
+def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
+                      qdot0: np.ndarray, commands: np.ndarray, dt: float, *,
+                      contact_model: str | None = None,
+                      contact_params: Mapping[str, Any] | None = None,
+                      actuator: str | Mapping[str, str] = "ideal",
+                      actuator_params: Mapping[str, Any] | None = None,
+                      joint_stiffness: float | None = None, joint_damping: float | None = None,
+                      fused_bias: bool = False, single_step: bool = False, max_iter: int = 30,
+                      tol: float | None = None) -> DynamicsTrajectory:
+    """Simulate the constrained dynamics with force-balance optimization (§2.4).
+
+    Args:
+        q0: (nq,) initial state; qdot0: (nv,) initial joint-space velocity.
+        commands: (T, na) commanded actuated-joint rates per step (model.actuated_joints
+            order) [rad/s or m/s].
+        dt: step size [s].
+        contact_model, contact_params: override ``model.options`` (see
+            :mod:`wmr_model.contact.models`).
+        actuator: ``"ideal"``, ``"p"`` or ``"dc_motor"`` for all actuated joints, or a mapping
+            joint name -> kind (missing: ideal); actuator_params: ``Kp``, ``f_max``,
+            ``tau_stall``, ``w_noload``.
+        joint_stiffness, joint_damping: spring-damper of the holonomic joint constraints (2.74)
+            [N m/rad, N m s/rad]; default ``options`` or 10 m g and m g.
+        fused_bias: use the fused-body bias force (2.89) instead of Algorithm 4.
+        single_step: one Newton step per time step (§2.4.4).
+        tol: force-balance tolerance on |e| [N]; default 1e-6 m g.
+    """
+    q0 = np.ascontiguousarray(q0, dtype=float)
+    qdot0 = np.ascontiguousarray(qdot0, dtype=float)
+    check_shape("q0", q0.shape, (model.nq,))
+    check_shape("qdot0", qdot0.shape, (model.nv,))
+    na = len(model.actuated_joints)
+    U = np.ascontiguousarray(commands, dtype=float)
+    check_shape("commands", U.shape, (None, na))
+    if not (math.isfinite(dt) and dt > 0):
+        raise ParameterError(f"dt must be > 0 s, got {dt}")
+    g = gravity_of(model)
+    mg = model.total_mass * float(np.linalg.norm(g))
+    cs = contact_setup(model, contact_model, contact_params, float(np.linalg.norm(g)))
+    akinds, aparams = _actuators(model, actuator, actuator_params)
+    Kj = joint_stiffness if joint_stiffness is not None else model.options.get(
+        "joint_stiffness", 10.0 * mg)
+    Dj = joint_damping if joint_damping is not None else model.options.get(
+        "joint_damping", 1.0 * mg)
+    jK = np.full(model.ncj, float(Kj))
+    jD = np.full(model.ncj, float(Dj))
+    tol = 1e-6 * mg if tol is None else float(tol)
+    T = U.shape[0]
+    Q = np.empty((T + 1, model.nq))
+    QD = np.empty((T + 1, model.nv))
+    IT = np.empty(T, dtype=np.int64)
+    COST = np.empty(T)
+    FC = np.empty((T, model.nw, 3))
+    DZ = np.empty((T, model.nw))
+    tk, tp, tg = terrain.kernel_args()
+    simulate_loop(model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
+                  model.wheel_radius, model.A_joint, model.joint_offset,
+                  model_frame_inertias(model), g, tk, tp, tg, cs.kinds, cs.params, cs.tables,
+                  cs.axes, model.actuated_joints.astype(np.int64), akinds, aparams, jK, jD, q0,
+                  qdot0, U, float(dt), bool(fused_bias), bool(single_step), int(max_iter), tol,
+                  Q, QD, IT, COST, FC, DZ)
+    return DynamicsTrajectory(np.arange(T + 1) * dt, Q, QD, IT, COST, FC, DZ, cs.names)
