@@ -7,8 +7,10 @@ as plain Python: identical results, much slower. There is no second implementati
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -22,52 +24,131 @@ _disabled = os.environ.get("WMR_DISABLE_JIT", "") not in ("", "0")
 # Old cache folders of other source versions are removed after this long unused [s].
 _STALE_CACHE_AGE = 7 * 24 * 3600.0
 
+_PKG = Path(__file__).resolve().parent
+_IMPORT_RE = re.compile(
+    r"^[ \t]*(?:from[ \t]+(wmr_model(?:\.\w+)*)[ \t]+import[ \t]+(?:\(([^)]*)\)|([\w \t,]+))"
+    r"|import[ \t]+(wmr_model(?:\.\w+)*))", re.MULTILINE)
 
-def _source_cache_dir() -> str:
-    """Cache folder keyed on the package's whole source.
 
-    numba invalidates a cached function only when *its own* file changes; a kernel inlined from
-    another module (``kinematics/kernels.py`` into ``kinematics/loops.py``) would otherwise run
-    stale after an edit. Keying the folder on a hash of every module avoids that. A user's
-    ``NUMBA_CACHE_DIR`` takes precedence.
-    """
-    pkg = Path(__file__).resolve().parent
+def _module_file(modname: str) -> Path | None:
+    parts = modname.split(".")[1:]
+    if not parts:  # the package itself
+        cands: tuple[Path, ...] = (_PKG / "__init__.py",)
+    else:
+        rel = Path(*parts)
+        cands = (_PKG / rel.with_suffix(".py"), _PKG / rel / "__init__.py")
+    for cand in cands:
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _imports(path: Path) -> set[Path]:
+    """wmr_model source files that ``path`` imports directly (static scan)."""
+    out: set[Path] = set()
+    for m in _IMPORT_RE.finditer(path.read_text(encoding="utf-8")):
+        base = m.group(1) or m.group(4)
+        f = _module_file(base)
+        if f is not None:
+            out.add(f)
+        names = m.group(2) or m.group(3) or ""
+        for name in names.replace("\n", " ").split(","):
+            name = name.strip().split(" as ")[0].strip()
+            sub = _module_file(f"{base}.{name}") if name else None
+            if sub is not None:
+                out.add(sub)
+    return out
+
+
+@functools.cache
+def _closure_hash(path: Path) -> str:
+    """sha1 of ``path`` and every wmr_model module it imports, transitively."""
+    seen: set[Path] = set()
+    todo = [path]
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        todo.extend(_imports(f) - seen)
     h = hashlib.sha1()
-    for f in sorted(pkg.rglob("*.py")):
-        h.update(str(f.relative_to(pkg)).encode())
+    for f in sorted(seen):
+        h.update(str(f).encode())
         h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _cache_base() -> Path | None:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wmr_model"
-    here = base / f"numba-{h.hexdigest()[:16]}"
     try:
-        here.mkdir(parents=True, exist_ok=True)
+        base.mkdir(parents=True, exist_ok=True)
         now = time.time()
         for old in base.glob("numba-*"):
-            if old != here and now - old.stat().st_mtime > _STALE_CACHE_AGE:
+            if now - old.stat().st_mtime > _STALE_CACHE_AGE:
                 shutil.rmtree(old, ignore_errors=True)
-        os.utime(here)
-    except OSError:  # read-only home: fall back to numba's default (next to the sources)
+    except OSError:  # read-only home: numba's default location (next to the sources)
+        return None
+    return base
+
+
+def _cache_dir_for(func: Callable[..., Any]) -> str:
+    """Cache folder of one compiled function, keyed on its source file's import closure.
+
+    numba invalidates a cached function only when *its own* file changes; a kernel inlined from
+    another module (``kinematics/kernels.py`` into ``kinematics/loops.py``) would run stale
+    after an edit there. Keying the folder on a hash of the defining file and every wmr_model
+    module it imports (transitively) avoids that, while edits elsewhere leave it valid.
+    """
+    if _CACHE_BASE is None:
         return ""
-    return str(here)
+    try:
+        src = Path(func.__code__.co_filename).resolve()
+        key = _closure_hash(src)
+    except (OSError, AttributeError):
+        return ""
+    d = _CACHE_BASE / f"numba-{key}"
+    try:
+        d.mkdir(exist_ok=True)
+        os.utime(d)
+    except OSError:
+        return ""
+    return str(d)
 
 
 CACHE_DIR = ""
+_CACHE_BASE: Path | None = None
 
 try:  # pragma: no cover - exercised by whichever branch the environment takes
     if _disabled:
         raise ImportError
     import numba as _numba
 
-    if not os.environ.get("NUMBA_CACHE_DIR"):
-        CACHE_DIR = _source_cache_dir()
-        if CACHE_DIR:
-            _numba.config.CACHE_DIR = CACHE_DIR
+    _USER_CACHE_DIR = os.environ.get("NUMBA_CACHE_DIR", "")
+    if not _USER_CACHE_DIR:
+        _CACHE_BASE = _cache_base()
+        CACHE_DIR = str(_CACHE_BASE) if _CACHE_BASE else ""
     JIT_ENABLED = True
     prange = _numba.prange
 
     def njit(*args: Any, **kwargs: Any) -> Any:
-        """``numba.njit`` with caching on by default."""
+        """``numba.njit`` with caching on by default, in a closure-keyed cache folder."""
         kwargs.setdefault("cache", True)
-        return _numba.njit(*args, **kwargs)
+
+        def compile_(f: Callable[..., Any]) -> Any:
+            if not kwargs.get("cache") or _USER_CACHE_DIR:
+                return _numba.njit(**kwargs)(f)
+            saved = _numba.config.CACHE_DIR
+            _numba.config.CACHE_DIR = _cache_dir_for(f)
+            try:
+                return _numba.njit(**kwargs)(f)
+            finally:
+                _numba.config.CACHE_DIR = saved
+
+        if len(args) == 1 and callable(args[0]):
+            return compile_(args[0])
+        if args:  # explicit signature(s)
+            return _numba.njit(*args, **kwargs)
+        return compile_
 
 except ImportError:  # pragma: no cover
     JIT_ENABLED = False
