@@ -1,0 +1,135 @@
+"""Parameter declaration shared by the nodes: descriptors with ranges, and vehicle loading.
+
+Every parameter is declared with a description (unit and what breaks when it is wrong) and, for
+numbers, a range, so ``ros2 param describe`` documents it and out-of-range sets are refused by
+rcl itself. Model parameters keep their dotted schema names (``slip.p3``, ``noise.U.vx_vx``,
+``wheel.<wheel>.radius``; design.md §4).
+
+The vehicle comes, in this order, from the ``robot_description`` parameter (URDF XML), the
+``vehicle`` parameter (shipped name, URDF path or frame table) - both with the ``sidecar``
+parameter - or, when both are empty, the ``robot_description`` topic (transient local, as
+robot_state_publisher offers it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from wmr_model.model import VehicleModel
+from wmr_model.parameters import SLIP_NAMES, get_spec
+from wmr_model.uncertainty import TWIST_COMPONENTS, qprime_names
+
+__all__ = [
+    "declare",
+    "declare_model_parameters",
+    "declare_wheel_parameters",
+    "declare_vehicle_parameters",
+    "load_vehicle_from_parameters",
+    "subscribe_robot_description",
+    "model_parameter_names",
+]
+
+
+def declare(node: Node, name: str, default: Any, description: str, *,
+            lower: float | None = None, upper: float | None = None, step: float = 0.0,
+            read_only: bool = False, choices: tuple[str, ...] = ()) -> Any:
+    """Declare one parameter with a descriptor (and range for numbers); return its value."""
+    desc = ParameterDescriptor(name=name, description=description, read_only=read_only)
+    if choices:
+        desc.additional_constraints = f"one of {list(choices)}"
+    if isinstance(default, bool):
+        pass
+    elif isinstance(default, int) and (lower is not None or upper is not None):
+        desc.integer_range = [IntegerRange(
+            from_value=int(lower if lower is not None else -(2 ** 63)),
+            to_value=int(upper if upper is not None else 2 ** 63 - 1), step=int(step))]
+    elif isinstance(default, float) and (lower is not None or upper is not None):
+        lo = -1e308 if lower is None or math.isinf(lower) else float(lower)
+        hi = 1e308 if upper is None or math.isinf(upper) else float(upper)
+        desc.floating_point_range = [FloatingPointRange(from_value=lo, to_value=hi, step=step)]
+    return node.declare_parameter(name, default, desc).value
+
+
+def model_parameter_names() -> list[str]:
+    """Dotted model parameters every node declares: slip.p1..p6 and the 21 noise.U entries."""
+    return list(SLIP_NAMES) + qprime_names(TWIST_COMPONENTS)
+
+
+def declare_model_parameters(node: Node, defaults: dict[str, float]) -> dict[str, float]:
+    """Declare ``slip.*`` and ``noise.U.*`` from the schema (unit, bounds, description)."""
+    out = {}
+    for name in model_parameter_names():
+        s = get_spec(name)
+        out[name] = float(declare(node, name, float(defaults.get(name, s.default)),
+                                  f"[{s.unit}] {s.description}", lower=s.lower, upper=s.upper))
+    return out
+
+
+def declare_wheel_parameters(node: Node, model: VehicleModel) -> dict[str, float]:
+    """Declare ``wheel.<wheel>.radius`` for the loaded vehicle (default: its radius)."""
+    out = {}
+    for wname, r in zip(model.wheel_names, model.wheel_radius):
+        name = f"wheel.{wname}.radius"
+        if node.has_parameter(name):
+            out[name] = float(node.get_parameter(name).value)
+            continue
+        out[name] = float(declare(
+            node, name, float(r), "[m] rolling radius of this wheel; a 1 % error is a 1 % "
+            "distance error of the odometry and, on skid steer, a heading error", lower=1e-4,
+            upper=10.0))
+    return out
+
+
+def declare_vehicle_parameters(node: Node) -> dict[str, str]:
+    """Declare ``vehicle``, ``sidecar`` and ``robot_description`` (read only)."""
+    return {
+        "vehicle": declare(node, "vehicle", "", "shipped vehicle name (wmr vehicles), URDF path "
+                           "or frame-table YAML; empty: use robot_description", read_only=True),
+        "sidecar": declare(node, "sidecar", "", "sidecar YAML of the URDF (wheels, actuated "
+                           "joints, encoder_map); empty: the vehicle's shipped one or none",
+                           read_only=True),
+        "robot_description": declare(node, "robot_description", "", "URDF XML; empty: from "
+                                     "the vehicle parameter or the robot_description topic",
+                                     read_only=True),
+    }
+
+
+def _sidecar_for(vehicle: str, sidecar: str) -> str | None:
+    if sidecar:
+        return sidecar
+    if vehicle:
+        from wmr_model.vehicles import SHIPPED_VEHICLES, vehicle_files
+
+        if vehicle in SHIPPED_VEHICLES:
+            return str(vehicle_files(vehicle)[1])
+    return None
+
+
+def load_vehicle_from_parameters(values: dict[str, str],
+                                 urdf_xml: str | None = None) -> VehicleModel | None:
+    """The vehicle model from the parameters (or from ``urdf_xml`` of the topic); None when
+    neither gives one. Errors (ModelError) name the file and the fault."""
+    from wmr_model.vehicles import load_vehicle
+
+    xml = values.get("robot_description") or urdf_xml
+    if xml:
+        return load_vehicle(xml, _sidecar_for(values.get("vehicle", ""),
+                                              values.get("sidecar", "")))
+    if values.get("vehicle"):
+        return load_vehicle(values["vehicle"], values.get("sidecar") or None)
+    return None
+
+
+def subscribe_robot_description(node: Node, callback: Callable[[str], None]):
+    """Subscribe to ``robot_description`` (std_msgs/String, transient local, reliable)."""
+    from std_msgs.msg import String
+
+    qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                     reliability=ReliabilityPolicy.RELIABLE)
+    return node.create_subscription(String, "robot_description", lambda m: callback(m.data), qos)
