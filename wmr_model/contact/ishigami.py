@@ -27,7 +27,8 @@ NaN forces rather than an out-of-range index) and differentiates by finite diffe
 
 ``params`` layout (:data:`PARAM_NAMES`), Table C.2 units converted to SI: ``[c Pa, phi rad,
 Xc rad, kc N/m^(n+1), kphi N/m^(n+2), n, a0, a1, rho_d kg/m^3, lam, kx0 m, kx1 m/rad, ky0 m,
-ky1 m/rad, R m, b m, Vmin m/s, Kd N s/m]`` (``Kd`` optional normal damping, 0 in the thesis).
+ky1 m/rad, R m, b m, Vmin m/s, Kd N s/m]`` (``Kd`` optional normal damping, 0 in the thesis;
+ramped in over the first :data:`~.piecewise_linear.DAMPING_ONSET_DEPTH` of sinkage).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import math
 import numpy as np
 
 from wmr_model._jit import njit
+from wmr_model.contact.piecewise_linear import DAMPING_ONSET_DEPTH
 
 __all__ = ["PARAM_NAMES", "TABLE_C2", "ishigami_direct", "ishigami_force", "build_table",
            "lookup_force", "table_force"]
@@ -104,6 +106,12 @@ def ishigami_direct(params, s, beta_abs, h, n_theta, out):
 
 
 @njit
+def _damping_ramp(h):
+    """Fraction of ``Kd`` at sinkage ``h`` [m]: continuous touchdown, as in (C.3) here."""
+    return min(1.0, h / DAMPING_ONSET_DEPTH)
+
+
+@njit
 def _slip_inputs(params, vx, vy, Rw, dz):
     """(s, |beta|, h, sign_x, sign_y) from contact velocity, R w and Δz (C.19)-(C.20)."""
     vmin = params[16]
@@ -127,7 +135,7 @@ def ishigami_force(params, vx, vy, vz, Rw, dz, fc):
     ishigami_direct(params, s, beta, h, N_THETA, out)
     fc[0] = sx * out[0]
     fc[1] = sy * out[1]
-    fc[2] = max(out[2] - params[17] * vz, 0.0) if h > 0.0 else 0.0
+    fc[2] = max(out[2] - _damping_ramp(h) * params[17] * vz, 0.0) if h > 0.0 else 0.0
 
 
 def build_table(params: np.ndarray, n_s: int = 41, n_beta: int = 19, n_dz: int = 21,
@@ -209,7 +217,7 @@ def lookup_force(params, table, axes, vx, vy, vz, Rw, dz, fc):
     if h > 0.0:
         fc[0] = sx * out[0]
         fc[1] = sy * out[1]
-        fc[2] = max(out[2] - params[17] * vz, 0.0)
+        fc[2] = max(out[2] - _damping_ramp(h) * params[17] * vz, 0.0)
     else:
         fc[0] = 0.0
         fc[1] = 0.0

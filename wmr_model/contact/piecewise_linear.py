@@ -8,8 +8,11 @@ Sign convention (fixed here; the printed C.3 and C.5 leave the gains' signs impl
 are positive and the force on the wheel opposes penetration and slip,
 
 .. math::
-    f'_z = -(K_p \\Delta z + K_d v_z) \\ (\\Delta z < 0), \\quad
+    f'_z = -(K_p \\Delta z + \\kappa K_d v_z) \\ (\\Delta z < 0), \\quad
     f'_x = -(C_x v_x + C_{rr} R\\omega), \\quad f'_y = -C_y v_y.
+
+with :math:`\\kappa = \\min(1, -\\Delta z / \\delta_d)` (:data:`DAMPING_ONSET_DEPTH`): the printed
+(C.3) has :math:`\\kappa = 1`, a force that jumps at touchdown; the ramp keeps it continuous.
 
 ``params`` layout (:data:`PARAM_NAMES`): ``[Kp N/m, Kd N s/m, Cx N s/m, Cy N s/m,
 Crr N s/m, mu_x, mu_y, cone (0 pyramid, 1 Coulomb cone)]``.
@@ -21,20 +24,39 @@ import math
 
 from wmr_model._jit import njit
 
-__all__ = ["PARAM_NAMES", "normal_force", "piecewise_linear"]
+__all__ = ["PARAM_NAMES", "DAMPING_ONSET_DEPTH", "normal_force", "piecewise_linear"]
 
 PARAM_NAMES = ("Kp", "Kd", "Cx", "Cy", "Crr", "mu_x", "mu_y", "cone")
 
 
+# Penetration [m] over which the normal damping grows from zero to Kd. (C.3) as printed jumps
+# from 0 to -Kd v_z at touchdown; a step of the force balance that ends on that jump has no root
+# (the cost stalls at ~Kd |v_z|, found in the ramp-and-turn scenario of §2.5.2). Ramping the
+# damping in, as Hunt-Crossley damping proportional to penetration does, makes f_z continuous.
+# 2 mm is a fifth of the default static sinkage (1 cm), so a wheel at rest sees the full Kd.
+DAMPING_ONSET_DEPTH = 0.002
+
+
 @njit
 def normal_force(Kp, Kd, vz, dz):
-    """Spring-damper normal force bounded at zero, (C.3)-(C.4). Returns (f_z, df/dvz, df/ddz)."""
+    """Spring-damper normal force bounded at zero, (C.3)-(C.4). Returns (f_z, df/dvz, df/ddz).
+
+    The damping gain is ``Kd min(1, -Δz / DAMPING_ONSET_DEPTH)`` so that the force is
+    continuous at touchdown (see :data:`DAMPING_ONSET_DEPTH`).
+    """
     if dz >= 0.0:
         return 0.0, 0.0, 0.0
-    fz = -(Kp * dz + Kd * vz)
+    depth = -dz
+    if depth < DAMPING_ONSET_DEPTH:
+        ramp = depth / DAMPING_ONSET_DEPTH
+        dramp_ddz = -1.0 / DAMPING_ONSET_DEPTH
+    else:
+        ramp = 1.0
+        dramp_ddz = 0.0
+    fz = -(Kp * dz + ramp * Kd * vz)
     if fz <= 0.0:
         return 0.0, 0.0, 0.0
-    return fz, -Kd, -Kp
+    return fz, -ramp * Kd, -Kp - dramp_ddz * Kd * vz
 
 
 @njit

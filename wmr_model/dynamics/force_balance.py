@@ -50,6 +50,10 @@ WOLFE_C2 = 0.9
 # the Newton system solvable when an input has no effect on the error (e.g. a wheel in the air).
 _GN_REG = 1e-12
 _MAX_ZOOM = 30
+# Kink hops of force_balance when the line search finds no decrease: relative size of the hop
+# (far below any physical velocity scale, far above round-off) and how many per time step.
+_KINK_HOP = 1e-9
+_MAX_KINK_HOPS = 5
 
 
 @njit
@@ -239,6 +243,7 @@ def force_balance(x, args_cache, max_iter, tol, single_step, e, Je, qdn, fmodel)
     xt = np.empty(nx)
     L, _ = _phi(x, np.zeros(nx), 0.0, args_cache, e, Je, qdn, fmodel, xt)
     it = 0
+    hops = 0
     while it < max_iter and math.sqrt(L) > tol and nx > 0:
         g = Je.T @ e
         H = Je.T @ Je
@@ -254,8 +259,24 @@ def force_balance(x, args_cache, max_iter, tol, single_step, e, Je, qdn, fmodel)
         alpha = strong_wolfe(x, p, L, dL0, args_cache, e, Je, qdn, fmodel, xt)
         it += 1
         if alpha <= 0.0:
+            # No decrease along p: x sits on a kink of a piecewise model (saturation, contact
+            # onset), where the line search's minimum along the previous direction often lands,
+            # and p, built from the Jacobian on one side, ascends on the other. Re-linearize just
+            # past the kink along p and continue.
+            pmax = 0.0
+            xmax = 0.0
+            for i in range(nx):
+                pmax = max(pmax, abs(p[i]))
+                xmax = max(xmax, abs(x[i]))
+            if hops >= _MAX_KINK_HOPS or pmax == 0.0 or single_step:
+                L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt)
+                break
+            hops += 1
+            h = _KINK_HOP * (1.0 + xmax) / pmax
+            for i in range(nx):
+                x[i] += h * p[i]
             L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt)
-            break
+            continue
         for i in range(nx):
             x[i] += alpha * p[i]
         L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt)

@@ -1,0 +1,125 @@
+"""Thesis §2.5.2-2.5.3 dynamic scenarios: DAE vs the stiff ODE, loss of traction, rollover.
+
+Horizons and step sizes are those of the thesis except where noted: ramp-and-turn runs the DAE at
+0.01/0.04/0.20 s only (bench/bench_dynamics.py runs all five), the stiff ODE with BDF and Radau.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from wmr_model import terrain as tr
+from wmr_model.dynamics import scenarios as sc
+from wmr_model.dynamics.simulate import simulate_dynamics
+from wmr_model.dynamics.stiff import simulate_stiff
+from wmr_model.errors import ParameterError
+from wmr_model.kinematics import initialize_contact
+from wmr_model.vehicles import load_vehicle
+
+MG_TOL = 1e-6  # force-balance tolerance, fraction of m g (simulate_dynamics' default)
+
+
+@pytest.fixture(scope="module")
+def ramp_runs():
+    return sc.ramp_and_turn(step_sizes=(0.01, 0.04, 0.20), stiff_methods=("BDF", "Radau"))
+
+
+def test_ramp_and_turn_dae_matches_stiff_ode(ramp_runs):
+    dae = {r.dt: r for r in ramp_runs if r.method == "dae"}
+    stiff = [r for r in ramp_runs if r.method != "dae"]
+    ref = np.array(dae[0.01].final_position)
+    assert np.linalg.norm(ref[:2]) > 25.0  # drove ~40 m of path (ends ~30 m from the start)
+    for r in ramp_runs:  # every run stable: on the ground at the end, finite
+        assert np.all(np.isfinite(r.q))
+        assert r.final_position[2] == pytest.approx(0.409, abs=0.02)
+    for r in stiff:
+        assert np.linalg.norm(np.array(r.final_position) - ref) < 0.1, r.method
+        assert r.dt > 0.005  # adaptive steps, mean well above the thesis' ode15s 0.0025 s
+    assert np.linalg.norm(np.array(dae[0.04].final_position) - ref) < 0.1
+    for r in dae.values():
+        assert r.max_cost <= MG_TOL
+        assert r.mean_iterations < 2.5
+
+
+def _windows(run):
+    """Samples with the middle-left wheel on the up / down face of the ramp, and in the turns."""
+    side = sc.RAMP_HEIGHT / math.tan(sc.RAMP_SLOPE)
+    x = run.contact_point[:, 2, 0]
+    up = (x > sc.RAMP_START + 0.2) & (x < sc.RAMP_START + side - 0.2)
+    x_down = sc.RAMP_START + side + sc.RAMP_TOP
+    down = (x > x_down + 0.2) & (x < x_down + side - 0.2) & (run.t < 10.0)
+    left = (run.t > 11.0) & (run.t < 15.0)
+    right = (run.t > 16.0) & (run.t < 20.0)
+    return up, down, left, right
+
+
+@pytest.mark.parametrize("method", ["dae", "BDF"])
+def test_ramp_and_turn_slip_signs(ramp_runs, method):
+    """Fig. 2.14: slip downhill on the ramp, outward (away from the turn centre) in turns."""
+    run = next(r for r in ramp_runs if r.method == method)
+    up, down, left, right = _windows(run)
+    assert up.sum() > 50 and down.sum() > 50
+    ML, MR = 2, 3
+    # s > 0: the wheel spins faster than it moves, the contact slips backward = downhill
+    assert np.median(run.slip_ratio[up, ML]) > 0.01
+    assert np.median(run.slip_ratio[down, ML]) < -0.01
+    # left turn: centre of curvature on +y, middle wheels slip to -y (alpha < 0); right: +y
+    for k in (ML, MR):
+        assert np.median(run.slip_angle[left, k]) < -0.005
+        assert np.median(run.slip_angle[right, k]) > 0.005
+
+
+def test_loss_of_traction_force_peaks_then_falls():
+    """Fig. 2.17: |f_x / f_z| rises with |s| to a peak, then falls as the wheels spin or lock."""
+    run = sc.loss_of_traction()
+    assert run.max_cost <= MG_TOL
+    c = sc.force_slip_curve(run)
+    ok = c["n"] >= 3
+    s, f = c["s"][ok], c["f"][ok]
+    for sign in (1.0, -1.0):
+        side = sign * s > 0.02
+        order = np.argsort(sign * s[side])
+        ss, ff = (sign * s[side])[order], (sign * f[side])[order]
+        k = int(np.argmax(ff))
+        assert 0.15 <= ss[k] <= 0.5  # the peak (Table C.1 puts it at |s| ~ 0.3-0.4)
+        assert ff[k] == pytest.approx(0.6, rel=0.1)  # mu = 0.6
+        assert np.all(np.diff(ff[:k + 1]) > -0.01)  # rising to the peak
+        assert ff[-1] < 0.95 * ff[k]  # and falling beyond it
+        assert ss[-1] > 0.8  # the manoeuvre reaches far past the peak on both sides
+
+
+@pytest.mark.parametrize(("cg", "rolls"), [(0.83, False), (1.25, True)])
+def test_rollover_depends_on_cg_height(cg, rolls):
+    out = sc.rollover(cg)
+    assert out["rolled_over"] is rolls
+    assert out["lifted"]  # some wheels leave the ground in both cases
+    assert out["run"].max_cost <= MG_TOL
+    if not rolls:
+        assert out["recontacted"]
+        assert out["max_roll"] < math.radians(20)
+
+
+def test_raised_cg_model():
+    for h in (0.83, 1.25):
+        m = sc.landtamer_with_cg(h)
+        com_z = (m.mass * m.com[:, 2]).sum() / m.total_mass
+        assert com_z + m.wheel_radius[0] == pytest.approx(h)
+
+
+def test_stiff_matches_dae_on_flat_ground_and_rejects_ideal_actuators():
+    m = load_vehicle("landtamer")
+    ter = tr.flat()
+    q0, _ = initialize_contact(m, ter)
+    U = np.tile(sc.skid_steer_rates(m, 1.0, 0.3), (100, 1))
+    kw = {"contact_model": "pacejka", "actuator": "p",
+          "actuator_params": {"Kp": sc.LANDTAMER_KP}}
+    dae = simulate_dynamics(m, ter, q0, np.zeros(m.nv), U, 0.01, **kw)
+    st = simulate_stiff(m, ter, q0, np.zeros(m.nv), U, 0.01, **kw)
+    assert st.q.shape == dae.q.shape
+    np.testing.assert_allclose(st.q[-1, 4:7], dae.q[-1, 4:7], atol=0.02)
+    np.testing.assert_allclose(np.linalg.norm(st.q[:, :4], axis=1), 1.0, atol=1e-12)
+    with pytest.raises(ParameterError, match=r"stiff ODE needs a force law .* ideal for \['FL'"):
+        simulate_stiff(m, ter, q0, np.zeros(m.nv), U, 0.01, actuator="ideal")
+    with pytest.raises(ParameterError, match=r"method must be one of"):
+        simulate_stiff(m, ter, q0, np.zeros(m.nv), U, 0.01, method="RK45")

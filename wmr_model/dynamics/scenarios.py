@@ -1,0 +1,432 @@
+"""The thesis' dynamic simulation experiments, reproducible from one function each (§2.5.2-2.5.4).
+
+* :func:`ramp_and_turn` - §2.5.2, Table 2.5: LandTamer accelerating 1 -> 2 m/s at 1 s, over a
+  1.5 m high 20° ramp (2-10 s), turning left (10 s) and right (15 s) at 1 rad/s; Pacejka contact,
+  P actuators; constrained DAE at several step sizes vs the stiff ODE baseline.
+* :func:`loss_of_traction` - §2.5.3, Figs. 2.16-2.17: 0.5 -> 5 -> 0.5 m/s with mu = 0.6;
+  normalized longitudinal force vs slip ratio (:func:`force_slip_curve`).
+* :func:`rollover` - §2.5.3, Figs. 2.20-2.21: 5 m/s, then a 7 rad/s turn command at 1 s, with the
+  vehicle's cg at 0.83 m (liftoff and re-contact) or 1.25 m (rollover); :func:`landtamer_with_cg`.
+* :func:`zoe_dynamics_benchmark` - §2.5.4, Tables 2.6-2.7: Zoë at 1 m/s for 10 s over the ten
+  wmrde rough terrains, per contact model and step size.
+
+Used by ``bench/bench_dynamics.py`` (full tables) and by the tests (coarser, shorter runs).
+
+Choices not stated in the thesis (each named below): the ramp's position and top length, the P
+controller gain, the LandTamer's mass distribution (see ``urdf/landtamer.urdf``) and hence how
+the cg is raised, the rollover criterion, and Zoë's actuators (ideal) and start state.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wmr_model._jit import njit
+from wmr_model.dynamics.simulate import DynamicsTrajectory, simulate_dynamics
+from wmr_model.dynamics.stiff import StiffTrajectory, simulate_stiff
+from wmr_model.experiments import straight_wheel_rates
+from wmr_model.kinematics import initialize_contact
+from wmr_model.kinematics.kernels import forward_kinematics, wheel_contact, wheel_jacobian
+from wmr_model.model import VehicleModel, compile_vehicle
+from wmr_model.spatial import quat_from_euler, quat_to_rot, rot_to_euler
+from wmr_model.terrain import Terrain, flat, ramp
+from wmr_model.vehicles import load_vehicle, load_vehicle_spec
+
+__all__ = [
+    "DynamicsRun",
+    "LANDTAMER_KP",
+    "RAMP_HEIGHT",
+    "RAMP_SLOPE",
+    "RAMP_START",
+    "RAMP_TOP",
+    "THESIS_TABLE_2_5",
+    "THESIS_TABLE_2_6",
+    "THESIS_TABLE_2_7",
+    "wheel_slip",
+    "skid_steer_rates",
+    "landtamer_ramp",
+    "ramp_and_turn_commands",
+    "ramp_and_turn",
+    "loss_of_traction",
+    "force_slip_curve",
+    "landtamer_with_cg",
+    "rollover",
+    "zoe_dynamics_benchmark",
+]
+
+# §2.5.2 says only "a basic proportional controller ... with a modest gain". 2000 N m s/rad per
+# wheel: the 20° ramp (m g sin 20° / 6 wheels ~ 340 N m per wheel) costs ~0.17 rad/s of wheel
+# rate (7 cm/s), and the wheel-rate loop (gain / wheel inertia ~ 300 1/s) is far faster than the
+# vehicle. No torque limit: the tyre's friction limit is what bounds the force.
+LANDTAMER_KP = 2000.0
+# Ramp of §2.5.2: 1.5 m high with 20° faces. Start (4.5 m ahead of the start pose) and top length
+# (5 m) are ours, chosen so the wheels are on the ramp from ~2 s to ~10 s at 2 m/s.
+RAMP_HEIGHT = 1.5
+RAMP_SLOPE = math.radians(20.0)
+RAMP_START = 4.5
+RAMP_TOP = 5.0
+
+# Table 2.5 (MATLAB): method -> {step size: (position difference [m], normalized time)}.
+THESIS_TABLE_2_5: dict[str, dict[float, tuple[float | None, float]]] = {
+    "dae": {0.01: (None, 0.3204), 0.02: (0.0041, 0.1635), 0.04: (0.0766, 0.0903),
+            0.10: (0.0053, 0.0435), 0.20: (0.3780, 0.0281)},
+    "ode15s": {0.0025: (0.0742, 9.7647)},
+    "ode23s": {0.0114: (0.0503, 7.0499)},
+    "ode23tb": {0.0141: (0.0508, 1.5267)},
+}
+# Table 2.6 (C++), normalized time x 1e-3, for the force-balance contact models.
+THESIS_TABLE_2_6 = {
+    "piecewise_linear": {0.01: 3.138, 0.02: 1.562, 0.04: 0.780, 0.10: 0.312},
+    "pacejka": {0.01: 4.366, 0.02: 2.203, 0.04: 1.141, 0.10: 0.500},
+    "ishigami": {0.01: 3.609, 0.02: 1.874, 0.04: 0.953, 0.10: 0.360},
+}
+# Table 2.7: model -> {step size: (position error [m], yaw error [rad], mean iterations)}.
+THESIS_TABLE_2_7: dict[str, dict[float, tuple[float | None, float | None, float]]] = {
+    "piecewise_linear": {0.01: (None, None, 0.9990), 0.02: (0.0039, 0.0003, 0.9980),
+                         0.04: (0.0126, 0.0009, 0.9960), 0.10: (0.0401, 0.0039, 0.9901)},
+    "pacejka": {0.01: (None, None, 1.7364), 0.02: (0.0037, 0.0006, 1.8663),
+                0.04: (0.0109, 0.0014, 2.0100), 0.10: (0.0292, 0.0038, 2.3624)},
+    "ishigami": {0.01: (None, None, 1.4118), 0.02: (0.0085, 0.0020, 1.6525),
+                 0.04: (0.0226, 0.0043, 1.9657), 0.10: (0.0513, 0.0128, 2.3149)},
+}
+
+
+@dataclass
+class DynamicsRun:
+    """One simulated run of a dynamic experiment.
+
+    Attributes:
+        method: ``"dae"`` or the stiff solver's name (``"BDF"``, ``"Radau"``, ``"LSODA"``).
+        dt: step size [s] (DAE) or mean adaptive step (stiff ODE).
+        final_position: (3,) [m]; final_yaw [rad].
+        wall_time: computation time [s] (compiled, after warm-up); normalized_time: wall_time
+            divided by the simulated duration (< 1 is faster than real time).
+        mean_iterations: mean Newton iterations per step (DAE; NaN for the stiff ODE).
+        max_cost: largest force-balance residual sqrt(L) / (m g) over the steps (DAE; NaN).
+        t: (N,) sample times [s] of the per-wheel series below.
+        slip_ratio, slip_angle: (N, nw) (C.10)-(C.11) [-, rad]; f_contact: (N, nw, 3) contact
+            forces on the wheels [N]; contact_point: (N, nw, 3) world contact points [m].
+        q: (N + 1, nq) states.
+    """
+
+    method: str
+    dt: float
+    final_position: tuple[float, float, float]
+    final_yaw: float
+    wall_time: float
+    normalized_time: float
+    mean_iterations: float
+    max_cost: float
+    t: np.ndarray = field(repr=False)
+    slip_ratio: np.ndarray = field(repr=False)
+    slip_angle: np.ndarray = field(repr=False)
+    f_contact: np.ndarray = field(repr=False)
+    contact_point: np.ndarray = field(repr=False)
+    q: np.ndarray = field(repr=False)
+
+    def summary(self) -> dict[str, Any]:
+        """Scalars only, for tables and JSON."""
+        return {"method": self.method, "dt": self.dt, "final_position": self.final_position,
+                "final_yaw": self.final_yaw, "wall_time": self.wall_time,
+                "normalized_time": self.normalized_time,
+                "mean_iterations": self.mean_iterations, "max_cost": self.max_cost}
+
+
+@njit
+def _slip_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, Q, QD,
+               S, ALPHA, P):
+    nf = parent.shape[0]
+    nw = wheel_frame.shape[0]
+    nv = QD.shape[1]
+    T_world = np.empty((nf, 4, 4))
+    T_contact = np.empty((nw, 4, 4))
+    dz = np.empty(nw)
+    ang = np.empty(nw)
+    blk = np.empty((3, nv))
+    for i in range(Q.shape[0]):
+        forward_kinematics(parent, jtype, axis, T0, Q[i], T_world)
+        wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
+                      T_contact, dz, ang)
+        for k in range(nw):
+            wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
+            vx = blk[0] @ QD[i]
+            vy = blk[1] @ QD[i]
+            Vx = vx + wheel_radius[k] * QD[i, 5 + wheel_frame[k]]
+            S[i, k] = -vx / Vx if Vx != 0.0 else 0.0
+            ALPHA[i, k] = math.atan(vy / Vx) if Vx != 0.0 else 0.0
+            for r in range(3):
+                P[i, k, r] = T_contact[k, r, 3]
+
+
+def wheel_slip(model: VehicleModel, terrain: Terrain, q: np.ndarray,
+               qdot: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Slip ratio and angle of every wheel, (C.10)-(C.12), and the world contact points.
+
+    ``q`` (N, nq), ``qdot`` (N, nv): the contact geometry of ``q[i]`` with the velocity
+    ``qdot[i]``. Returns ``(s, alpha, p)``: (N, nw), (N, nw) [rad], (N, nw, 3) [m]. Slip ratio
+    ``s = -v_x / V_x`` is positive when the wheel drives (spins faster than it moves).
+    """
+    Q = np.ascontiguousarray(q, dtype=float)
+    QD = np.ascontiguousarray(qdot, dtype=float)
+    n, nw = Q.shape[0], model.nw
+    S, A, P = np.empty((n, nw)), np.empty((n, nw)), np.empty((n, nw, 3))
+    tk, tp, tg = terrain.kernel_args()
+    _slip_loop(model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
+               model.wheel_radius, tk, tp, tg, Q, QD, S, A, P)
+    return S, A, P
+
+
+def skid_steer_rates(model: VehicleModel, speed: float, yaw_rate: float) -> np.ndarray:
+    """Actuated-joint rates (na,) of a skid-steer command: wheel k at ``(v - w y_k) / R_k``.
+
+    ``y_k`` is the wheel centre's lateral offset in the body frame at the neutral state; other
+    actuated joints are held still.
+    """
+    T_world = np.empty((model.nf, 4, 4))
+    forward_kinematics(model.parent, model.joint_type, model.axis, model.T0,
+                       model.neutral_state(), T_world)
+    rate = {int(j): (speed - yaw_rate * T_world[f, 1, 3]) / r
+            for j, f, r in zip(model.wheel_joints, model.wheel_frame, model.wheel_radius)}
+    return np.array([rate.get(int(k), 0.0) for k in model.actuated_joints])
+
+
+def _profile_commands(model: VehicleModel, dt: float, duration: float,
+                      speed: Any, yaw_rate: Any) -> np.ndarray:
+    """(T, na) commands from speed(t), yaw_rate(t) sampled at the start of each step."""
+    n = round(duration / dt)
+    t = np.arange(n) * dt + 1e-9  # a switch at t_s applies from the step starting at t_s
+    return np.array([skid_steer_rates(model, speed(ti), yaw_rate(ti)) for ti in t])
+
+
+def _moving_start(model: VehicleModel, terrain: Terrain, speed: float,
+                  yaw: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """State on the terrain at the origin and velocity ``speed`` [m/s] forward, wheels rolling."""
+    q = model.neutral_state()
+    q[0:4] = quat_from_euler(0.0, 0.0, yaw)
+    q0, _ = initialize_contact(model, terrain, q)
+    qd0 = np.zeros(model.nv)
+    qd0[3] = speed
+    qd0[6:] = 0.0
+    qd0[6 + model.wheel_joints] = speed / model.wheel_radius
+    return q0, qd0
+
+
+def _run(model: VehicleModel, terrain: Terrain, method: str, q0: np.ndarray, qd0: np.ndarray,
+         U: np.ndarray, dt: float, **kw: Any) -> DynamicsRun:
+    mg = model.total_mass * 9.80665
+    duration = U.shape[0] * dt
+    t0 = time.perf_counter()
+    if method == "dae":
+        tr: DynamicsTrajectory | StiffTrajectory = simulate_dynamics(model, terrain, q0, qd0,
+                                                                     U, dt, **kw)
+        wall = time.perf_counter() - t0
+        assert isinstance(tr, DynamicsTrajectory)
+        s, a, p = wheel_slip(model, terrain, tr.q[:-1], tr.qdot[1:])
+        t, fc = tr.t[:-1], tr.f_contact
+        it = float(tr.iterations.mean())
+        cost = float(np.sqrt(tr.cost).max() / mg)
+        step = dt
+    else:
+        tr = simulate_stiff(model, terrain, q0, qd0, U, dt, method=method, **kw)
+        wall = tr.wall_time
+        s, a, p = wheel_slip(model, terrain, tr.q, tr.qdot)
+        t, fc = tr.t, tr.f_contact
+        it = cost = math.nan
+        step = tr.mean_step
+    R = quat_to_rot(tr.q[-1, 0:4])
+    pos = tr.q[-1, 4:7]
+    return DynamicsRun(method, step, (float(pos[0]), float(pos[1]), float(pos[2])),
+                       float(rot_to_euler(R)[2]), wall, wall / duration, it, cost, t, s, a, fc,
+                       p, tr.q)
+
+
+def landtamer_ramp() -> Terrain:
+    """The §2.5.2 ramp: 1.5 m high, 20° up and down faces, :data:`RAMP_TOP` m flat top."""
+    side = RAMP_HEIGHT / math.tan(RAMP_SLOPE)
+    return ramp(RAMP_HEIGHT, side, RAMP_TOP, side, RAMP_START)
+
+
+def ramp_and_turn_commands(model: VehicleModel, dt: float, duration: float = 20.0) -> np.ndarray:
+    """(T, na) wheel rates of §2.5.2: 1 m/s, 2 m/s from 1 s, +1 rad/s from 10 s, -1 from 15 s."""
+    return _profile_commands(model, dt, duration, lambda t: 1.0 if t < 1.0 else 2.0,
+                             lambda t: 0.0 if t < 10.0 else (1.0 if t < 15.0 else -1.0))
+
+
+def ramp_and_turn(step_sizes: Sequence[float] = (0.01, 0.02, 0.04, 0.10, 0.20),
+                  stiff_methods: Sequence[str] = ("BDF", "Radau", "LSODA"),
+                  duration: float = 20.0, model: VehicleModel | None = None) -> list[DynamicsRun]:
+    """§2.5.2 / Table 2.5: the DAE at each step size and the stiff ODE with each solver.
+
+    Pacejka contact (Table C.1, mu = 1), P actuators (:data:`LANDTAMER_KP`). The stiff runs are
+    sampled on a 0.01 s grid (their own steps are adaptive, ``max_step`` 0.04 s). The first call
+    compiles the kernels; run it twice to time.
+    """
+    m = load_vehicle("landtamer") if model is None else model
+    ter = landtamer_ramp()
+    q0, qd0 = _moving_start(m, ter, 1.0)
+    kw = {"contact_model": "pacejka", "actuator": "p",
+          "actuator_params": {"Kp": LANDTAMER_KP}}
+    runs = [_run(m, ter, "dae", q0, qd0, ramp_and_turn_commands(m, dt, duration), dt, **kw)
+            for dt in step_sizes]
+    runs += [_run(m, ter, meth, q0, qd0, ramp_and_turn_commands(m, 0.01, duration), 0.01, **kw)
+             for meth in stiff_methods]
+    return runs
+
+
+def loss_of_traction(dt: float = 0.01, mu: float = 0.6, duration: float = 6.0,
+                     yaw_rate: float = 0.0, model: VehicleModel | None = None) -> DynamicsRun:
+    """§2.5.3, Figs. 2.16-2.17: 0.5 m/s, 5 m/s from 1 s, 0.5 m/s from 3 s on flat ground.
+
+    Pacejka contact with ``mu``, P actuators; ``yaw_rate`` [rad/s] commanded from 1 s to 3 s
+    gives the turning variant (Figs. 2.18-2.19, 2 rad/s).
+    """
+    m = load_vehicle("landtamer") if model is None else model
+    ter = flat()
+    q0, qd0 = _moving_start(m, ter, 0.5)
+    U = _profile_commands(m, dt, duration, lambda t: 5.0 if 1.0 <= t < 3.0 else 0.5,
+                          lambda t: yaw_rate if 1.0 <= t < 3.0 else 0.0)
+    return _run(m, ter, "dae", q0, qd0, U, dt, contact_model="pacejka",
+                contact_params={"mu": mu}, actuator="p",
+                actuator_params={"Kp": LANDTAMER_KP})
+
+
+def force_slip_curve(run: DynamicsRun, edges: Sequence[float] | None = None,
+                     min_normal: float = 1.0) -> dict[str, np.ndarray]:
+    """Fig. 2.17: normalized longitudinal force f_x/f_z binned over slip ratio (all wheels).
+
+    Samples with ``f_z > min_normal`` [N]; ``edges`` default -1 ... 1.5 in steps of 0.05.
+    Returns ``{"s": bin centres, "f": median f_x/f_z per bin (NaN when empty), "n": counts}``.
+    """
+    edges = np.arange(-1.0, 1.5001, 0.05) if edges is None else np.asarray(edges, float)
+    fz = run.f_contact[:, :, 2]
+    ok = fz > min_normal
+    s = run.slip_ratio[ok]
+    f = run.f_contact[:, :, 0][ok] / fz[ok]
+    idx = np.digitize(s, edges) - 1
+    nb = len(edges) - 1
+    med = np.full(nb, np.nan)
+    cnt = np.zeros(nb, dtype=int)
+    for b in range(nb):
+        sel = idx == b
+        cnt[b] = int(sel.sum())
+        if cnt[b]:
+            med[b] = float(np.median(f[sel]))
+    return {"s": 0.5 * (edges[1:] + edges[:-1]), "f": med, "n": cnt}
+
+
+def landtamer_with_cg(cg_height: float) -> VehicleModel:
+    """LandTamer with its overall cg ``cg_height`` [m] above flat ground at zero sinkage.
+
+    The shipped model's mass split is assumed (70 % body, 5 % per wheel, ``urdf/landtamer.urdf``;
+    cg 0.56 m). The body's com is moved straight up, its inertia about its own com kept, until
+    the whole vehicle's cg is at ``cg_height`` (wheel centres are at the wheel radius):
+    ``z_body = (cg_height - R) m_total / m_body`` above the axle plane.
+    """
+    spec = load_vehicle_spec("landtamer")
+    m_wheels = sum(f.mass for f in spec.frames)
+    m_total = spec.body_mass + m_wheels
+    R = max(f.wheel_radius or 0.0 for f in spec.frames)
+    com = list(spec.body_com)
+    com[2] = (cg_height - R) * m_total / spec.body_mass
+    spec.body_com = (com[0], com[1], com[2])
+    spec.name = f"landtamer_cg{cg_height:g}"
+    return compile_vehicle(spec)
+
+
+def rollover(cg_height: float, dt: float = 0.01, duration: float = 4.0,
+             speed: float = 5.0, yaw_rate: float = 7.0, turn_at: float = 1.0,
+             model: VehicleModel | None = None) -> dict[str, Any]:
+    """§2.5.3, Figs. 2.20-2.21: ``speed`` straight, then ``yaw_rate`` skid-steer from ``turn_at``.
+
+    Pacejka contact (mu = 1), P actuators, flat ground. A wheel has lifted off when its normal
+    force is zero after ``turn_at``; it re-contacts when its normal force returns. The vehicle
+    has rolled over when its body z axis points down (roll past 90°): no wheel contact can right
+    it, and the wheels are the only contacts, so the outcome is evaluated up to that instant.
+
+    Returns ``{"run": DynamicsRun, "lifted": wheel names, "recontacted": names, "max_roll": rad,
+    "rolled_over": bool, "t_rollover": s or None, "final_roll": rad}``.
+    """
+    m = landtamer_with_cg(cg_height) if model is None else model
+    ter = flat()
+    q0, qd0 = _moving_start(m, ter, speed)
+    U = _profile_commands(m, dt, duration, lambda t: speed,
+                          lambda t: yaw_rate if t >= turn_at else 0.0)
+    run = _run(m, ter, "dae", q0, qd0, U, dt, contact_model="pacejka", actuator="p",
+               actuator_params={"Kp": LANDTAMER_KP})
+    roll = np.array([rot_to_euler(quat_to_rot(q[0:4]))[0] for q in run.q])
+    up = np.array([quat_to_rot(q[0:4])[2, 2] for q in run.q])  # world z of the body z axis
+    over = np.flatnonzero(up <= 0.0)
+    n_ok = over[0] if over.size else len(run.t)
+    fz = run.f_contact[:n_ok, :, 2]
+    lifted, recontacted = [], []
+    for k, name in enumerate(m.wheel_names):
+        air = np.flatnonzero(fz[:, k] <= 0.0)
+        air = air[run.t[air] >= turn_at]
+        if air.size:
+            lifted.append(name)
+            if np.any(fz[air[0]:, k] > 0.0):
+                recontacted.append(name)
+    return {"run": run, "lifted": lifted, "recontacted": recontacted,
+            "max_roll": float(np.abs(roll[:n_ok + 1]).max()),
+            "rolled_over": bool(over.size), "t_rollover": float(over[0] * dt) if over.size
+            else None, "final_roll": float(roll[-1])}
+
+
+def zoe_dynamics_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
+                           contact_models: Sequence[str] = ("piecewise_linear", "pacejka",
+                                                            "ishigami"),
+                           step_sizes: Sequence[float] = (0.01, 0.02, 0.04, 0.10),
+                           speed: float = 1.0, duration: float = 10.0,
+                           repeats: int = 3) -> list[dict[str, Any]]:
+    """§2.5.4, Tables 2.6-2.7: Zoë driving straight over each terrain, per model and step size.
+
+    Ideal actuators at the naive straight-line wheel rates (the thesis does not name Zoë's
+    actuator model), default contact parameters. Start: at the origin heading +x, placed on the
+    terrain by (2.27)-(2.32), moving at ``speed``. Each run is timed ``repeats`` times (fastest
+    kept; the first call compiles and is excluded). Errors are relative to the smallest step size
+    on the same terrain. One row per (model, step size), averaged over the terrains.
+    """
+    u = straight_wheel_rates(model, speed)
+    starts = [_moving_start(model, ter, speed) for ter in terrains]
+    for name in contact_models:  # compile outside the timing
+        simulate_dynamics(model, terrains[0], *starts[0], np.tile(u, (5, 1)), 0.1,
+                          contact_model=name)
+    rows = []
+    for name in contact_models:
+        ref: dict[int, tuple[np.ndarray, float]] = {}
+        for dt in sorted(step_sizes):
+            U = np.tile(u, (round(duration / dt), 1))
+            norm, its, pos_err, yaw_err, cost = [], [], [], [], []
+            for k, ter in enumerate(terrains):
+                best = math.inf
+                for _ in range(max(repeats, 1)):
+                    t0 = time.perf_counter()
+                    tr = simulate_dynamics(model, ter, *starts[k], U, dt, contact_model=name)
+                    best = min(best, time.perf_counter() - t0)
+                norm.append(best / (U.shape[0] * dt))
+                its.append(float(tr.iterations.mean()))
+                cost.append(float(np.sqrt(tr.cost).max() / (model.total_mass * 9.80665)))
+                pos = tr.q[-1, 4:7]
+                yaw = float(rot_to_euler(quat_to_rot(tr.q[-1, 0:4]))[2])
+                if k not in ref:
+                    ref[k] = (pos, yaw)
+                else:
+                    pos_err.append(float(np.linalg.norm(pos - ref[k][0])))
+                    yaw_err.append(abs(math.remainder(yaw - ref[k][1], 2 * math.pi)))
+            rows.append({
+                "contact_model": name, "dt": dt, "terrains": len(terrains),
+                "normalized_time_e3": float(np.mean(norm)) * 1e3,
+                "mean_iterations": float(np.mean(its)),
+                "position_error": float(np.mean(pos_err)) if pos_err else None,
+                "yaw_error": float(np.mean(yaw_err)) if yaw_err else None,
+                "max_cost": float(np.max(cost)),
+                "thesis_normalized_time_e3": THESIS_TABLE_2_6.get(name, {}).get(dt),
+                "thesis": THESIS_TABLE_2_7.get(name, {}).get(dt),
+            })
+    return rows

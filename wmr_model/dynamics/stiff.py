@@ -1,0 +1,283 @@
+"""The conventional "stiff ODE" baseline of Seegmiller (2014) §2.5.2 (and §2.4.1).
+
+No constraints: contact, actuator and joint spring-damper forces are evaluated from the state and
+added to the unconstrained equations of motion (2.54),
+
+.. math::
+    M(\\mathbf q)\\, \\ddot{\\mathbf q}' = \\boldsymbol\\tau - \\mathbf c(\\mathbf q,
+    \\dot{\\mathbf q}') + \\sum_k A_{wheel,k}^T \\mathbf f_{c,k}(A_{wheel,k} \\dot{\\mathbf q}',
+    R_k\\omega_k, \\Delta z_k) + \\sum_a \\mathbf e_a f_{act,a} + A_{joint}^T \\mathbf f_{joint},
+    \\qquad \\dot{\\mathbf q} = V(\\mathbf q)\\, \\dot{\\mathbf q}' \\quad (2.14)
+
+with the same contact models (2.71), actuator models (2.73) and joint spring-dampers (2.74) as the
+constrained formulation (:mod:`wmr_model.dynamics.simulate`), so the two differ only in how forces
+enter. The ODE is integrated by an adaptive implicit solver of SciPy (the ``solve_ivp``
+classes: ``BDF``, the variable-order multistep family of MATLAB's ode15s, ``Radau`` or
+``LSODA``); the thesis used MATLAB's
+ode15s/ode23s/ode23tb with ``RelTol = 1e-2`` and ``MaxStep = 0.04 s``, the defaults here.
+
+Ideal actuators have no force law, so they cannot be used here (§2.5.2 uses a P controller).
+Commands are a zero-order hold of the same ``(T, na)`` array as :func:`simulate_dynamics`; the
+solver is restarted wherever a command changes so that it never steps across a discontinuity.
+The Jacobian of the right-hand side is by compiled central differences.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.integrate import BDF, LSODA, Radau
+
+from wmr_model._jit import njit
+from wmr_model.contact.models import contact_force, contact_setup
+from wmr_model.dynamics.actuators import IDEAL, actuator_force
+from wmr_model.dynamics.api import gravity_of
+from wmr_model.dynamics.constraints import assemble_constraints
+from wmr_model.dynamics.crba import crba
+from wmr_model.dynamics.rnea import bias_force
+from wmr_model.dynamics.simulate import _actuators
+from wmr_model.errors import ParameterError, check_shape
+from wmr_model.inertia import model_frame_inertias
+from wmr_model.kinematics.kernels import joint_constraint_residual, state_derivative, wheel_contact
+from wmr_model.model import VehicleModel
+from wmr_model.terrain import Terrain
+
+__all__ = ["STIFF_METHODS", "StiffTrajectory", "stiff_derivative", "stiff_jacobian",
+           "simulate_stiff"]
+
+_SOLVERS = {"BDF": BDF, "Radau": Radau, "LSODA": LSODA}
+STIFF_METHODS = tuple(_SOLVERS)
+
+# Central-difference step of the right-hand-side Jacobian, relative to 1 + |x_i|: about the
+# cube root of machine epsilon (truncation vs rounding error of a central difference).
+_FD_REL_STEP = 6e-6
+
+
+@njit
+def stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                     I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables, caxes,
+                     act_joints, akinds, aparams, jK, jD, x, u, T_world, T_contact, dz,
+                     contact_angle, Ic, M, c, A, fc_out, xdot):
+    """Right-hand side ``xdot`` (nq + nv,) of the stiff ODE at ``x = [q; qdot']``, commands u.
+
+    ``fc_out`` (nw, 3) receives the contact forces on the wheels (contact coordinates). The
+    quaternion is normalized for the kinematics; its rate is that of the stored (unnormalized)
+    quaternion, so the solver's drift of its norm stays a pure scale.
+    """
+    nw = wheel_frame.shape[0]
+    na = act_joints.shape[0]
+    nv = c.shape[0]
+    nq = nv + 1
+    q = x[:nq].copy()
+    qd = x[nq:]
+    nrm = math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    for i in range(4):
+        q[i] /= nrm
+    crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M)
+    wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
+                  T_contact, dz, contact_angle)
+    bias_force(parent, jtype, axis, T0, I_frame, gravity, q, qd, T_world, c)
+    assemble_constraints(parent, jtype, axis, wheel_frame, A_joint, act_joints, T_world,
+                         T_contact, A)
+    tau = -c
+    vc = np.empty(3)
+    fc = np.empty(3)
+    Jc = np.empty((3, 5))
+    for k in range(nw):
+        for r in range(3):
+            s = 0.0
+            for j in range(nv):
+                s += A[3 * k + r, j] * qd[j]
+            vc[r] = s
+        Rw = wheel_radius[k] * qd[5 + wheel_frame[k]]
+        contact_force(ckinds[k], cparams[k], ctables[k], caxes[k], vc, Rw, dz[k], fc, Jc)
+        for r in range(3):
+            fc_out[k, r] = fc[r]
+            for j in range(nv):
+                tau[j] += A[3 * k + r, j] * fc[r]
+    for a in range(na):
+        j = 6 + act_joints[a]
+        f, _ = actuator_force(akinds[a], aparams[a], qd[j], u[a])
+        tau[j] += f
+    ncj = A_joint.shape[0]
+    if ncj > 0:
+        cj = np.empty(ncj)
+        joint_constraint_residual(A_joint, joint_offset, q, cj)
+        for r in range(ncj):
+            cd = 0.0
+            for j in range(nv):
+                cd += A_joint[r, j] * qd[j]
+            f = -jK[r] * cj[r] - jD[r] * cd
+            for j in range(nv):
+                tau[j] += A_joint[r, j] * f
+    qdd = np.linalg.solve(M, tau)
+    state_derivative(x[:nq], qd, xdot[:nq])
+    xdot[nq:] = qdd
+
+
+@njit
+def stiff_jacobian(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                   I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables, caxes,
+                   act_joints, akinds, aparams, jK, jD, x, u, T_world, T_contact, dz,
+                   contact_angle, Ic, M, c, A, fc_out, Jx):
+    """Central-difference Jacobian ``Jx`` (nx, nx) of :func:`stiff_derivative` at ``x``."""
+    nx = x.shape[0]
+    xp = x.copy()
+    fp = np.empty(nx)
+    fm = np.empty(nx)
+    for i in range(nx):
+        h = _FD_REL_STEP * (1.0 + abs(x[i]))
+        xp[i] = x[i] + h
+        stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                         joint_offset, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
+                         ctables, caxes, act_joints, akinds, aparams, jK, jD, xp, u, T_world,
+                         T_contact, dz, contact_angle, Ic, M, c, A, fc_out, fp)
+        xp[i] = x[i] - h
+        stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                         joint_offset, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
+                         ctables, caxes, act_joints, akinds, aparams, jK, jD, xp, u, T_world,
+                         T_contact, dz, contact_angle, Ic, M, c, A, fc_out, fm)
+        xp[i] = x[i]
+        for r in range(nx):
+            Jx[r, i] = (fp[r] - fm[r]) / (2.0 * h)
+
+
+@dataclass
+class StiffTrajectory:
+    """Result of :func:`simulate_stiff`, sampled on the command grid.
+
+    Attributes:
+        t: (T+1,) times [s]; q: (T+1, nq) states (unit quaternions); qdot: (T+1, nv).
+        f_contact: (T+1, nw, 3) contact forces on the wheels, contact coordinates [N].
+        dz: (T+1, nw) contact height errors [m].
+        method: SciPy solver name; n_steps: accepted solver steps; nfev, njev: right-hand side
+            and Jacobian evaluations; mean_step: duration / n_steps [s].
+        wall_time: computation time [s].
+        contact_models: (nw,) contact model name per wheel.
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    qdot: np.ndarray
+    f_contact: np.ndarray
+    dz: np.ndarray
+    method: str
+    n_steps: int
+    nfev: int
+    njev: int
+    mean_step: float
+    wall_time: float
+    contact_models: tuple[str, ...]
+
+
+def simulate_stiff(model: VehicleModel, terrain: Terrain, q0: np.ndarray, qdot0: np.ndarray,
+                   commands: np.ndarray, dt: float, *, method: str = "BDF",
+                   rtol: float = 1e-2, atol: float = 1e-6, max_step: float = 0.04,
+                   contact_model: str | None = None,
+                   contact_params: Mapping[str, Any] | None = None,
+                   actuator: str | Mapping[str, str] = "p",
+                   actuator_params: Mapping[str, Any] | None = None,
+                   joint_stiffness: float | None = None,
+                   joint_damping: float | None = None) -> StiffTrajectory:
+    """Simulate the unconstrained ("stiff ODE") dynamics with an adaptive implicit solver.
+
+    Arguments as :func:`~wmr_model.dynamics.simulate.simulate_dynamics`; ``commands`` (T, na)
+    are held over ``[i dt, (i+1) dt)`` and the output is sampled at ``i dt``. ``method``: one of
+    :data:`STIFF_METHODS`; ``rtol``, ``atol``, ``max_step`` [s] go to the SciPy solver. Every
+    actuator must have a force law (``"p"`` or ``"dc_motor"``).
+    """
+    if method not in STIFF_METHODS:
+        raise ParameterError(f"method must be one of {list(STIFF_METHODS)}, got {method!r}")
+    q0 = np.ascontiguousarray(q0, dtype=float)
+    qdot0 = np.ascontiguousarray(qdot0, dtype=float)
+    check_shape("q0", q0.shape, (model.nq,))
+    check_shape("qdot0", qdot0.shape, (model.nv,))
+    na = len(model.actuated_joints)
+    U = np.ascontiguousarray(commands, dtype=float)
+    check_shape("commands", U.shape, (None, na))
+    if not (math.isfinite(dt) and dt > 0):
+        raise ParameterError(f"dt must be > 0 s, got {dt}")
+    akinds, aparams = _actuators(model, actuator, actuator_params)
+    if np.any(akinds == IDEAL):
+        bad = [model.joint_names[model.actuated_joints[i]]
+               for i in np.flatnonzero(akinds == IDEAL)]
+        raise ParameterError(f"actuator: the stiff ODE needs a force law for every actuated "
+                             f"joint ('p' or 'dc_motor'); ideal for {bad}")
+    g = gravity_of(model)
+    gn = float(np.linalg.norm(g))
+    mg = model.total_mass * gn
+    cs = contact_setup(model, contact_model, contact_params, gn)
+    Kj = joint_stiffness if joint_stiffness is not None else model.options.get(
+        "joint_stiffness", 10.0 * mg)
+    Dj = joint_damping if joint_damping is not None else model.options.get(
+        "joint_damping", 1.0 * mg)
+    jK = np.full(model.ncj, float(Kj))
+    jD = np.full(model.ncj, float(Dj))
+    tk, tp, tg = terrain.kernel_args()
+    nf, nw, nv, nq = model.nf, model.nw, model.nv, model.nq
+    ws = (np.empty((nf, 4, 4)), np.empty((nw, 4, 4)), np.empty(nw), np.empty(nw),
+          np.empty((nf, 6, 6)), np.empty((nv, nv)), np.empty(nv),
+          np.empty((3 * nw + na + model.ncj, nv)), np.empty((nw, 3)))
+    const = (model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
+             model.wheel_radius, model.A_joint, model.joint_offset, model_frame_inertias(model),
+             g, tk, tp, tg, cs.kinds, cs.params, cs.tables, cs.axes,
+             model.actuated_joints.astype(np.int64), akinds, aparams, jK, jD)
+    T = U.shape[0]
+    X = np.empty((T + 1, nq + nv))
+    FC = np.empty((T + 1, nw, 3))
+    DZ = np.empty((T + 1, nw))
+    X[0, :nq] = q0
+    X[0, nq:] = qdot0
+    n_steps = nfev = njev = 0
+    t_start = time.perf_counter()
+    # runs of equal commands: [i0, i1) share U[i0]
+    change = np.flatnonzero(np.any(U[1:] != U[:-1], axis=1)) + 1
+    bounds = [0, *change.tolist(), T]
+    for i0, i1 in itertools.pairwise(bounds):
+        u = U[i0].copy()
+
+        def fun(_t: float, x: np.ndarray, u: np.ndarray = u) -> np.ndarray:
+            out = np.empty(nq + nv)
+            stiff_derivative(*const, np.ascontiguousarray(x), u, *ws, out)
+            return out
+
+        def jac(_t: float, x: np.ndarray, u: np.ndarray = u) -> np.ndarray:
+            out = np.empty((nq + nv, nq + nv))
+            stiff_jacobian(*const, np.ascontiguousarray(x), u, *ws, out)
+            return out
+
+        t_eval = np.arange(i0, i1 + 1) * dt
+        solver = _SOLVERS[method](fun, t_eval[0], X[i0], t_eval[-1], rtol=rtol, atol=atol,
+                                  max_step=max_step, jac=jac)
+        k = i0 + 1
+        while solver.status == "running":
+            msg = solver.step()
+            if solver.status == "failed":
+                raise RuntimeError(f"simulate_stiff: {method} failed at t = {solver.t:g} s: "
+                                   f"{msg}")
+            n_steps += 1
+            if k <= i1 and t_eval[k - i0] <= solver.t:
+                sol = solver.dense_output()
+                while k <= i1 and t_eval[k - i0] <= solver.t:
+                    X[k] = sol(t_eval[k - i0])
+                    k += 1
+        X[i1] = solver.y
+        X[i1, :4] /= np.linalg.norm(X[i1, :4])
+        nfev += int(solver.nfev)
+        njev += int(solver.njev)
+    wall = time.perf_counter() - t_start
+    X[:, :4] /= np.linalg.norm(X[:, :4], axis=1, keepdims=True)
+    xd = np.empty(nq + nv)
+    for i in range(T + 1):
+        stiff_derivative(*const, np.ascontiguousarray(X[i]), U[min(i, T - 1)], *ws, xd)
+        FC[i] = ws[-1]
+        DZ[i] = ws[2]
+    return StiffTrajectory(np.arange(T + 1) * dt, X[:, :nq].copy(), X[:, nq:].copy(), FC, DZ,
+                           method, n_steps, nfev, njev, T * dt / max(n_steps, 1), wall,
+                           cs.names)
