@@ -25,6 +25,8 @@ __all__ = [
     "get_spec",
     "check_value",
     "slip_vector",
+    "PATTERN_FIELDS",
+    "match_pattern",
 ]
 
 
@@ -67,14 +69,44 @@ def schema() -> dict[str, ParameterSpec]:
     return dict(_SCHEMA)
 
 
+#: Placeholders allowed in pattern rows (``wheel.<wheel>.radius``): one dotted segment each.
+PATTERN_FIELDS = ("<wheel>", "<sensor>", "<stream>")
+
+
+def match_pattern(name: str) -> str | None:
+    """The pattern row (e.g. ``wheel.<wheel>.radius``) that ``name`` instantiates, or None.
+
+    A pattern segment ``<...>`` matches any one non-empty dotted segment; other segments must
+    be equal. Exact rows are not patterns and never match here.
+    """
+    parts = name.split(".")
+    for pat in _SCHEMA:
+        if "<" not in pat:
+            continue
+        pp = pat.split(".")
+        if len(pp) == len(parts) and all(
+                a == b or (a in PATTERN_FIELDS and b != "") for a, b in zip(pp, parts)):
+            return pat
+    return None
+
+
 def get_spec(name: str) -> ParameterSpec:
-    """Schema row of ``name``; ParameterError naming close matches if unknown."""
-    try:
-        return _SCHEMA[name]
-    except KeyError:
-        prefix = name.split(".")[0] + "."
-        near = sorted(n for n in _SCHEMA if n.startswith(prefix))[:8]
-        raise ParameterError(f"{name}: unknown parameter; known {prefix}* names: {near}") from None
+    """Schema row of ``name``; ParameterError naming close matches if unknown.
+
+    Names that instantiate a pattern row (``wheel.FL.radius`` for ``wheel.<wheel>.radius``)
+    return that row with its ``name`` set to ``name``.
+    """
+    spec = _SCHEMA.get(name)
+    if spec is not None:
+        return spec
+    pat = match_pattern(name)
+    if pat is not None:
+        s = _SCHEMA[pat]
+        return ParameterSpec(name, s.default, s.unit, s.lower, s.upper, s.calibratable,
+                             s.description)
+    prefix = name.split(".")[0] + "."
+    near = sorted(n for n in _SCHEMA if n.startswith(prefix))[:8]
+    raise ParameterError(f"{name}: unknown parameter; known {prefix}* names: {near}")
 
 
 def check_value(name: str, value: float) -> float:
@@ -131,6 +163,35 @@ def _register_noise() -> None:
 
 
 _register_noise()
+
+# Vehicle dimensions, sensor offsets and stream time offsets (IPEM, thesis §3.3.1, §3.4.2).
+# Rows with a ``<...>`` segment are patterns instantiated per vehicle; their default NaN means
+# "the value in the vehicle description" (:mod:`wmr_model.model_parameters`).
+register([
+    ParameterSpec("wheel.<wheel>.radius", math.nan, "m", lower=1e-3, upper=10.0, description=(
+        "rolling radius of one wheel (frame table / URDF value by default); a wrong radius "
+        "scales that wheel's ground speed: distance error on straights and a curve when one "
+        "side is off")),
+    ParameterSpec("vehicle.track_scale", 1.0, "1", lower=0.2, upper=5.0, description=(
+        "scale of the lateral (y) offsets of all non-body frames from their parents (track "
+        "width multiplier, like diff_drive_controller's wheel_separation_multiplier); wrong "
+        "values mis-predict the yaw rate of differential steering")),
+    ParameterSpec("sensor.<sensor>.x", math.nan, "m", lower=-20.0, upper=20.0, description=(
+        "x offset of a sensor frame from its parent frame (3.57)-(3.58); wrong values add a "
+        "heading-dependent error to every measured pose of that sensor")),
+    ParameterSpec("sensor.<sensor>.y", math.nan, "m", lower=-20.0, upper=20.0, description=(
+        "y offset of a sensor frame from its parent frame (3.57)-(3.58); see sensor.<sensor>.x")),
+    ParameterSpec("sensor.<sensor>.z", math.nan, "m", lower=-20.0, upper=20.0, description=(
+        "z offset of a sensor frame from its parent frame (3.57)-(3.58); only observable "
+        "through roll and pitch changes")),
+    ParameterSpec("time_offset.<stream>", 0.0, "s", lower=-5.0, upper=5.0, description=(
+        "latency of a stream relative to the wheel/IMU clock: a sample stamped t describes the "
+        "vehicle at t - offset (the Warthog lidar-ICP pose lags by ~0.25-0.45 s); wrong "
+        "values shift ground truth against the inputs and inflate turning residuals")),
+    ParameterSpec("diff_drive.alpha", 1.0, "1", lower=0.0, upper=3.0, description=(
+        "yaw-rate scale of the enhanced differential drive model (3.66); skid steers turn "
+        "less than (v_r - v_l)/B (alpha < 1); wrong values curve every predicted turn")),
+])
 
 
 def slip_vector(values: Mapping[str, float] | np.ndarray | None) -> np.ndarray:

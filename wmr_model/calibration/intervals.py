@@ -1,0 +1,135 @@
+"""Interval policies: which pairs of ground-truth samples form IPEM residuals (thesis §3.2.1).
+
+An interval ``(i0, i1)`` indexes two ground-truth poses; the model is simulated from the pose at
+``i0`` over the logged inputs to ``i1``. Policies:
+
+* ``kind="time"``: duration ``length`` [s] (1, 2, 4 s in §3.4.1); the end sample is the one
+  nearest to ``t0 + length`` and is accepted when within ``tolerance`` [s].
+* ``kind="distance"``: ground-truth path length ``length`` [m] (10 m in §3.4.2); accepted when
+  shorter than ``max_duration``.
+* ``overlap="none"``: consecutive, non-overlapping intervals (the next starts where one ends).
+* ``overlap="sliding"``: one interval ending at every sample, "t = now, t0 = prior" as §3.2.1
+  recommends for online use (overlapping residuals are correlated).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from wmr_model.errors import ParameterError
+
+__all__ = ["IntervalPolicy", "select_intervals", "interval_ending_at"]
+
+
+@dataclass(frozen=True)
+class IntervalPolicy:
+    """How to cut a log into intervals (see the module docstring).
+
+    Attributes:
+        kind: ``"time"`` or ``"distance"``.
+        length: duration [s] or path length [m].
+        overlap: ``"none"`` or ``"sliding"``.
+        tolerance: largest |duration - length| accepted for ``"time"`` [s]; default
+            ``0.15 length``.
+        max_duration: longest accepted ``"distance"`` interval [s].
+        min_distance: drop intervals whose ground-truth path is shorter [m] (standing still:
+            such residuals say nothing about slip and, with a constant Q', pull it to zero).
+    """
+
+    kind: str = "time"
+    length: float = 2.0
+    overlap: str = "none"
+    tolerance: float | None = None
+    max_duration: float = 60.0
+    min_distance: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("time", "distance"):
+            raise ParameterError(f"interval kind: must be 'time' or 'distance', got {self.kind!r}")
+        if self.overlap not in ("none", "sliding"):
+            raise ParameterError(f"interval overlap: must be 'none' or 'sliding', got "
+                                 f"{self.overlap!r}")
+        if not (math.isfinite(self.length) and self.length > 0):
+            raise ParameterError(f"interval length: must be > 0, got {self.length}")
+
+    @property
+    def tol(self) -> float:
+        """Accepted duration mismatch [s] of time intervals."""
+        return 0.15 * self.length if self.tolerance is None else float(self.tolerance)
+
+
+def _path_length(positions: np.ndarray) -> np.ndarray:
+    d = np.linalg.norm(np.diff(positions[:, :2], axis=0), axis=1)
+    return np.concatenate([[0.0], np.cumsum(d)])
+
+
+def interval_ending_at(times: np.ndarray, i1: int, policy: IntervalPolicy,
+                       positions: np.ndarray | None = None) -> int | None:
+    """Start index of the interval of ``policy`` that ends at sample ``i1`` (or None)."""
+    t = np.asarray(times, dtype=float)
+    if policy.kind == "time":
+        target = t[i1] - policy.length
+        i0 = int(np.searchsorted(t, target))
+        cands = [k for k in (i0 - 1, i0) if 0 <= k < i1]
+        if not cands:
+            return None
+        k = min(cands, key=lambda c: abs(t[c] - target))
+        return k if abs(t[k] - target) <= policy.tol else None
+    if positions is None:
+        raise ParameterError("distance intervals need the ground-truth positions")
+    s = _path_length(np.asarray(positions, dtype=float))
+    k = int(np.searchsorted(s, s[i1] - policy.length, side="right")) - 1
+    if k < 0 or k >= i1 or t[i1] - t[k] > policy.max_duration:
+        return None
+    return k
+
+
+def select_intervals(times: np.ndarray, policy: IntervalPolicy,
+                     positions: np.ndarray | None = None) -> np.ndarray:
+    """Intervals (K, 2) of sample indices ``(i0, i1)`` over ground-truth ``times`` (M,).
+
+    ``positions`` (M, 3) are needed for ``kind="distance"``.
+    """
+    out = _select(np.asarray(times, dtype=float), policy, positions)
+    if policy.min_distance > 0 and len(out):
+        if positions is None:
+            raise ParameterError("min_distance needs the ground-truth positions")
+        s = _path_length(np.asarray(positions, dtype=float))
+        out = out[s[out[:, 1]] - s[out[:, 0]] >= policy.min_distance]
+    return out
+
+
+def _select(t: np.ndarray, policy: IntervalPolicy, positions: np.ndarray | None) -> np.ndarray:
+    M = len(t)
+    out: list[tuple[int, int]] = []
+    if policy.overlap == "sliding":
+        for i1 in range(1, M):
+            i0 = interval_ending_at(t, i1, policy, positions)
+            if i0 is not None:
+                out.append((i0, i1))
+        return np.array(out, dtype=int).reshape(-1, 2)
+    s = None if policy.kind == "time" else _path_length(np.asarray(positions, dtype=float))
+    i0 = 0
+    while i0 < M - 1:
+        if policy.kind == "time":
+            target = t[i0] + policy.length
+            k = int(np.searchsorted(t, target))
+            cands = [c for c in (k - 1, k) if i0 < c < M]
+            if not cands:
+                break
+            i1 = min(cands, key=lambda c: abs(t[c] - target))
+            if abs(t[i1] - target) <= policy.tol:
+                out.append((i0, i1))
+            i0 = i1
+        else:
+            assert s is not None
+            k = int(np.searchsorted(s, s[i0] + policy.length, side="left"))
+            if k >= M:
+                break
+            if t[k] - t[i0] <= policy.max_duration:
+                out.append((i0, k))
+            i0 = k
+    return np.array(out, dtype=int).reshape(-1, 2)

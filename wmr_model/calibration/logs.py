@@ -1,0 +1,211 @@
+"""A calibration log: the plain arrays IPEM reads (thesis §3.2.1, §3.4.1).
+
+Inputs (encoder joint rates, optionally gyro and roll/pitch) are sampled densely; ground-truth
+poses only need to exist at interval ends. :class:`CalibrationLog` holds them with their own
+time stamps; it is built from bag streams (:func:`log_from_streams`, :func:`log_from_bag`) or by
+:mod:`wmr_model.calibration.synthetic`.
+
+Poses are ``(M, 7)`` rows ``[qw, qx, qy, qz, x, y, z]`` of the pose sensor frame in the world
+(``pose_sensor``, or the body frame when None), with covariances ``(M, 6, 6)`` in the package's
+``[dtheta; dp]`` world-axes convention (:mod:`wmr_model.uncertainty`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from wmr_model.errors import BagError, ParameterError, ShapeError
+from wmr_model.model import VehicleModel
+from wmr_model.uncertainty import from_ros_pose_covariance
+
+__all__ = [
+    "DEFAULT_POSE_STD",
+    "CalibrationLog",
+    "log_from_streams",
+    "log_from_bag",
+    "with_pose_std",
+]
+
+#: Pose standard deviations (rotation [rad], position [m]) used when a stream has no usable
+#: covariance (all zero, NaN or -1): 0.01 rad, 0.02 m.
+DEFAULT_POSE_STD = (0.01, 0.02)
+
+
+@dataclass(frozen=True)
+class CalibrationLog:
+    """Arrays of one calibration run; times in seconds on one clock.
+
+    Attributes:
+        joint_names: (ne,) model joint names of the ``joint_rate`` columns.
+        joint_time: (Ne,) stamps of the encoder samples, increasing.
+        joint_rate: (Ne, ne) joint rates [rad/s or m/s].
+        pose_time: (M,) stamps of the ground-truth poses, increasing.
+        pose: (M, 7) ``[qw, qx, qy, qz, x, y, z]`` of ``pose_sensor`` in the world.
+        pose_covariance: (M, 6, 6) ``[dtheta; dp]`` world axes.
+        pose_sensor: sensor frame name the poses are of (None: the body frame).
+        gyro_time, gyro: (Ng,), (Ng, 3) body angular velocity [rad/s], or None.
+        attitude_time, roll_pitch: (Na,), (Na, 2) measured roll and pitch [rad], or None.
+        source: where the log came from (for messages).
+    """
+
+    joint_names: tuple[str, ...]
+    joint_time: np.ndarray
+    joint_rate: np.ndarray
+    pose_time: np.ndarray
+    pose: np.ndarray
+    pose_covariance: np.ndarray
+    pose_sensor: str | None = None
+    gyro_time: np.ndarray | None = None
+    gyro: np.ndarray | None = None
+    attitude_time: np.ndarray | None = None
+    roll_pitch: np.ndarray | None = None
+    source: str = "<log>"
+
+    def __post_init__(self) -> None:
+        ne, Ne, M = len(self.joint_names), len(self.joint_time), len(self.pose_time)
+        if np.shape(self.joint_rate) != (Ne, ne):
+            raise ShapeError(f"{self.source}: joint_rate: expected ({Ne}, {ne}), got "
+                             f"{np.shape(self.joint_rate)}")
+        if np.shape(self.pose) != (M, 7):
+            raise ShapeError(f"{self.source}: pose: expected ({M}, 7), got {np.shape(self.pose)}")
+        if np.shape(self.pose_covariance) != (M, 6, 6):
+            raise ShapeError(f"{self.source}: pose_covariance: expected ({M}, 6, 6), got "
+                             f"{np.shape(self.pose_covariance)}")
+        for name in ("joint_time", "pose_time"):
+            t = getattr(self, name)
+            if len(t) > 1 and np.any(np.diff(t) <= 0):
+                k = int(np.argmax(np.diff(t) <= 0))
+                raise ParameterError(f"{self.source}: {name} must increase; sample {k + 1} "
+                                     f"({t[k + 1]}) follows {t[k]}")
+
+    @property
+    def duration(self) -> float:
+        """Time spanned by the ground-truth poses [s]."""
+        return float(self.pose_time[-1] - self.pose_time[0]) if len(self.pose_time) else 0.0
+
+    def rates_at(self, times: np.ndarray) -> np.ndarray:
+        """Joint rates (..., ne) at ``times`` (...,), linear interpolation, held at the ends."""
+        t = np.asarray(times, dtype=float)
+        out = np.empty(t.shape + (len(self.joint_names),))
+        for j in range(len(self.joint_names)):
+            out[..., j] = np.interp(t, self.joint_time, self.joint_rate[:, j])
+        return out
+
+    def actuated_rates(self, model: VehicleModel, times: np.ndarray) -> np.ndarray:
+        """Rates (..., na) of ``model.actuated_joints`` at ``times`` (missing joints raise)."""
+        cols = self.actuated_columns(model)
+        return self.rates_at(times)[..., cols]
+
+    def actuated_columns(self, model: VehicleModel) -> np.ndarray:
+        """Column of ``joint_rate`` for each actuated joint of ``model`` (na,)."""
+        cols = []
+        for k in model.actuated_joints:
+            jn = model.joint_names[int(k)]
+            if jn not in self.joint_names:
+                raise ParameterError(f"{self.source}: no rates for actuated joint {jn!r} of "
+                                     f"{model.name}; the log has {list(self.joint_names)}")
+            cols.append(self.joint_names.index(jn))
+        return np.array(cols, dtype=int)
+
+
+def _default_covariance(n: int) -> np.ndarray:
+    a, p = DEFAULT_POSE_STD
+    return np.repeat(np.diag([a * a] * 3 + [p * p] * 3)[None], n, axis=0)
+
+
+def log_from_streams(model: VehicleModel, streams: Mapping[str, object], *,
+                     encoders: str = "enc", pose: str = "pose", imu: str | None = None,
+                     pose_sensor: str | None = None, source: str = "<streams>") -> CalibrationLog:
+    """Build a log from :func:`wmr_model.io.bags.read_streams` results.
+
+    Encoder joints are matched to model joints by name, or through the vehicle sidecar's
+    ``encoder_map`` (``options["encoder_map"]``: robot joint -> model joints it drives). Pose
+    covariances come from the message (ROS order converted); rows without a usable covariance
+    get :data:`DEFAULT_POSE_STD`. Quaternions are normalized.
+
+    Args:
+        streams: role -> stream (``BagStreams.streams`` or the ``BagStreams`` itself).
+        encoders, pose, imu: roles of the joint-state, pose and (optional) IMU streams.
+        pose_sensor: sensor frame of ``model`` the poses are of (None: the body).
+    """
+    enc = streams[encoders]
+    ps = streams[pose]
+    emap = dict(model.options.get("encoder_map", {}) or {})
+    names: list[str] = []
+    cols: list[np.ndarray] = []
+    for j, n in enumerate(enc.names):
+        targets = emap.get(n, [n] if n in model.joint_names else [])
+        for tname in targets:
+            if tname not in names:
+                names.append(tname)
+                cols.append(np.nan_to_num(enc.velocity[:, j]))
+    if not names:
+        raise BagError(f"{source}: none of the encoder joints {list(enc.names)} is a joint of "
+                       f"{model.name} or in its encoder_map")
+    t_enc = np.asarray(enc.stamp, dtype=float)
+    keep = np.concatenate([[True], np.diff(t_enc) > 0])
+    q = np.asarray(ps.orientation, dtype=float)
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    pose_rows = np.hstack([q, np.asarray(ps.position, dtype=float)])
+    cov = from_ros_pose_covariance(np.asarray(ps.covariance, dtype=float).reshape(-1, 36))
+    bad = ~np.all(np.isfinite(cov), axis=(1, 2)) | np.any(np.diagonal(cov, axis1=1, axis2=2)
+                                                          <= 0, axis=1)
+    cov = np.where(bad[:, None, None], _default_covariance(len(cov)), cov)
+    t_pose = np.asarray(ps.stamp, dtype=float)
+    pkeep = np.concatenate([[True], np.diff(t_pose) > 0])
+    gyro_t = gyro = None
+    if imu is not None and imu in streams:
+        im = streams[imu]
+        gyro_t = np.asarray(im.stamp, dtype=float)
+        gk = np.concatenate([[True], np.diff(gyro_t) > 0])
+        gyro_t, gyro = gyro_t[gk], np.asarray(im.angular_velocity, dtype=float)[gk]
+    t0 = float(t_enc[0])
+    return CalibrationLog(
+        joint_names=tuple(names), joint_time=t_enc[keep] - t0,
+        joint_rate=np.stack(cols, axis=1)[keep], pose_time=t_pose[pkeep] - t0,
+        pose=pose_rows[pkeep], pose_covariance=cov[pkeep], pose_sensor=pose_sensor,
+        gyro_time=None if gyro_t is None else gyro_t - t0, gyro=gyro, source=source)
+
+
+def log_from_bag(path: str | Path, model: VehicleModel, *, encoder_topic: str = "/joint_states",
+                 pose_topic: str = "/icp/odom", imu_topic: str | None = "/imu/data",
+                 pose_sensor: str | None = None) -> CalibrationLog:
+    """Read a bag (:func:`wmr_model.io.bags.read_streams`) into a :class:`CalibrationLog`.
+
+    Times are shifted so the first encoder sample is at 0 s.
+    """
+    from wmr_model.io.bags import read_streams
+
+    topics = {"enc": encoder_topic, "pose": pose_topic}
+    kinds = {"enc": "joint_states", "pose": "pose"}
+    if imu_topic:
+        topics["imu"] = imu_topic
+        kinds["imu"] = "imu"
+    s = read_streams(path, topics, kinds, optional=("imu",))
+    log = log_from_streams(model, s.streams, imu="imu" if "imu" in s.streams else None,
+                           pose_sensor=pose_sensor, source=str(path))
+    if len(log.pose_time) < 2:
+        raise BagError(f"{path}: {pose_topic} has {len(log.pose_time)} poses; calibration needs "
+                       "at least 2")
+    if not math.isfinite(float(np.sum(log.pose))):
+        raise BagError(f"{path}: {pose_topic} has non-finite poses")
+    return log
+
+
+def with_pose_std(log: CalibrationLog, rotation: float, position: float) -> CalibrationLog:
+    """Copy of ``log`` whose pose covariances are ``diag(rotation^2 x3, position^2 x3)``.
+
+    For ground truth whose published covariance is a guess (the Warthog ICP poses carry a
+    guessed 0.01 rad / 0.02 m); ``Sigma_meas`` enters every residual covariance (3.21).
+    """
+    from dataclasses import replace
+
+    if not (rotation > 0 and position > 0):
+        raise ParameterError(f"pose std: must be > 0, got {rotation} rad, {position} m")
+    cov = np.diag([rotation ** 2] * 3 + [position ** 2] * 3)
+    return replace(log, pose_covariance=np.repeat(cov[None], len(log.pose_time), axis=0))

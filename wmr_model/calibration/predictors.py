@@ -1,0 +1,297 @@
+"""Interval predictors: ``g(x_meas(t0), u(*), p)`` of (3.26) for many parameter sets at once.
+
+A predictor simulates one interval of a :class:`~wmr_model.calibration.logs.CalibrationLog`
+from the measured initial pose, over the logged inputs, for N candidate parameter sets (the
+nominal one first, then finite-difference perturbations), and returns the predicted final
+pose-sensor poses plus the covariance map of the nominal prediction
+(:func:`~wmr_model.calibration.residuals.covariance_map`).
+
+* :class:`ModelPredictor` - 3D kinematic or enhanced kinematic model (§2.2-2.3) through
+  :func:`wmr_model.predict.predict`: **one batched call** over all candidates that share the
+  model geometry. Slip coefficients are batched natively; a wheel radius is batched by scaling
+  that wheel's logged rate (the contact velocity is ``r * omega``; the small change of wheel
+  centre height is neglected in the perturbed candidates only); sensor offsets change the
+  candidate's initial body pose (3.57) and final sensor pose (3.58); a time offset re-samples
+  the inputs. Only ``vehicle.track_scale`` needs one call per distinct value.
+* :class:`DiffDrivePredictor` - the planar reference models (3.64)-(3.66).
+
+Parameters not listed in ``names`` take the predictor's ``base`` values, then schema defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from wmr_model import kinematics as kin
+from wmr_model.calibration.logs import CalibrationLog
+from wmr_model.calibration.residuals import (
+    CovarianceMap,
+    body_pose_from_sensor,
+    covariance_map,
+    quat_to_matrix,
+    sensor_jacobian,
+    sensor_pose,
+    yaw_of,
+)
+from wmr_model.errors import ParameterError
+from wmr_model.model import VehicleModel
+from wmr_model.model_parameters import get_parameter, with_parameters
+from wmr_model.parameters import SLIP_NAMES, get_spec
+from wmr_model.predict import predict
+from wmr_model.reference_models import integrate_planar
+from wmr_model.terrain import Terrain, flat
+
+__all__ = [
+    "IntervalPrediction",
+    "ModelPredictor",
+    "DiffDrivePredictor",
+    "default_step",
+    "interval_steps",
+]
+
+#: Finite-difference steps of (3.27) by parameter family (absolute, in the parameter's unit).
+_STEPS = {"slip": 1e-3, "wheel": 1e-4, "vehicle": 1e-4, "sensor": 1e-3, "time_offset": 1e-2,
+          "diff_drive": 1e-3, "noise": 1e-4}
+
+
+def default_step(name: str) -> float:
+    """Finite-difference step ``epsilon`` of (3.27) for parameter ``name``."""
+    return _STEPS.get(name.split(".")[0], 1e-4)
+
+
+def interval_steps(duration: float, dt: float) -> tuple[int, float]:
+    """``(T, dt_i)``: whole steps covering ``duration`` exactly (``dt_i`` close to ``dt``)."""
+    T = max(1, int(round(duration / dt)))
+    return T, duration / T
+
+
+@dataclass(frozen=True)
+class IntervalPrediction:
+    """Predicted end of one interval for N candidate parameter sets.
+
+    Attributes:
+        pose: (N, 7) predicted final pose of the pose sensor, candidate 0 nominal.
+        cmap: covariance map of candidate 0 (sensor frame at both ends).
+        body: (T+1, 7) nominal body pose trajectory (quaternion, position).
+        dt: step used [s]; ``T`` steps cover the interval exactly.
+    """
+
+    pose: np.ndarray
+    cmap: CovarianceMap
+    body: np.ndarray
+    dt: float
+
+
+def _values(base: Mapping[str, float], names: Sequence[str], row: np.ndarray) -> dict[str, float]:
+    out = dict(base)
+    out.update({n: float(v) for n, v in zip(names, row)})
+    return out
+
+
+@dataclass
+class ModelPredictor:
+    """3D (enhanced) kinematic interval predictor over ``terrain``.
+
+    Attributes:
+        model: vehicle with its nominal dimensions.
+        terrain: terrain of the prediction (flat when the log has no terrain geometry).
+        fidelity: ``"kinematic"`` or ``"enhanced"``.
+        dt: nominal step [s] (each interval uses whole steps of about this size).
+        base: values of named parameters not being estimated (slip, sensor, time offsets...).
+        integrator, stabilization: passed to :func:`wmr_model.predict.predict`.
+    """
+
+    model: VehicleModel
+    terrain: Terrain = field(default_factory=flat)
+    fidelity: str = "enhanced"
+    dt: float = 0.05
+    base: dict[str, float] = field(default_factory=dict)
+    integrator: str = "euler"
+    stabilization: float = kin.api.DEFAULT_STABILIZATION
+
+    def check_names(self, names: Sequence[str]) -> None:
+        """Raise ParameterError for names this predictor cannot vary."""
+        for n in names:
+            get_spec(n)
+            fam = n.split(".")[0]
+            if fam not in ("slip", "wheel", "vehicle", "sensor", "time_offset", "noise"):
+                raise ParameterError(f"{n}: not a parameter of the 3D model predictor")
+            if fam == "slip" and self.fidelity != "enhanced":
+                raise ParameterError(f"{n}: slip coefficients need fidelity='enhanced'")
+
+    def nominal(self, name: str) -> float:
+        """Starting value of ``name``: ``base``, else the model, else the schema default."""
+        if name in self.base:
+            return float(self.base[name])
+        if name.split(".")[0] in ("wheel", "vehicle", "sensor"):
+            return get_parameter(self.model, name)
+        return float(get_spec(name).default)
+
+    def _sensor_T(self, sensor: str | None, vals: Mapping[str, float]) -> np.ndarray:
+        if sensor is None:
+            return np.eye(4)
+        if sensor not in self.model.sensor_frame:
+            raise ParameterError(f"pose sensor {sensor!r}: {self.model.name} has no such sensor; "
+                                 f"sensors are {sorted(self.model.sensor_frame)}")
+        fi, T = self.model.sensor_frame[sensor]
+        if fi != 0:
+            raise ParameterError(f"pose sensor {sensor!r}: must be attached to the body frame")
+        T = np.array(T)
+        for c, k in (("x", 0), ("y", 1), ("z", 2)):
+            key = f"sensor.{sensor}.{c}"
+            if key in vals:
+                T[k, 3] = vals[key]
+        return T
+
+    def simulate(self, log: CalibrationLog, i0: int, i1: int, names: Sequence[str],
+                 X: np.ndarray) -> IntervalPrediction:
+        """Predict interval ``(i0, i1)`` for candidate rows ``X`` (N, n) of ``names``."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        N = X.shape[0]
+        m = self.model
+        cands = [_values(self.base, names, X[k]) for k in range(N)]
+        sensor = log.pose_sensor
+        stream = "pose"
+        dur = float(log.pose_time[i1] - log.pose_time[i0])
+        T, dt = interval_steps(dur, self.dt)
+        mid = (np.arange(T) + 0.5) * dt
+        wheel_of_joint = {int(j): w for w, j in enumerate(m.wheel_joints)}
+        act = [int(k) for k in m.actuated_joints]
+        # geometry groups: candidates sharing track scale use one predict call
+        groups: dict[float, list[int]] = {}
+        for k, c in enumerate(cands):
+            groups.setdefault(float(c.get("vehicle.track_scale", 1.0)), []).append(k)
+        pose_out = np.empty((N, 7))
+        nominal_traj = None
+        for ts, members in groups.items():
+            c0 = cands[members[0]] if 0 not in members else cands[0]
+            radius0 = {n: v for n, v in c0.items() if n.startswith("wheel.")}
+            mg = with_parameters(m, {**radius0, **({"vehicle.track_scale": ts}
+                                                   if ts != 1.0 else {})})
+            Ng = len(members)
+            cmds = np.empty((Ng, T, len(act)))
+            slip = np.zeros((Ng, 6))
+            q0 = np.empty((Ng, m.nq))
+            Ts = []
+            q0_cache: dict[bytes, np.ndarray] = {}
+            for g, k in enumerate(members):
+                c = cands[k]
+                d = float(c.get(f"time_offset.{stream}", 0.0))
+                cmds[g] = log.actuated_rates(m, log.pose_time[i0] - d + mid)
+                for a, j in enumerate(act):
+                    w = wheel_of_joint.get(j)
+                    if w is not None:
+                        key = f"wheel.{m.wheel_names[w]}.radius"
+                        if key in c:
+                            cmds[g, :, a] *= c[key] / mg.wheel_radius[w]
+                for i, sn in enumerate(SLIP_NAMES):
+                    slip[g, i] = c.get(sn, 0.0)
+                Tsb = self._sensor_T(sensor, c)
+                Ts.append(Tsb)
+                hk = Tsb.tobytes()
+                if hk not in q0_cache:
+                    body = body_pose_from_sensor(log.pose[i0], Tsb)
+                    qg = m.neutral_state()
+                    qg[0:7] = body
+                    q0_cache[hk], _ = kin.initialize_contact(mg, self.terrain, qg)
+                q0[g] = q0_cache[hk]
+            pr = predict(mg, self.terrain, q0, cmds, dt, fidelity=self.fidelity,
+                         slip_params=slip, integrator=self.integrator,
+                         stabilization=self.stabilization)
+            for g, k in enumerate(members):
+                pose_out[k] = sensor_pose(pr.q[g, -1, :7], Ts[g])
+            if 0 in members:
+                g0 = members.index(0)
+                nominal_traj = (pr.q[g0], pr.qdot[g0], Ts[g0])
+        assert nominal_traj is not None
+        qn, qdn, T0s = nominal_traj
+        R = quat_to_matrix(qn[:-1, :4])
+        o = T0s[:3, 3]
+        cmap = covariance_map(R, qdn[:, 3:6], dt, sensor_jacobian(qn[0, :7], o),
+                              sensor_jacobian(qn[-1, :7], o))
+        return IntervalPrediction(pose=pose_out, cmap=cmap, body=qn[:, :7], dt=dt)
+
+
+@dataclass
+class DiffDrivePredictor:
+    """Planar differential drive (3.64)-(3.65) / diff drive+ (3.66) interval predictor.
+
+    Attributes:
+        left, right: model joint names (log columns) of the left and right wheels; their
+            rates are averaged per side.
+        radius: wheel radius [m]; track: B [m].
+        dt: nominal step [s]; base: fixed named values (``diff_drive.alpha``,
+            ``time_offset.pose``).
+    """
+
+    left: tuple[str, ...]
+    right: tuple[str, ...]
+    radius: float
+    track: float
+    dt: float = 0.05
+    base: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_model(cls, model: VehicleModel, **kw) -> DiffDrivePredictor:
+        """Sides from the sign of each wheel's y position; B = mean left-right distance."""
+        from wmr_model.kinematics import api
+
+        data = api.create_data(model)
+        Tw = api.forward_kinematics(model, data, model.neutral_state())
+        y = Tw[model.wheel_frame, 1, 3]
+        names = model.wheel_names
+        left = tuple(n for n, yy in zip(names, y) if yy > 0)
+        right = tuple(n for n, yy in zip(names, y) if yy <= 0)
+        track = float(y[y > 0].mean() - y[y <= 0].mean())
+        return cls(left=left, right=right, radius=float(model.wheel_radius.mean()),
+                   track=track, **kw)
+
+    def check_names(self, names: Sequence[str]) -> None:
+        """Raise ParameterError for names this predictor cannot vary."""
+        for n in names:
+            if n != "diff_drive.alpha" and not n.startswith(("time_offset.", "noise.")):
+                raise ParameterError(f"{n}: not a parameter of the diff-drive predictor "
+                                     "(diff_drive.alpha, time_offset.<stream>)")
+
+    def nominal(self, name: str) -> float:
+        """Starting value of ``name``: ``base``, else the schema default."""
+        return float(self.base.get(name, get_spec(name).default))
+
+    def simulate(self, log: CalibrationLog, i0: int, i1: int, names: Sequence[str],
+                 X: np.ndarray) -> IntervalPrediction:
+        """Predict interval ``(i0, i1)`` for candidate rows ``X`` (N, n) of ``names``."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        N = X.shape[0]
+        if log.pose_sensor is not None:
+            raise ParameterError("DiffDrivePredictor: poses must be of the body frame")
+        dur = float(log.pose_time[i1] - log.pose_time[i0])
+        T, dt = interval_steps(dur, self.dt)
+        mid = (np.arange(T) + 0.5) * dt
+        li = [log.joint_names.index(n) for n in self.left]
+        ri = [log.joint_names.index(n) for n in self.right]
+        vx = np.empty((N, T))
+        wz = np.empty((N, T))
+        for k in range(N):
+            c = _values(self.base, names, X[k])
+            d = float(c.get("time_offset.pose", 0.0))
+            rates = log.rates_at(log.pose_time[i0] - d + mid)
+            vl = self.radius * rates[:, li].mean(axis=1)
+            vr = self.radius * rates[:, ri].mean(axis=1)
+            vx[k] = 0.5 * (vl + vr)
+            wz[k] = float(c.get("diff_drive.alpha", 1.0)) * (vr - vl) / self.track
+        p0 = log.pose[i0]
+        start = np.array([p0[4], p0[5], float(yaw_of(p0[:4]))])
+        traj = integrate_planar(np.repeat(start[None], N, 0), vx, wz, dt)
+        yaw = traj[..., 2]
+        qz = np.stack([np.cos(yaw / 2), 0 * yaw, 0 * yaw, np.sin(yaw / 2)], axis=-1)
+        z = np.full(traj.shape[:2] + (1,), p0[6])
+        body = np.concatenate([qz, traj[..., :2], z], axis=-1)
+        R = quat_to_matrix(body[0, :-1, :4])
+        v = np.stack([vx[0], 0 * vx[0], 0 * vx[0]], axis=1)
+        return IntervalPrediction(pose=body[:, -1], cmap=covariance_map(R, v, dt),
+                                  body=body[0], dt=dt)
+
+
