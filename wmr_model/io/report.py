@@ -1,0 +1,247 @@
+"""Replay report: Markdown + HTML text and PNG plots (matplotlib, Agg backend, no display).
+
+Plots (each with labelled axes in SI units and a legend):
+
+* ``path.png`` - horizontal path of the reference and every odometry variant (aligned at the
+  start like the drift evaluation);
+* ``error_time.png`` - horizontal position error of each odometry variant vs time;
+* ``parameters.png`` - online estimate of each calibrated parameter vs time with its +-1 sigma
+  band, and the true value when known (thesis Fig. 3.5);
+* ``scatter.png`` - end-pose position residuals of the converged 3D kin.+ model over the
+  evaluation intervals, in the interval's start-heading frame (along/cross track), with the
+  sample covariance ellipse and the mean predicted covariance ellipse, both 95 % (Fig. 3.8).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["write_report", "table_text", "REPORT_FILES"]
+
+#: Files :func:`write_report` writes.
+REPORT_FILES = ("report.md", "report.html", "path.png", "error_time.png", "parameters.png",
+                "scatter.png")
+
+#: Chi-square 95 % quantile with 2 dof: scale of the covariance ellipses.
+_CHI2_95_2DOF = 5.991464547107979
+
+
+def table_text(result) -> list[str]:
+    """Table 3.3 as Markdown lines (one column pair per interval length)."""
+    Ls = [L for L in result.table if result.table[L]]
+    head = "| model | " + " | ".join(f"{L:g} s pos [m] | {L:g} s yaw [rad]" for L in Ls) + " |"
+    lines = [head, "|---|" + "---:|---:|" * len(Ls)]
+    models = [r[0] for r in result.table[Ls[0]]] if Ls else []
+    for i, m in enumerate(models):
+        cells = []
+        for L in Ls:
+            _, p, y, _ = result.table[L][i]
+            cells += [f"{p:.4f}", f"{y:.4f}"]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    if Ls:
+        lines.append("| intervals | " + " | ".join(f"{result.table[L][0][3]} | "
+                                                   for L in Ls) + " |")
+    return lines
+
+
+def _ellipse(C: np.ndarray, n: int = 100) -> np.ndarray:
+    w, V = np.linalg.eigh(0.5 * (C + C.T))
+    a = np.linspace(0, 2 * math.pi, n)
+    circ = np.stack([np.cos(a), np.sin(a)])
+    return (V @ (np.sqrt(np.maximum(w, 0) * _CHI2_95_2DOF)[:, None] * circ)).T
+
+
+def _plots(result, d: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    meta = {"Software": None}
+    ref = result.reference
+    # path overlay
+    fig, ax = plt.subplots(figsize=(7, 6))
+    ax.plot(ref["xy"][:, 0], ref["xy"][:, 1], "k-", lw=2, label=f"reference ({ref['name']})")
+    for lab, tr in result.odometry.items():
+        if len(tr.aligned_xy):
+            ax.plot(tr.aligned_xy[:, 0], tr.aligned_xy[:, 1], lw=1,
+                    label=f"{lab} (drift {tr.drift_pct:.2f} %)")
+    ax.set_xlabel("x [m]")
+    ax.set_ylabel("y [m]")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_title("Path: reference and odometry (aligned at the start)")
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(d / "path.png", dpi=110, metadata=meta)
+    plt.close(fig)
+    # error vs time
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for lab, tr in result.odometry.items():
+        if len(tr.err):
+            ax.plot(tr.err_t, tr.err, lw=1, label=lab)
+    ax.set_xlabel("time since bag start [s]")
+    ax.set_ylabel("horizontal position error [m]")
+    ax.set_title("Odometry error vs reference")
+    ax.legend(fontsize=7)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(d / "error_time.png", dpi=110, metadata=meta)
+    plt.close(fig)
+    # parameter convergence (Fig. 3.5)
+    h = result.history
+    names = h["names"]
+    n = len(names)
+    cols = 3
+    rows = max(1, math.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(12, 2.6 * rows), squeeze=False)
+    for k, name in enumerate(names):
+        ax = axes[k // cols][k % cols]
+        x, s = h["x"][:, k], h["std"][:, k]
+        ax.plot(h["t"], x, "b-", lw=1, label="estimate")
+        ax.fill_between(h["t"], x - s, x + s, color="b", alpha=0.2, label="±1σ")
+        if name in result.truth:
+            ax.axhline(result.truth[name], color="k", ls="--", lw=1, label="truth")
+        from wmr_model.parameters import get_spec
+
+        unit = get_spec(name).unit
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("time [s]", fontsize=8)
+        ax.set_ylabel(f"value [{unit}]", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+        if k == 0:
+            ax.legend(fontsize=7)
+    for k in range(n, rows * cols):
+        axes[k // cols][k % cols].axis("off")
+    fig.suptitle("Online calibration of 3D kin.+ (Fig. 3.5 style)")
+    fig.tight_layout()
+    fig.savefig(d / "parameters.png", dpi=100, metadata=meta)
+    plt.close(fig)
+    # interval scatter (Fig. 3.8)
+    sc = result.scatter
+    fig, ax = plt.subplots(figsize=(6, 6))
+    if sc:
+        r, R = sc["r"], sc["R"]
+        ax.plot(r[:, 0], r[:, 1], ".", ms=4, color="tab:blue", label=f"{len(r)} intervals")
+        if len(r) > 2:
+            e = _ellipse(np.cov(r.T)) + r.mean(axis=0)
+            ax.plot(e[:, 0], e[:, 1], "b-", label="sample covariance (95 %)")
+        e = _ellipse(R.mean(axis=0))
+        ax.plot(e[:, 0], e[:, 1], "r--", label="predicted covariance (95 %)")
+        ax.set_title(f"End-pose residuals, {sc['length']:g} s intervals, 3D kin.+ converged")
+    ax.set_xlabel("along-track residual [m]")
+    ax.set_ylabel("cross-track residual [m]")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.axhline(0, color="gray", lw=0.5)
+    ax.axvline(0, color="gray", lw=0.5)
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(d / "scatter.png", dpi=110, metadata=meta)
+    plt.close(fig)
+
+
+def _markdown(result) -> str:
+    L = ["# wmr replay report", "", f"- bag: `{result.bag}`", f"- vehicle: {result.vehicle}",
+         "- topics: " + ", ".join(f"{k} `{v}`" for k, v in result.topics.items()),
+         f"- replayed: {result.duration:.1f} s of data", ""]
+    L += ["## Interval prediction errors (thesis Table 3.3)", "",
+          "Mean horizontal position error and mean absolute yaw error of the predicted end "
+          "pose; *online* uses only the estimate of intervals processed before each interval, "
+          "*converged* the final estimate.", ""]
+    L += table_text(result)
+    L += ["", "## Odometry drift", "",
+          f"Reference: {result.reference['name']}. Planar alignment at the start; drift = "
+          "end-point horizontal error / reference path length.", "",
+          "| odometry | end error [m] | path [m] | drift [%] |", "|---|---:|---:|---:|"]
+    for lab, tr in result.odometry.items():
+        L.append(f"| {lab} | {tr.end_error:.3f} | {tr.length:.1f} | {tr.drift_pct:.2f} |")
+    L += ["", "## Calibrated parameters (3D kin.+, online, final)", "",
+          "| parameter | start | estimate | 1σ | truth | (est - truth)/σ |",
+          "|---|---:|---:|---:|---:|---:|"]
+    z = result.z_scores()
+    for n, v in result.estimate.items():
+        t = result.truth.get(n)
+        start = result.nominal.get(n, math.nan)
+        L.append(f"| {n} | {start:.4g} | {v:.4g} | {result.std[n]:.2g} | "
+                 f"{'' if t is None else f'{t:.4g}'} | "
+                 f"{'' if n not in z else f'{z[n]:+.2f}'} |")
+    L += ["", "diff drive+: " + ", ".join(f"{n} = {v:.4g} ± {result.dd_std[n]:.2g}"
+                                        for n, v in result.dd_estimate.items()), ""]
+    L += ["## Notes", ""] + [f"- {n}" for n in result.notes] + [
+        f"- {result.calibration_intervals} calibration intervals, {result.rejected} rejected",
+        ""]
+    L += ["## Plots", "", "![path](path.png)", "", "![error vs time](error_time.png)", "",
+          "![parameters](parameters.png)", "", "![interval scatter](scatter.png)", ""]
+    return "\n".join(L)
+
+
+def _html(md: str) -> str:
+    """Minimal Markdown -> HTML for the report's own constructs (headings, lists, tables,
+    images, paragraphs)."""
+    out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'><title>wmr replay report"
+           "</title><style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
+           "table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 6px}"
+           "td{text-align:right}td:first-child{text-align:left}</style></head><body>"]
+    in_table = in_list = False
+    for line in md.splitlines():
+        esc = html.escape(line)
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if all(set(c) <= set("-:") for c in cells):
+                continue
+            if not in_table:
+                out.append("<table>")
+                in_table = True
+                out.append("<tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cells)
+                           + "</tr>")
+            else:
+                out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+                           + "</tr>")
+            continue
+        if in_table:
+            out.append("</table>")
+            in_table = False
+        if line.startswith("- "):
+            if not in_list:
+                out.append("<ul>")
+                in_list = True
+            out.append(f"<li>{html.escape(line[2:])}</li>")
+            continue
+        if in_list:
+            out.append("</ul>")
+            in_list = False
+        if line.startswith("## "):
+            out.append(f"<h2>{html.escape(line[3:])}</h2>")
+        elif line.startswith("# "):
+            out.append(f"<h1>{html.escape(line[2:])}</h1>")
+        elif line.startswith("!["):
+            alt, src = line[2:].split("](", 1)
+            out.append(f"<p><img src='{html.escape(src.rstrip(')'))}' alt='{html.escape(alt)}'"
+                       " style='max-width:100%'></p>")
+        elif line.strip():
+            out.append(f"<p>{esc}</p>")
+    if in_table:
+        out.append("</table>")
+    if in_list:
+        out.append("</ul>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def write_report(result, out_dir: str | Path, *, plots: bool = True) -> dict[str, Path]:
+    """Write :data:`REPORT_FILES` for a :class:`wmr_model.replay.ReplayResult` into
+    ``out_dir``; returns name -> path."""
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    md = _markdown(result)
+    (d / "report.md").write_text(md, encoding="utf-8")
+    (d / "report.html").write_text(_html(md), encoding="utf-8")
+    if plots:
+        _plots(result, d)
+    return {n: d / n for n in REPORT_FILES if (d / n).exists()}

@@ -1,0 +1,749 @@
+"""Offline replay of a bag: odometry, online IPEM calibration and Table 3.3 evaluation.
+
+:func:`replay` runs what the robot's nodes run, message by message in stamp order and as fast as
+the CPU allows:
+
+1. **Odometry** - :class:`wmr_model.odometry.Odometry3D` (the odometry node's class) in the
+   variants ``3D kin. (encoders)`` (no gyro), ``3D kin. + gyro`` and ``3D kin.+ + gyro,
+   calibrated online`` (enhanced kinematics whose slip, Q' and wheel radius follow the online
+   calibration as each interval is processed), and after the run ``3D kin.+ + gyro, converged``
+   (the final estimate from the start).
+2. **Online calibration** - :class:`wmr_model.calibration.OnlineCalibrator` over consecutive
+   ground-truth intervals of ``interval`` seconds, each processed as soon as its end pose is
+   read; intervals whose ground-truth path is shorter than ``min_distance`` (standing still) are
+   skipped, since they carry no slip information and pull Q' toward zero.
+3. **Evaluation** (thesis Table 3.3): mean horizontal position and absolute yaw error of the
+   predicted end pose over all 1, 2 and 4 s intervals, for diff drive, diff drive+ (online and
+   converged), 3D kin. and 3D kin.+ (online and converged). "Online" predicts each interval
+   with the estimate of the updates completed before it started. Long-run drift: horizontal
+   end-point error of each odometry variant against the reference after aligning the starts
+   (planar), in % of the reference path length.
+
+Input handling:
+
+* Topics default to ``wmr synth``'s and common drivers' (:data:`DEFAULT_TOPICS`,
+  :data:`POSE_TOPIC_CANDIDATES`); a missing or empty required topic raises
+  :class:`~wmr_model.errors.BagError` naming it and listing the bag's topics.
+* **Stale wheel speeds** (loggers that republish the last value at a fixed rate): an encoder
+  message whose velocities equal the last kept ones is dropped unless ``stale_hold`` seconds
+  have passed (then the value is a real constant, e.g. standing still). Odometry then steps over
+  the true refresh intervals and the calibration interpolates between fresh values.
+* **Ground-truth latency** (lidar ICP, GPS/INS) is calibrated as ``time_offset.pose``; the drift
+  evaluation against that stream shifts it by the converged estimate.
+* A pose reference of a sensor frame other than the body (``child_frame_id``, e.g. a GPS
+  antenna) becomes a sensor of the vehicle at ``pose_sensor_xyz`` (a synthetic bag's
+  ``wmr_synth.yaml`` gives the nominal one) and ``sensor.<name>.x/y`` are calibrated. The planar
+  diff-drive models have no sensor offset: their rows use the reference moved to the body with
+  the converged 3D kin.+ offset.
+
+Everything here is deterministic: two replays of a bag give identical results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from wmr_model.errors import BagError, ParameterError
+
+__all__ = [
+    "DEFAULT_TOPICS",
+    "POSE_TOPIC_CANDIDATES",
+    "EVAL_INTERVALS",
+    "ReplayOptions",
+    "ReplayResult",
+    "OdometryTrack",
+    "replay",
+    "stale_mask",
+    "write_csv",
+    "write_output_bag",
+    "RESULTS_VERSION",
+]
+
+#: Default topics (``pose``: None = first of :data:`POSE_TOPIC_CANDIDATES` in the bag).
+DEFAULT_TOPICS = {"encoders": "/joint_states", "imu": "/imu/data", "pose": None,
+                  "truth": "/ground_truth/odom"}
+#: Pose reference topics tried in order: ``wmr synth``, GPS/INS and lidar-ICP drivers, truth.
+POSE_TOPIC_CANDIDATES = ("/gps/odom", "/ins/pose", "/odometry/gps", "/icp/odom",
+                         "/ground_truth/odom")
+#: Interval lengths of the Table 3.3 evaluation [s].
+EVAL_INTERVALS = (1.0, 2.0, 4.0)
+#: Version of results.json / the CSV layout. History: 1 - first version.
+RESULTS_VERSION = 1
+
+#: Odometry variant labels, in report order.
+ODO_ENCODERS = "3D kin. (encoders)"
+ODO_GYRO = "3D kin. + gyro"
+ODO_ONLINE = "3D kin.+ + gyro, calibrated online"
+ODO_CONVERGED = "3D kin.+ + gyro, converged"
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """Options of :func:`replay` (the ``wmr replay`` flags have the same names).
+
+    Attributes:
+        vehicle: shipped name or description file (default: the synthetic bag's, else
+            ``warthog``).
+        encoder_topic, imu_topic, pose_topic, truth_topic: topics (pose None: auto; imu and
+            truth optional unless ``require_imu``).
+        pose_sensor: sensor name of the pose reference frame (None: its ``child_frame_id``;
+            the body frame means no sensor).
+        pose_sensor_xyz: nominal position of that sensor in the body frame [m].
+        terrain: terrain spec (:mod:`wmr_model.io.terrain_spec`); None: the synthetic bag's
+            terrain, else flat.
+        params: systematic parameters of 3D kin.+ (None: the synthetic bag's list, else slip
+            p2..p6 and ``time_offset.pose``, plus ``sensor.<s>.x/y`` for a sensor frame).
+        noise: Q' Cholesky entries estimated online.
+        interval: calibration interval [s]; min_distance: skip shorter ground-truth paths [m].
+        eval_intervals: Table 3.3 interval lengths [s].
+        dt: prediction step [s]; stale_hold: see the module docstring (None: keep all).
+        pose_std: override the reference covariance (rotation [rad], position [m]).
+        progress: draw a progress bar on stderr.
+    """
+
+    vehicle: str | None = None
+    encoder_topic: str = "/joint_states"
+    imu_topic: str | None = "/imu/data"
+    pose_topic: str | None = None
+    truth_topic: str | None = "/ground_truth/odom"
+    require_imu: bool = False
+    pose_sensor: str | None = None
+    pose_sensor_xyz: tuple[float, float, float] | None = None
+    terrain: str | None = None
+    params: tuple[str, ...] | None = None
+    noise: tuple[str, ...] = ("noise.U.wz_wz", "noise.U.vx_vx", "noise.U.vy_vy")
+    interval: float = 2.0
+    min_distance: float = 0.5
+    eval_intervals: tuple[float, ...] = EVAL_INTERVALS
+    dt: float = 0.05
+    stale_hold: float | None = 0.3
+    stale_mode: str = "interpolate"
+    pose_std: tuple[float, float] | None = None
+    progress: bool = False
+
+
+@dataclass
+class OdometryTrack:
+    """One odometry variant: ``t`` (N,) [s from the bag start], ``pose`` (N, 7)
+    ``[qw, qx, qy, qz, x, y, z]`` of the body in the odom frame, ``var`` (N, 3) variances of
+    x [m^2], y [m^2], yaw [rad^2]; evaluation against the reference: ``err_t``, ``err`` (M,)
+    horizontal error [m], ``drift_pct``, ``length`` [m], ``diagnostics`` summary."""
+
+    label: str
+    t: np.ndarray
+    pose: np.ndarray
+    var: np.ndarray
+    err_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    err: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    aligned_xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    drift_pct: float = math.nan
+    end_error: float = math.nan
+    length: float = math.nan
+    diagnostics: dict = field(default_factory=dict)
+
+
+@dataclass
+class ReplayResult:
+    """Everything :func:`replay` found (read by :mod:`wmr_model.io.report` and the CLI).
+
+    Attributes:
+        bag, vehicle, topics: inputs; t0: absolute stamp of the bag start [s].
+        duration: replayed time [s]; wall_time: replay time [s] (not in any output file).
+        table: ``{length: [(model, mean pos [m], mean yaw [rad], K)]}`` (Table 3.3).
+        estimate, std: converged 3D kin.+ values and standard deviations by name;
+        dd_estimate, dd_std: the same for diff drive+; truth: known true values (synthetic).
+        history: (U,) update times [s], values (U, n), stds (U, n), accepted (U,), names.
+        odometry: tracks by label; reference: (t, xy) of the drift reference and its name.
+        scatter: 2 s residuals of 3D kin.+ converged in the start-heading frame: ``r`` (K, 2)
+            [m], ``R`` (K, 2, 2) predicted covariances.
+        notes: what the replay did about the input (stale samples, rejected intervals...).
+    """
+
+    bag: str
+    vehicle: str
+    topics: dict[str, str]
+    t0: float
+    duration: float
+    wall_time: float
+    table: dict[float, list[tuple[str, float, float, int]]]
+    estimate: dict[str, float]
+    std: dict[str, float]
+    dd_estimate: dict[str, float]
+    dd_std: dict[str, float]
+    truth: dict[str, float]
+    history: dict
+    odometry: dict[str, OdometryTrack]
+    reference: dict
+    scatter: dict
+    notes: list[str]
+    counts: dict[str, int]
+    calibration_intervals: int
+    rejected: int
+    nominal: dict[str, float]
+
+    def z_scores(self) -> dict[str, float]:
+        """``(estimate - truth) / std`` of every calibrated name with a known truth."""
+        return {n: (self.estimate[n] - self.truth[n]) / self.std[n] for n in self.estimate
+                if n in self.truth and self.std.get(n, 0) > 0}
+
+
+class _Progress:
+    """Text progress bar on stderr (drawn at most every 0.2 s)."""
+
+    def __init__(self, total: int, enabled: bool, label: str = "replay") -> None:
+        self.total = max(1, total)
+        self.enabled = enabled
+        self.label = label
+        self._last = 0.0
+
+    def update(self, k: int, note: str = "") -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.2 and k < self.total:
+            return
+        self._last = now
+        f = min(1.0, k / self.total)
+        bar = "#" * int(30 * f) + "." * (30 - int(30 * f))
+        sys.stderr.write(f"\r{self.label} [{bar}] {100 * f:5.1f}% {note}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.update(self.total)
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def stale_mask(stamp: np.ndarray, values: np.ndarray, hold: float | None) -> np.ndarray:
+    """Mask (N,) of encoder samples to keep: a sample repeating the last kept ``values`` row
+    (N, nj) exactly is dropped unless ``hold`` seconds have passed since that row was kept."""
+    n = len(stamp)
+    keep = np.ones(n, dtype=bool)
+    if hold is None or n == 0:
+        return keep
+    v = np.nan_to_num(np.asarray(values, dtype=float), nan=np.inf)
+    last_v, last_t = v[0], stamp[0]
+    for i in range(1, n):
+        if np.array_equal(v[i], last_v) and stamp[i] - last_t < hold:
+            keep[i] = False
+        else:
+            last_v, last_t = v[i], stamp[i]
+    return keep
+
+
+def _listing(topics: Mapping[str, tuple[str, int]]) -> str:
+    return ", ".join(f"{t} [{m}, {n} msgs]" for t, (m, n) in sorted(topics.items())) or "none"
+
+
+def _resolve_topics(bag: str, opt: ReplayOptions, side: dict | None) -> dict[str, str]:
+    from wmr_model.io.bags import bag_topics
+
+    topics = bag_topics(bag)
+    listing = _listing(topics)
+
+    def need(role: str, topic: str) -> str:
+        if topic not in topics:
+            raise BagError(f"{bag}: topic {topic!r} ({role}) is not in the bag; its topics "
+                           f"are: {listing}")
+        if topics[topic][1] == 0:
+            raise BagError(f"{bag}: topic {topic!r} ({role}) has no messages; its topics are: "
+                           f"{listing}")
+        return topic
+
+    out = {"encoders": need("encoders", opt.encoder_topic)}
+    pose = opt.pose_topic
+    if pose is None and side is not None:
+        pose = side.get("pose_sensor", {}).get("topic")
+    if pose is None:
+        found = [t for t in POSE_TOPIC_CANDIDATES if topics.get(t, ("", 0))[1] > 0]
+        if not found:
+            raise BagError(f"{bag}: no pose reference topic (tried "
+                           f"{', '.join(POSE_TOPIC_CANDIDATES)}; set --pose-topic); its topics "
+                           f"are: {listing}")
+        pose = found[0]
+    out["pose"] = need("pose reference", pose)
+    if opt.imu_topic:
+        if opt.require_imu:
+            out["imu"] = need("imu", opt.imu_topic)
+        elif topics.get(opt.imu_topic, ("", 0))[1] > 0:
+            out["imu"] = opt.imu_topic
+    if opt.truth_topic and opt.truth_topic != pose and topics.get(opt.truth_topic,
+                                                                   ("", 0))[1] > 0:
+        out["truth"] = opt.truth_topic
+    return out
+
+
+def _default_params(sensor: str | None, side: dict | None, terrain_flat: bool) -> list[str]:
+    if side is not None and side.get("calibrate"):
+        return [str(n) for n in side["calibrate"]]
+    names = [] if terrain_flat else ["slip.p1"]
+    names += ["slip.p2", "slip.p3", "slip.p4", "slip.p5", "slip.p6", "time_offset.pose"]
+    if sensor is not None:
+        names += [f"sensor.{sensor}.x", f"sensor.{sensor}.y"]
+    return names
+
+
+def _build_model(opt: ReplayOptions, side: dict | None, child_frame: str):
+    """Vehicle model with the pose sensor added when the reference is not of the body."""
+    from wmr_model.model import SensorSpec, compile_vehicle
+    from wmr_model.vehicles import load_vehicle_spec
+
+    vehicle = opt.vehicle or (side or {}).get("vehicle") or "warthog"
+    spec = load_vehicle_spec(vehicle)
+    sensor = opt.pose_sensor
+    if sensor is None and child_frame and child_frame != spec.body_name:
+        sensor = child_frame
+    if sensor in (spec.body_name, "", None):
+        return compile_vehicle(spec), None
+    if sensor not in {s.name for s in spec.sensors}:
+        xyz = opt.pose_sensor_xyz
+        if xyz is None and side is not None and side.get("pose_sensor", {}).get("name") == sensor:
+            xyz = tuple(side["pose_sensor"]["nominal_xyz"])
+        spec.sensors.append(SensorSpec(sensor, spec.body_name,
+                                       tuple(float(v) for v in (xyz or (0.0, 0.0, 0.0)))))
+    return compile_vehicle(spec), sensor
+
+
+def _encoder_map(model, names: Sequence[str]) -> dict | None:
+    """Encoder map for :class:`Odometry3D`: the model's when the bag carries its joints, else
+    identity when the bag carries the actuated joints themselves."""
+    emap = dict(model.options.get("encoder_map", {}) or {})
+    if emap and all(k in names for k in emap):
+        return None
+    act = [model.joint_names[int(k)] for k in model.actuated_joints]
+    if all(a in names for a in act):
+        return {}
+    raise BagError(f"encoder joints {list(names)}: neither the encoder_map joints "
+                   f"{sorted(emap)} nor the actuated joints {act} of {model.name}")
+
+
+def _planar(pose: np.ndarray) -> np.ndarray:
+    """(N, 3) x, y, yaw of (N, 7) poses."""
+    from wmr_model.calibration.residuals import yaw_of
+
+    return np.stack([pose[:, 4], pose[:, 5], yaw_of(pose[:, :4])], axis=1)
+
+
+def _interp_planar(t: np.ndarray, xyyaw: np.ndarray, tq: np.ndarray) -> np.ndarray:
+    yaw = np.unwrap(xyyaw[:, 2])
+    return np.stack([np.interp(tq, t, xyyaw[:, 0]), np.interp(tq, t, xyyaw[:, 1]),
+                     np.interp(tq, t, yaw)], axis=1)
+
+
+def _align_errors(track: OdometryTrack, ref_t: np.ndarray, ref_xy: np.ndarray) -> None:
+    """Planar alignment of ``track`` to the reference at its first sample inside the track;
+    fills the error series, the end-point error and the drift [% of reference length]."""
+    sel = (ref_t >= track.t[0]) & (ref_t <= track.t[-1])
+    if sel.sum() < 2:
+        return
+    rt, rp = ref_t[sel], ref_xy[sel]
+    od = _interp_planar(track.t, _planar(track.pose), rt)
+    dyaw = rp[0, 2] - od[0, 2]
+    c, s = math.cos(dyaw), math.sin(dyaw)
+    rel = od[:, :2] - od[0, :2]
+    xy = rp[0, :2] + np.stack([c * rel[:, 0] - s * rel[:, 1], s * rel[:, 0] + c * rel[:, 1]],
+                              axis=1)
+    err = np.linalg.norm(xy - rp[:, :2], axis=1)
+    length = float(np.linalg.norm(np.diff(rp[:, :2], axis=0), axis=1).sum())
+    track.err_t, track.err, track.aligned_xy = rt, err, xy
+    track.end_error = float(err[-1])
+    track.length = length
+    track.drift_pct = 100.0 * float(err[-1]) / length if length > 0 else math.nan
+
+
+def _odometry_params(values: Mapping[str, float], model) -> dict[str, float]:
+    """The named values :meth:`Odometry3D.set_parameters` accepts."""
+    wheels = {f"wheel.{w}.radius" for w in model.wheel_names}
+    return {n: float(v) for n, v in values.items()
+            if n.startswith(("slip.", "noise.U.")) or n in wheels}
+
+
+def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResult:
+    """Replay ``bag`` through odometry, online calibration and evaluation (module docstring)."""
+    from wmr_model.calibration.evaluate import evaluate
+    from wmr_model.calibration.intervals import IntervalPolicy, select_intervals
+    from wmr_model.calibration.logs import log_from_streams, with_pose_std
+    from wmr_model.calibration.online import OnlineCalibrator
+    from wmr_model.calibration.predictors import DiffDrivePredictor, ModelPredictor
+    from wmr_model.calibration.residuals import body_pose_from_sensor
+
+    # same priors and starting Q' as ``wmr calibrate`` (calibration.table)
+    from wmr_model.calibration.table import DEFAULT_NOISE0, _std0
+    from wmr_model.io.bags import read_streams
+    from wmr_model.io.synth_bag import read_synth_sidecar, synth_terrain
+    from wmr_model.io.terrain_spec import parse_terrain_spec
+    from wmr_model.odometry import Odometry3D
+    from wmr_model.terrain import flat
+
+    opt = ReplayOptions() if options is None else options
+    wall0 = time.perf_counter()
+    bag = str(bag)
+    for name, v in (("interval", opt.interval), ("dt", opt.dt)):
+        if not (math.isfinite(v) and v > 0):
+            raise ParameterError(f"{name}: must be > 0 s, got {v}")
+    side = read_synth_sidecar(bag)
+    topics = _resolve_topics(bag, opt, side)
+    kinds = {"encoders": "joint_states", "pose": "pose", "imu": "imu", "truth": "pose"}
+    s = read_streams(bag, topics, {r: kinds[r] for r in topics})
+    enc, ps = s["encoders"], s["pose"]
+    imu = s.streams.get("imu")
+    truth_s = s.streams.get("truth")
+    notes: list[str] = []
+    counts = {topics[r]: len(s[r].stamp) for r in topics}
+    model, sensor = _build_model(opt, side, ps.child_frame_id)
+    # terrain
+    if opt.terrain is not None:
+        terrain = parse_terrain_spec(opt.terrain)
+        tname = opt.terrain
+    elif side is not None:
+        tr_ = side["terrain"]
+        terrain = synth_terrain(tr_["preset"], int(tr_["seed"]), float(tr_.get("box", 20.0)))
+        tname = f"synthetic {tr_['preset']} (seed {tr_['seed']})"
+    else:
+        terrain, tname = flat(), "flat"
+    notes.append(f"terrain: {tname}")
+    # stale wheel speeds
+    keep = stale_mask(enc.stamp, np.where(np.isfinite(enc.velocity), enc.velocity,
+                                          enc.position), opt.stale_hold)
+    n_drop = int((~keep).sum())
+    if n_drop:
+        rate = len(enc.stamp) / max(enc.stamp[-1] - enc.stamp[0], 1e-9)
+        fresh = keep.sum() / max(enc.stamp[-1] - enc.stamp[0], 1e-9)
+        notes.append(f"stale wheel speeds: {n_drop} of {len(keep)} {topics['encoders']} "
+                     f"messages repeat the previous values (published {rate:.1f} Hz, fresh "
+                     f"{fresh:.1f} Hz); dropped (hold {opt.stale_hold} s)")
+    if opt.stale_mode == "drop":
+        enc_f = dataclasses.replace(
+            enc, stamp=enc.stamp[keep], receive_time=enc.receive_time[keep],
+            position=enc.position[keep], velocity=enc.velocity[keep], effort=enc.effort[keep])
+    else:  # "interpolate": every stamp kept, held rates replaced by the line between fresh ones
+        vel = np.array(enc.velocity)
+        for j in range(vel.shape[1]):
+            ok = keep & np.isfinite(vel[:, j])
+            if ok.sum() >= 2:
+                vel[:, j] = np.interp(enc.stamp, enc.stamp[ok], vel[ok, j])
+        enc_f = dataclasses.replace(enc, velocity=vel)
+    streams = {"enc": enc_f, "pose": ps}
+    if imu is not None:
+        streams["imu"] = imu
+    log = log_from_streams(model, streams, imu="imu" if imu is not None else None,
+                           pose_sensor=sensor, source=bag)
+    if opt.pose_std is not None:
+        log = with_pose_std(log, *opt.pose_std)
+    if len(log.pose_time) < 2:
+        raise BagError(f"{bag}: {topics['pose']} has {len(log.pose_time)} usable poses; "
+                       "replay needs at least 2")
+    t0 = float(enc_f.stamp[0])
+    is_flat = tname == "flat" or tname.startswith("flat:")
+    params = list(opt.params) if opt.params is not None else _default_params(sensor, side,
+                                                                             is_flat)
+    noise = list(opt.noise)
+    names = params + noise
+    n0 = {n: DEFAULT_NOISE0.get(n, 0.05) for n in noise}
+    bound = {n: 2.0 * v for n, v in n0.items()}
+    enh = ModelPredictor(model, terrain, fidelity="enhanced", dt=opt.dt)
+    kinp = ModelPredictor(model, terrain, fidelity="kinematic", dt=opt.dt)
+    cal = OnlineCalibrator(enh, names, std0=_std0(names), x0=n0, qprime_bound=bound)
+    start0 = cal.estimate  # starting values (nominal model, schema defaults, Q' start)
+    nominal = {n: float(enh.nominal(n)) for n in params}
+    pos = log.pose[:, 4:7]
+    iv_cal = select_intervals(log.pose_time, IntervalPolicy("time", opt.interval,
+                                                            min_distance=opt.min_distance), pos)
+    iv_all = select_intervals(log.pose_time, IntervalPolicy("time", opt.interval), pos)
+    if len(iv_cal) == 0:
+        raise BagError(f"{bag}: no {opt.interval} s interval of {topics['pose']} moves "
+                       f"{opt.min_distance} m or more; nothing to calibrate")
+    notes.append(f"calibration: {len(iv_cal)} of {len(iv_all)} {opt.interval:g} s intervals "
+                 f"(ground-truth path >= {opt.min_distance:g} m; the others stand still)")
+    # ---- odometry variants, one pass in stamp order ----------------------------------------
+    emap = _encoder_map(model, enc.names)
+    kw = dict(terrain=terrain, encoder_map=emap)
+    odos = {ODO_ENCODERS: Odometry3D(model, use_gyro=False, **kw)}
+    if imu is not None:
+        odos[ODO_GYRO] = Odometry3D(model, use_gyro=True, **kw)
+        odos[ODO_ONLINE] = Odometry3D(model, use_gyro=True, fidelity="enhanced", **kw)
+    else:
+        notes.append("no IMU topic: gyro odometry variants skipped")
+        odos[ODO_ONLINE] = Odometry3D(model, use_gyro=False, fidelity="enhanced", **kw)
+    odos[ODO_ONLINE].set_parameters(_odometry_params(cal.estimate, model))
+    t_enc = enc_f.stamp - t0
+    t_imu = imu.stamp - t0 if imu is not None else np.zeros(0)
+    t_cal = log.pose_time[iv_cal[:, 1]]
+    ev_t = np.concatenate([t_imu, t_enc, t_cal])
+    ev_k = np.concatenate([np.zeros(len(t_imu), int), np.ones(len(t_enc), int),
+                           np.full(len(t_cal), 2)])
+    ev_i = np.concatenate([np.arange(len(t_imu)), np.arange(len(t_enc)), np.arange(len(t_cal))])
+    order = np.lexsort((ev_i, ev_k, ev_t))
+    tracks: dict[str, list] = {k: [] for k in odos}
+    upd_t: list[float] = []
+    bar = _Progress(len(order), opt.progress)
+
+    def feed(odo_set: dict, k: int, i: int, rec: dict) -> None:
+        if k == 0:
+            w = imu.angular_velocity[i]
+            for o in odo_set.values():
+                o.update_imu(t_imu[i], w)
+        else:
+            nm = enc_f.names
+            for lab, o in odo_set.items():
+                r = o.update_encoders(t_enc[i], nm, enc_f.position[i], enc_f.velocity[i])
+                if r.stepped:
+                    P = o.P
+                    rec[lab].append((t_enc[i], o.q[:7].copy(), P[3, 3], P[4, 4], P[2, 2]))
+
+    for n_ev, j in enumerate(order):
+        k, i = int(ev_k[j]), int(ev_i[j])
+        if k == 2:
+            a, b = iv_cal[i]
+            rec = cal.update(log, int(a), int(b))
+            upd_t.append(float(t_cal[i]))
+            if rec.accepted:
+                odos[ODO_ONLINE].set_parameters(_odometry_params(cal.estimate, model))
+        else:
+            feed(odos, k, i, tracks)
+        if n_ev % 256 == 0:
+            bar.update(n_ev, f"{ev_t[j]:.0f} s of {ev_t.max():.0f} s")
+    bar.close()
+    final = cal.estimate
+    fstd = cal.std
+    # converged odometry: the final estimate from the start
+    conv = {ODO_CONVERGED: Odometry3D(model, use_gyro=imu is not None, fidelity="enhanced",
+                                      **kw)}
+    conv[ODO_CONVERGED].set_parameters(_odometry_params(final, model))
+    tracks[ODO_CONVERGED] = []
+    for j in order:
+        if ev_k[j] != 2:
+            feed(conv, int(ev_k[j]), int(ev_i[j]), tracks)
+    odos.update(conv)
+    # ---- diff drive+ (planar, body poses) ----------------------------------------------------
+    log_dd = log
+    if sensor is not None:
+        T = np.array(model.sensor_frame[sensor][1])
+        for c, kk in (("x", 0), ("y", 1), ("z", 2)):
+            T[kk, 3] = final.get(f"sensor.{sensor}.{c}", T[kk, 3])
+        log_dd = dataclasses.replace(log, pose=body_pose_from_sensor(log.pose, T),
+                                     pose_sensor=None)
+        notes.append(f"diff-drive rows: {topics['pose']} poses moved to the body with the "
+                     f"converged 3D kin.+ offset of sensor {sensor!r}")
+    dd = DiffDrivePredictor.from_model(model, dt=opt.dt)
+    dd_names = ["diff_drive.alpha", "time_offset.pose", *noise]
+    dd_cal = OnlineCalibrator(dd, dd_names, std0=_std0(dd_names), x0=n0, qprime_bound=bound)
+    dd_start = dd_cal.estimate
+    dd_cal.run(log_dd, iv_cal)
+    # ---- Table 3.3 ---------------------------------------------------------------------------
+    X = np.array([h.x for h in cal.history])
+    Xdd = np.array([h.x for h in dd_cal.history])
+    t_upd = np.array(upd_t)
+
+    def online(pred, lg, iv, hist, nms, start) -> tuple[float, float]:
+        if len(iv) == 0:
+            return math.nan, math.nan
+        ts = lg.pose_time[iv[:, 0]]
+        done = np.searchsorted(t_upd, ts, side="right")  # updates finished by the start
+        pe, ye = np.empty(len(iv)), np.empty(len(iv))
+        for u in np.unique(done):
+            sel = done == u
+            vals = start if u == 0 else dict(zip(nms, hist[u - 1]))
+            ev = evaluate(pred, lg, iv[sel], vals)
+            pe[sel], ye[sel] = ev.pos_error, ev.yaw_error
+        return float(pe.mean()), float(ye.mean())
+
+    table: dict[float, list[tuple[str, float, float, int]]] = {}
+    scatter: dict = {}
+    for L in opt.eval_intervals:
+        iv = select_intervals(log.pose_time, IntervalPolicy("time", float(L)))
+        K = len(iv)
+        rows: list[tuple[str, float, float, int]] = []
+        if K == 0:
+            table[float(L)] = rows
+            continue
+        e = evaluate(dd, log_dd, iv, {})
+        rows.append(("diff drive", e.mean_pos, e.mean_yaw, K))
+        rows.append(("diff drive+ online", *online(dd, log_dd, iv, Xdd, dd_names, dd_start), K))
+        e = evaluate(dd, log_dd, iv, dd_cal.estimate)
+        rows.append(("diff drive+ converged", e.mean_pos, e.mean_yaw, K))
+        e = evaluate(kinp, log, iv, {})
+        rows.append(("3D kin.", e.mean_pos, e.mean_yaw, K))
+        rows.append(("3D kin.+ online", *online(enh, log, iv, X, names, start0), K))
+        e = evaluate(enh, log, iv, final)
+        rows.append(("3D kin.+ converged", e.mean_pos, e.mean_yaw, K))
+        table[float(L)] = rows
+        if abs(L - opt.interval) < 1e-9 or not scatter:
+            yaw0 = _planar(log.pose[iv[:, 0]])[:, 2]
+            c, s_ = np.cos(yaw0), np.sin(yaw0)
+            Rz = np.stack([np.stack([c, s_], -1), np.stack([-s_, c], -1)], 1)  # world->start
+            scatter = {"length": float(L), "r": np.einsum("kij,kj->ki", Rz, e.r[:, :2]),
+                       "R": np.einsum("kij,kjl,kml->kim", Rz, e.R[:, :2, :2], Rz),
+                       "nees": e.nees}
+    # ---- drift against the reference ---------------------------------------------------------
+    if truth_s is not None:
+        rt = truth_s.stamp - t0
+        rq = np.hstack([truth_s.orientation, truth_s.position])
+        ref_name = topics["truth"]
+    else:
+        d = final.get("time_offset.pose", 0.0)
+        rt = log.pose_time - d
+        rq = log_dd.pose if sensor is not None else log.pose
+        ref_name = f"{topics['pose']} (shifted by time_offset.pose = {d:.3f} s)"
+    ref_xy = _planar(rq)
+    out_tracks: dict[str, OdometryTrack] = {}
+    for lab in odos:
+        rows_ = tracks[lab]
+        if len(rows_) < 2:
+            continue
+        tt = np.array([r[0] for r in rows_])
+        pq = np.array([r[1] for r in rows_])
+        var = np.array([r[2:] for r in rows_])
+        tr_ = OdometryTrack(lab, tt, pq, var)
+        dg = odos[lab].diagnostics
+        tr_.diagnostics = {"steps": dg.steps, "rejected": dict(dg.rejected),
+                           "gyro_stale_steps": dg.gyro_stale_steps, "resets": dg.resets}
+        _align_errors(tr_, rt, ref_xy)
+        out_tracks[lab] = tr_
+    truth = {str(k): float(v) for k, v in (side or {}).get("truth", {}).items()}
+    hist = {"t": t_upd, "names": list(names), "x": X, "std": np.array([h.std for h in
+                                                                           cal.history]),
+            "accepted": np.array([h.accepted for h in cal.history]),
+            "mahalanobis": np.array([h.mahalanobis for h in cal.history]),
+            "r": [h.r for h in cal.history],
+            "intervals": iv_cal}
+    rejected = int((~hist["accepted"]).sum())
+    if rejected:
+        notes.append(f"online 3D kin.+: {rejected} of {len(iv_cal)} intervals rejected as "
+                     "outliers (Mahalanobis gate (3.68))")
+    return ReplayResult(
+        bag=bag, vehicle=model.name, topics=topics, t0=t0,
+        duration=float(max(t_enc[-1], log.pose_time[-1])), wall_time=time.perf_counter() - wall0,
+        table=table, estimate=final, std=fstd, dd_estimate=dd_cal.estimate, dd_std=dd_cal.std,
+        truth=truth, history=hist, odometry=out_tracks,
+        reference={"t": rt, "xy": ref_xy[:, :2], "name": ref_name}, scatter=scatter,
+        notes=notes, counts=counts, calibration_intervals=len(iv_cal), rejected=rejected,
+        nominal=nominal)
+
+
+# ---- outputs -------------------------------------------------------------------------------
+
+
+def _fmt(v: float) -> str:
+    return "nan" if not math.isfinite(v) else f"{v:.9g}"
+
+
+def write_csv(result: ReplayResult, out_dir: str | Path) -> dict[str, Path]:
+    """``odometry.csv`` (one row per odometry step and variant) and ``calibration.csv`` (one
+    row per calibration interval) in ``out_dir``; returns their paths."""
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    po = d / "odometry.csv"
+    with po.open("w", encoding="utf-8") as f:
+        f.write("variant,t,x,y,z,qw,qx,qy,qz,var_x,var_y,var_yaw\n")
+        for lab, tr_ in result.odometry.items():
+            for t, p, v in zip(tr_.t, tr_.pose, tr_.var):
+                f.write(",".join([f'"{lab}"', _fmt(t), *(_fmt(x) for x in p[4:7]),
+                                  *(_fmt(x) for x in p[:4]), *(_fmt(x) for x in v)]) + "\n")
+    pc = d / "calibration.csv"
+    h = result.history
+    with pc.open("w", encoding="utf-8") as f:
+        f.write(",".join(["t", "i0", "i1", "accepted", "mahalanobis",
+                          *h["names"], *(f"std.{n}" for n in h["names"])]) + "\n")
+        for k in range(len(h["t"])):
+            f.write(",".join([_fmt(h["t"][k]), str(int(h["intervals"][k, 0])),
+                              str(int(h["intervals"][k, 1])), str(int(h["accepted"][k])),
+                              _fmt(h["mahalanobis"][k]), *(_fmt(x) for x in h["x"][k]),
+                              *(_fmt(x) for x in h["std"][k])]) + "\n")
+    return {"odometry": po, "calibration": pc}
+
+
+def _calibration_msgdef() -> str | None:
+    here = Path(__file__).resolve().parent
+    for p in (here.parent / "msg" / "CalibrationState.msg",
+              Path(sys.prefix) / "share" / "wmr_model" / "msg" / "CalibrationState.msg"):
+        if p.is_file():
+            return p.read_text(encoding="utf-8")
+    return None
+
+
+def write_output_bag(result: ReplayResult, path: str | Path, storage: str = "mcap") -> Path:
+    """Write the odometry variants (``/wmr/odometry/<n>``, nav_msgs/Odometry, n = 0.. in
+    report order; the label is in ``child_frame_id``'s topic metadata) and the calibration state
+    (``/wmr/calibration_state``, wmr_model/msg/CalibrationState when its definition is found)
+    as a rosbag2 at ``path`` (must not exist)."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    from wmr_model.uncertainty import to_ros_pose_covariance
+
+    ts = get_typestore(Stores.ROS2_JAZZY)
+    msgdef = _calibration_msgdef()
+    if msgdef is not None:
+        ts.register(get_types_from_msg(msgdef, "wmr_model/msg/CalibrationState"))
+    T = ts.types
+    p = Path(path)
+    if p.exists():
+        raise ParameterError(f"{p}: exists; choose a new output bag path")
+    plug = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage]
+    msgs = []
+
+    def stamp(t: float):
+        ns = int(round((result.t0 + t) * 1e9))
+        return T["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9), ns
+
+    Hd, Q, P3 = T["std_msgs/msg/Header"], T["geometry_msgs/msg/Quaternion"], \
+        T["geometry_msgs/msg/Point"]
+    V3 = T["geometry_msgs/msg/Vector3"]
+    for n, (lab, tr_) in enumerate(result.odometry.items()):
+        topic = f"/wmr/odometry/{n}"
+        for t, q, v in zip(tr_.t, tr_.pose, tr_.var):
+            st, ns = stamp(float(t))
+            P = np.zeros((6, 6))
+            P[3, 3], P[4, 4], P[2, 2] = v[0], v[1], v[2]
+            pose = T["geometry_msgs/msg/Pose"](
+                position=P3(x=float(q[4]), y=float(q[5]), z=float(q[6])),
+                orientation=Q(x=float(q[1]), y=float(q[2]), z=float(q[3]), w=float(q[0])))
+            tw = T["geometry_msgs/msg/Twist"](linear=V3(x=0.0, y=0.0, z=0.0),
+                                              angular=V3(x=0.0, y=0.0, z=0.0))
+            m = T["nav_msgs/msg/Odometry"](
+                header=Hd(stamp=st, frame_id="odom"), child_frame_id=lab,
+                pose=T["geometry_msgs/msg/PoseWithCovariance"](
+                    pose=pose, covariance=np.ascontiguousarray(to_ros_pose_covariance(P),
+                                                                  dtype=float)),
+                twist=T["geometry_msgs/msg/TwistWithCovariance"](
+                    twist=tw, covariance=np.zeros(36)))
+            msgs.append((ns, topic, "nav_msgs/msg/Odometry", m))
+    h = result.history
+    if msgdef is not None:
+        sysn = [n for n in h["names"] if not n.startswith("noise.")]
+        noi = [n for n in h["names"] if n.startswith("noise.")]
+        si = [h["names"].index(n) for n in sysn]
+        ni = [h["names"].index(n) for n in noi]
+        for k in range(len(h["t"])):
+            st, ns = stamp(float(h["t"][k]))
+            sd = h["std"][k][si]
+            m = T["wmr_model/msg/CalibrationState"](
+                header=Hd(stamp=st, frame_id="base_link"), parameter_names=sysn,
+                values=np.ascontiguousarray(h["x"][k][si], float),
+                covariance=np.ascontiguousarray(np.diag(sd * sd).reshape(-1)),
+                stochastic_names=noi,
+                stochastic_values=np.ascontiguousarray(h["x"][k][ni], float),
+                last_innovation=np.ascontiguousarray(h["r"][k], float),
+                last_nis=float(h["mahalanobis"][k]),
+                last_accepted=bool(h["accepted"][k]), interval_count=k + 1,
+                rejected_count=int((~h["accepted"][:k + 1]).sum()))
+            msgs.append((ns, "/wmr/calibration_state", "wmr_model/msg/CalibrationState", m))
+    msgs.sort(key=lambda r: (r[0], r[1]))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with Writer(p, version=8, storage_plugin=plug) as w:
+        conns = {}
+        for ns, topic, mt, m in msgs:
+            if topic not in conns:
+                conns[topic] = w.add_connection(topic, mt, typestore=ts)
+            w.write(conns[topic], ns, ts.serialize_cdr(m, mt))
+    return p
