@@ -218,6 +218,24 @@ def _actuators(model: VehicleModel, actuator: str | Mapping[str, str],
     return kinds, params
 
 
+def check_dynamics_inputs(model: VehicleModel, q0: np.ndarray, qdot0: np.ndarray,
+                          commands: np.ndarray, dt: float
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Shapes and step size shared by the DAE and the stiff ODE simulations.
+
+    Returns contiguous ``q0`` (nq,), ``qdot0`` (nv,) and ``commands`` (T, na).
+    """
+    q0 = np.ascontiguousarray(q0, dtype=float)
+    qdot0 = np.ascontiguousarray(qdot0, dtype=float)
+    check_shape("q0", q0.shape, (model.nq,))
+    check_shape("qdot0", qdot0.shape, (model.nv,))
+    U = np.ascontiguousarray(commands, dtype=float)
+    check_shape("commands", U.shape, (None, len(model.actuated_joints)))
+    if not (math.isfinite(dt) and dt > 0):
+        raise ParameterError(f"dt must be > 0 s, got {dt}")
+    return q0, qdot0, U
+
+
 def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                       qdot0: np.ndarray, commands: np.ndarray, dt: float, *,
                       contact_model: str | None = None,
@@ -245,15 +263,7 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
         single_step: one Newton step per time step (§2.4.4).
         tol: force-balance tolerance on |e| [N]; default 1e-6 m g.
     """
-    q0 = np.ascontiguousarray(q0, dtype=float)
-    qdot0 = np.ascontiguousarray(qdot0, dtype=float)
-    check_shape("q0", q0.shape, (model.nq,))
-    check_shape("qdot0", qdot0.shape, (model.nv,))
-    na = len(model.actuated_joints)
-    U = np.ascontiguousarray(commands, dtype=float)
-    check_shape("commands", U.shape, (None, na))
-    if not (math.isfinite(dt) and dt > 0):
-        raise ParameterError(f"dt must be > 0 s, got {dt}")
+    q0, qdot0, U = check_dynamics_inputs(model, q0, qdot0, commands, dt)
     g = gravity_of(model)
     mg = model.total_mass * float(np.linalg.norm(g))
     cs = contact_setup(model, contact_model, contact_params, float(np.linalg.norm(g)))

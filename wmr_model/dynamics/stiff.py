@@ -41,8 +41,8 @@ from wmr_model.dynamics.api import gravity_of
 from wmr_model.dynamics.constraints import assemble_constraints
 from wmr_model.dynamics.crba import crba
 from wmr_model.dynamics.rnea import bias_force
-from wmr_model.dynamics.simulate import _actuators
-from wmr_model.errors import ParameterError, check_shape
+from wmr_model.dynamics.simulate import _actuators, check_dynamics_inputs
+from wmr_model.errors import ParameterError
 from wmr_model.inertia import model_frame_inertias
 from wmr_model.kinematics.kernels import joint_constraint_residual, state_derivative, wheel_contact
 from wmr_model.model import VehicleModel
@@ -194,15 +194,7 @@ def simulate_stiff(model: VehicleModel, terrain: Terrain, q0: np.ndarray, qdot0:
     """
     if method not in STIFF_METHODS:
         raise ParameterError(f"method must be one of {list(STIFF_METHODS)}, got {method!r}")
-    q0 = np.ascontiguousarray(q0, dtype=float)
-    qdot0 = np.ascontiguousarray(qdot0, dtype=float)
-    check_shape("q0", q0.shape, (model.nq,))
-    check_shape("qdot0", qdot0.shape, (model.nv,))
-    na = len(model.actuated_joints)
-    U = np.ascontiguousarray(commands, dtype=float)
-    check_shape("commands", U.shape, (None, na))
-    if not (math.isfinite(dt) and dt > 0):
-        raise ParameterError(f"dt must be > 0 s, got {dt}")
+    q0, qdot0, U = check_dynamics_inputs(model, q0, qdot0, commands, dt)
     akinds, aparams = _actuators(model, actuator, actuator_params)
     if np.any(akinds == IDEAL):
         bad = [model.joint_names[model.actuated_joints[i]]
@@ -223,7 +215,7 @@ def simulate_stiff(model: VehicleModel, terrain: Terrain, q0: np.ndarray, qdot0:
     nf, nw, nv, nq = model.nf, model.nw, model.nv, model.nq
     ws = (np.empty((nf, 4, 4)), np.empty((nw, 4, 4)), np.empty(nw), np.empty(nw),
           np.empty((nf, 6, 6)), np.empty((nv, nv)), np.empty(nv),
-          np.empty((3 * nw + na + model.ncj, nv)), np.empty((nw, 3)))
+          np.empty((3 * nw + U.shape[1] + model.ncj, nv)), np.empty((nw, 3)))
     const = (model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
              model.wheel_radius, model.A_joint, model.joint_offset, model_frame_inertias(model),
              g, tk, tp, tg, cs.kinds, cs.params, cs.tables, cs.axes,
