@@ -9,18 +9,28 @@ Conventions bridged here, once:
   are produced by the core (:func:`wmr_model.uncertainty.to_ros_pose_covariance`,
   :func:`wmr_model.odometry.twist_covariance_ros`);
 * stamps: ``builtin_interfaces/Time`` <-> float seconds.
+
+Bulk builders (:func:`pose_stamped_list`, :func:`trajectory_points`) fill tens of thousands of
+messages for the prediction service. The generated constructors build (and throw away) a default
+object for every nested field even when one is passed, so these builders allocate the objects
+with ``__new__`` and write the generated ``_<field>`` slots directly - only where the class has
+exactly the expected slots (checked once at import, :func:`_has_slots`); otherwise they use the
+public constructors. Tests compare both paths field by field and through serialization.
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
-from geometry_msgs.msg import Point, Pose, Quaternion, TransformStamped, Vector3
+from geometry_msgs.msg import Point, Pose, PoseStamped, Quaternion, TransformStamped, Vector3
 from nav_msgs.msg import Odometry
+from std_msgs.msg import Header
+from trajectory_msgs.msg import JointTrajectoryPoint
 
 __all__ = [
     "stamp_to_seconds",
@@ -38,6 +48,11 @@ __all__ = [
     "odometry_message",
     "transform_message",
     "finite",
+    "stamp_list",
+    "duration_list",
+    "pose_stamped_list",
+    "trajectory_points",
+    "FAST_BUILD",
 ]
 
 
@@ -167,3 +182,100 @@ def transform_message(odom: Odometry) -> TransformStamped:
 def finite(values: Sequence[float]) -> bool:
     """True when every value is a finite float."""
     return all(math.isfinite(float(v)) for v in values)
+
+
+# ---- bulk builders ------------------------------------------------------------------------------
+def _has_slots(cls: type) -> bool:
+    """True when ``cls`` stores each field ``f`` in slot ``_f`` plus ``_check_fields`` (the
+    layout rosidl_generator_py emits since Jazzy)."""
+    fields = getattr(cls, "_fields_and_field_types", None)
+    slots = getattr(cls, "__slots__", None)
+    if not isinstance(fields, dict) or slots is None:
+        return False
+    return set(slots) == {"_" + f for f in fields} | {"_check_fields"}
+
+
+#: Bulk builders write slots directly (True) or use the public constructors (False).
+FAST_BUILD = all(_has_slots(c) for c in (Time, Duration, Header, Point, Quaternion, Pose,
+                                         PoseStamped, JointTrajectoryPoint))
+
+_new = object.__new__
+
+
+def _split_ns(t: np.ndarray) -> tuple[list[int], list[int]]:
+    ns = np.rint(np.asarray(t, dtype=float) * 1e9).astype(np.int64)
+    return (ns // 1_000_000_000).tolist(), (ns % 1_000_000_000).tolist()
+
+
+def stamp_list(times: np.ndarray) -> list[Time]:
+    """``builtin_interfaces/Time`` (T,) of times [s] (T,) (as :func:`seconds_to_stamp`)."""
+    sec, nsec = _split_ns(times)
+    return [Time(sec=s, nanosec=n) for s, n in zip(sec, nsec)]
+
+
+def duration_list(times: np.ndarray) -> list[Duration]:
+    """``builtin_interfaces/Duration`` (T,) of durations [s] (T,)."""
+    sec, nsec = _split_ns(times)
+    return [Duration(sec=s, nanosec=n) for s, n in zip(sec, nsec)]
+
+
+def pose_stamped_list(headers: Sequence[Header], q: np.ndarray) -> list[PoseStamped]:
+    """``geometry_msgs/PoseStamped`` (T,) from poses ``q`` (T, >=7) ``[w, x, y, z, px, py, pz,
+    ...]`` (the free-flyer part of a state) and one header per pose (shared, not copied)."""
+    rows = np.asarray(q, dtype=float)[:, :7].tolist()
+    if len(rows) != len(headers):
+        raise ValueError(f"pose_stamped_list: {len(headers)} headers for {len(rows)} poses")
+    out: list[PoseStamped] = []
+    append = out.append
+    if not FAST_BUILD:
+        for h, (w, x, y, z, px, py, pz) in zip(headers, rows):
+            append(PoseStamped(header=h, pose=Pose(
+                position=Point(x=px, y=py, z=pz), orientation=Quaternion(w=w, x=x, y=y, z=z))))
+        return out
+    for h, (w, x, y, z, px, py, pz) in zip(headers, rows):
+        pt = _new(Point)
+        pt._check_fields = False
+        pt._x, pt._y, pt._z = px, py, pz
+        o = _new(Quaternion)
+        o._check_fields = False
+        o._x, o._y, o._z, o._w = x, y, z, w
+        pose = _new(Pose)
+        pose._check_fields = False
+        pose._position, pose._orientation = pt, o
+        ps = _new(PoseStamped)
+        ps._check_fields = False
+        ps._header, ps._pose = h, pose
+        append(ps)
+    return out
+
+
+def trajectory_points(positions: np.ndarray, velocities: np.ndarray,
+                      times_from_start: Sequence[Duration]) -> list[JointTrajectoryPoint]:
+    """``trajectory_msgs/JointTrajectoryPoint`` (T,) from positions and velocities (T, nj)
+    (``velocities`` may have 0 columns: not given) and one Duration per point (shared)."""
+    P = np.ascontiguousarray(positions, dtype=np.float64)
+    V = np.ascontiguousarray(velocities, dtype=np.float64)
+    if P.ndim != 2 or V.ndim != 2 or V.shape[0] != P.shape[0] or (
+            V.shape[1] not in (0, P.shape[1])) or len(times_from_start) != P.shape[0]:
+        raise ValueError(f"trajectory_points: positions {P.shape}, velocities {V.shape}, "
+                         f"{len(times_from_start)} times: expected (T, nj), (T, nj or 0), T")
+    # one bytes object per array, sliced per row: array('d', list) would box every value
+    pb, vb = P.tobytes(), V.tobytes()
+    sp, sv = 8 * P.shape[1], 8 * V.shape[1]
+    out: list[JointTrajectoryPoint] = []
+    append = out.append
+    for t, d in enumerate(times_from_start):
+        a = array("d")
+        a.frombytes(pb[t * sp:(t + 1) * sp])
+        b = array("d")
+        b.frombytes(vb[t * sv:(t + 1) * sv])
+        if FAST_BUILD:
+            pt = _new(JointTrajectoryPoint)
+            pt._check_fields = False
+            pt._positions, pt._velocities = a, b
+            pt._accelerations, pt._effort = array("d"), array("d")
+            pt._time_from_start = d
+        else:
+            pt = JointTrajectoryPoint(positions=a, velocities=b, time_from_start=d)
+        append(pt)
+    return out

@@ -33,6 +33,8 @@ Run: ``ros2 run wmr_model prediction_node --ros-args -p vehicle:=rocky7``.
 from __future__ import annotations
 
 import array
+import contextlib
+import gc
 import math
 import sys
 import time
@@ -41,13 +43,12 @@ from typing import Any
 
 import numpy as np
 import rclpy
-from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry, Path
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import Header
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
 from wmr_model.errors import WmrError
@@ -250,36 +251,49 @@ def _doubles(a: np.ndarray) -> array.array:
 
 def fill_response(model: VehicleModel, inputs: PredictionInputs, pred: Prediction,
                   resp: Any) -> Any:
-    """Write paths, covariances, joint trajectories and flags of ``pred`` into ``resp``."""
+    """Write paths, covariances, joint trajectories and flags of ``pred`` into ``resp``.
+
+    Built in bulk (:mod:`wmr_model.ros.conversions` builders): the T+1 pose headers and
+    durations are made once and shared by all C candidates, states go to Python floats in one
+    ``tolist`` per candidate, and messages skip their constructors' default sub-objects.
+    Shared sub-messages are never mutated afterwards (the response is serialized as is).
+    The cyclic garbage collector is paused while the ~5 (C (T+1)) objects are made: they hold
+    no cycles, and its generation scans over the growing heap otherwise cost twice the build.
+    """
+    with _gc_paused():
+        return _fill_response(model, inputs, pred, resp)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _fill_response(model: VehicleModel, inputs: PredictionInputs, pred: Prediction,
+                   resp: Any) -> Any:
     C, T1 = pred.q.shape[0], pred.q.shape[1]
     dt = inputs.dt
     header = Header(frame_id=inputs.frame_id, stamp=cv.seconds_to_stamp(inputs.stamp))
-    stamps = [cv.seconds_to_stamp(inputs.stamp + t * dt) for t in range(T1)]
-    durations = [cv.seconds_to_duration(t * dt) for t in range(T1)]
-    paths = []
-    trajs = []
+    steps = np.arange(T1) * dt
+    headers = [Header(frame_id=inputs.frame_id, stamp=s)
+               for s in cv.stamp_list(inputs.stamp + steps)]
+    durations = cv.duration_list(steps)
     names = list(model.joint_names)
-    for c in range(C):
-        q = pred.q[c]
-        poses = []
-        for t in range(T1):
-            ps = PoseStamped()
-            ps.header.frame_id = inputs.frame_id
-            ps.header.stamp = stamps[t]
-            ps.pose = cv.arrays_to_pose(q[t, 4:7], q[t, 0:4])
-            poses.append(ps)
-        paths.append(Path(header=header, poses=poses))
-        rates = pred.qdot[c, :, 6:]
-        points = []
-        for t in range(T1):
-            pt = JointTrajectoryPoint()
-            pt.positions = _doubles(q[t, 7:])
-            pt.velocities = _doubles(rates[min(t, T1 - 2)])
-            pt.time_from_start = durations[t]
-            points.append(pt)
-        trajs.append(JointTrajectory(header=header, joint_names=names, points=points))
-    resp.paths = paths
-    resp.joint_trajectories = trajs
+    # velocity of point t: the rate of step t (the last point repeats the last step's rate)
+    vel_rows = np.minimum(np.arange(T1), T1 - 2) if T1 > 1 else np.zeros(1, dtype=int)
+    resp.paths = [Path(header=header, poses=cv.pose_stamped_list(headers, pred.q[c]))
+                  for c in range(C)]
+    resp.joint_trajectories = [
+        JointTrajectory(header=header, joint_names=names,
+                        points=cv.trajectory_points(pred.q[c, :, 7:],
+                                                    pred.qdot[c, vel_rows, 6:], durations))
+        for c in range(C)]
     cov = pred.ros_covariance
     resp.pose_covariances = _doubles(cov) if cov is not None else array.array("d")
     resp.flags = array.array("B", pred.flags.astype(np.uint8).tobytes())

@@ -1,0 +1,49 @@
+"""Launch one wmr_model node for one vehicle (included by the other launch files).
+
+    ros2 launch wmr_model node.launch.py executable:=odometry_node vehicle:=warthog
+
+Parameters, in increasing precedence: config/default.yaml, config/nodes/<vehicle>.yaml (when
+the vehicle is a shipped name with such a file), ``params_file`` (when given), then
+``vehicle`` itself. Needs the ROS 2 ``launch``/``launch_ros`` packages (not on PyPI): never
+imported by the tests, which only parse it.
+"""
+
+from pathlib import Path
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def _node(context):
+    share = Path(get_package_share_directory("wmr_model"))
+    executable = LaunchConfiguration("executable").perform(context)
+    vehicle = LaunchConfiguration("vehicle").perform(context)
+    extra = LaunchConfiguration("params_file").perform(context)
+    files = [str(share / "config" / "default.yaml")]
+    per_vehicle = share / "config" / "nodes" / f"{vehicle}.yaml"
+    if per_vehicle.is_file():
+        files.append(str(per_vehicle))
+    if extra:
+        files.append(extra)
+    use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() == "true"
+    return [Node(package="wmr_model", executable=executable, name=executable,
+                 namespace=LaunchConfiguration("namespace"), output="screen",
+                 parameters=[*files, {"vehicle": vehicle, "use_sim_time": use_sim_time}])]
+
+
+def generate_launch_description() -> LaunchDescription:
+    return LaunchDescription([
+        DeclareLaunchArgument("executable", description="odometry_node, prediction_node or "
+                              "calibrator_node"),
+        DeclareLaunchArgument("vehicle", default_value="warthog",
+                              description="shipped vehicle name, URDF path or frame table"),
+        DeclareLaunchArgument("params_file", default_value="",
+                              description="extra parameter YAML (highest precedence)"),
+        DeclareLaunchArgument("namespace", default_value="", description="node namespace"),
+        DeclareLaunchArgument("use_sim_time", default_value="false",
+                              description="true for bag replay with /clock"),
+        OpaqueFunction(function=_node),
+    ])

@@ -1,0 +1,22 @@
+"""Launch the wmr_model prediction node:
+``ros2 launch wmr_model prediction.launch.py vehicle:=warthog``.
+
+Arguments as node.launch.py (vehicle, params_file, namespace, use_sim_time). Needs
+``launch``/``launch_ros`` (a full ROS 2 install); the tests only parse this file.
+"""
+
+from pathlib import Path
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import IncludeLaunchDescription
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+
+EXECUTABLE = "prediction_node"
+
+
+def generate_launch_description() -> LaunchDescription:
+    node = Path(get_package_share_directory("wmr_model")) / "launch" / "node.launch.py"
+    return LaunchDescription([IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(str(node)),
+        launch_arguments={"executable": EXECUTABLE}.items())])

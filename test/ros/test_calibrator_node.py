@@ -1,0 +1,414 @@
+"""The calibrator node as a real process over DDS, fed a synthetic log with known truth.
+
+The Warthog's true wheel radius (0.315 m; the model believes 0.30 m) and yaw slip
+(``slip.p6 = -0.3``) and a true Q' are simulated by
+:func:`wmr_model.calibration.synthetic.synthetic_log` on flat ground; its encoder rates, a gyro
+and the GPS/INS poses (``nav_msgs/Odometry`` with the pose covariance as Sigma_meas) are
+published in stamp order. Checked: one CalibrationState per interval with every field filled;
+the estimates equal the batch :meth:`OnlineCalibrator.run` on the same log (an independent
+offline computation) and are within 3 sigma of the truth; the accepted estimates reach the
+running odometry and prediction nodes' parameters; ``~/save`` writes a loadable overlay through
+a temporary file and a rename; ``~/reset`` restarts the filter; bad inputs are counted in
+/diagnostics and the node keeps serving.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CALIBRATOR = REPO / "scripts" / "calibrator_node"
+ODOMETRY = REPO / "scripts" / "odometry_node"
+PREDICTION = REPO / "scripts" / "prediction_node"
+
+RADIUS = "wheel.front_left_wheel.radius"
+SYS = ["slip.p6", RADIUS]
+NOISE = ["noise.U.wz_wz", "noise.U.vx_vx", "noise.U.vy_vy"]
+STD0 = {"slip.p6": 0.5, RADIUS: 0.02, **{n: 0.05 for n in NOISE}}
+Q_TRUE = np.diag([0.0, 0.0, 2e-3, 4e-3, 2e-3, 0.0])
+DURATION = 100.0
+# Q' starts large (then bounded, end of §3.2.4): from the small defaults (0.01 rad/s^0.5 yaw) the
+# first residuals look like outliers and the radius/slip estimates can lock in wrong values
+NOISE_START = 0.1
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _qos(depth=1000):
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE)
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    """The synthetic run and the offline (batch) calibration of the same log."""
+    from wmr_model import terrain as tr
+    from wmr_model.calibration import (
+        IntervalPolicy,
+        ModelPredictor,
+        OnlineCalibrator,
+        select_intervals,
+        synthetic_log,
+    )
+    from wmr_model.model_parameters import with_parameters
+    from wmr_model.odometry import DEFAULT_QPRIME_U
+    from wmr_model.vehicles import load_vehicle
+
+    nominal = load_vehicle("warthog")
+    dims = {RADIUS: 0.315}
+    run = synthetic_log(with_parameters(nominal, dims), tr.flat(), duration=DURATION, dt=0.02,
+                        slip={"slip.p6": -0.3}, Qprime=Q_TRUE, truth=dims, seed=1)
+    iv = select_intervals(run.log.pose_time, IntervalPolicy("time", 2.0))
+    pred = ModelPredictor(nominal, tr.flat(), dt=0.05)
+    fixed = {k: v for k, v in DEFAULT_QPRIME_U.items() if k.startswith("noise.U.")
+             and k not in NOISE}
+    x0 = {n: NOISE_START for n in NOISE}
+    batch = OnlineCalibrator(pred, SYS + NOISE, x0=x0, std0=STD0, fixed_noise=fixed,
+                             qprime_bound={n: 0.1 for n in NOISE}, qprime_bound_intervals=20)
+    batch.run(run.log, iv)
+    return run, iv, batch
+
+
+def _stamp(t):
+    from builtin_interfaces.msg import Time
+
+    ns = int(round(t * 1e9))
+    return Time(sec=ns // 10**9, nanosec=ns % 10**9)
+
+
+class Feed:
+    """Publishers into the calibrator and collectors of its state and diagnostics."""
+
+    def __init__(self, ros, ns):
+        from diagnostic_msgs.msg import DiagnosticArray
+        from nav_msgs.msg import Odometry
+        from sensor_msgs.msg import Imu, JointState
+
+        from wmr_model.msg import CalibrationState
+
+        self.ros, self.ns = ros, ns
+        self.js = ros.node.create_publisher(JointState, f"/{ns}/joint_states", _qos())
+        self.imu = ros.node.create_publisher(Imu, f"/{ns}/imu/data", _qos())
+        self.gt = ros.node.create_publisher(Odometry, f"/{ns}/ground_truth/odom", _qos())
+        self.states: list = []
+        self.diag: list = []
+        ros.node.create_subscription(CalibrationState, f"/{ns}/calibrator_node/state",
+                                     self.states.append, _qos())
+        ros.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, _qos(100))
+        deadline = time.monotonic() + 30
+        while (self.js.get_subscription_count() < 1 or self.gt.get_subscription_count() < 1
+               or self.imu.get_subscription_count() < 1
+               or ros.node.count_publishers(f"/{ns}/calibrator_node/state") < 1):
+            assert time.monotonic() < deadline, "calibrator did not connect in 30 s"
+            ros.spin_once(0.05)
+        # the writers see the readers; give the readers time to see the writers (samples sent
+        # before that are not delivered)
+        self.spin(1.0)
+
+    def _on_diag(self, msg):
+        for st in msg.status:
+            if st.name.startswith(f"/{self.ns}/calibrator_node"):
+                self.diag.append((st, {kv.key: kv.value for kv in st.values}))
+
+    def joint_state(self, t, names, velocities=(), positions=()):
+        from sensor_msgs.msg import JointState
+
+        m = JointState()
+        m.header.stamp = _stamp(t)
+        m.name = list(names)
+        m.velocity = [float(v) for v in velocities]
+        m.position = [float(v) for v in positions]
+        self.js.publish(m)
+
+    def imu_sample(self, t, w):
+        from sensor_msgs.msg import Imu
+
+        m = Imu()
+        m.header.stamp = _stamp(t)
+        m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z = (float(v) for v in w)
+        m.orientation_covariance[0] = -1.0
+        self.imu.publish(m)
+
+    def pose(self, t, pose, cov_ros):
+        from nav_msgs.msg import Odometry
+
+        m = Odometry()
+        m.header.stamp = _stamp(t)
+        m.header.frame_id = "map"
+        m.child_frame_id = "base_link"
+        p = m.pose.pose
+        p.orientation.w, p.orientation.x, p.orientation.y, p.orientation.z = (
+            float(v) for v in pose[:4])
+        p.position.x, p.position.y, p.position.z = (float(v) for v in pose[4:7])
+        m.pose.covariance = [float(v) for v in cov_ros]
+        self.gt.publish(m)
+
+    def spin(self, seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.ros.spin_once(0.005)
+
+    def wait_states(self, count, timeout=60):
+        deadline = time.monotonic() + timeout
+        while len(self.states) < count:
+            self.ros.check_alive()
+            assert time.monotonic() < deadline, f"got {len(self.states)} of {count} states"
+            self.ros.spin_once(0.02)
+
+    def wait_diag(self, predicate, timeout=20):
+        deadline = time.monotonic() + timeout
+        while True:
+            for st, kv in reversed(self.diag):
+                if predicate(st, kv):
+                    return st, kv
+            self.ros.check_alive()
+            assert time.monotonic() < deadline, (
+                f"no matching diagnostics; last: {self.diag[-1] if self.diag else None}")
+            self.ros.spin_once(0.05)
+
+
+def _start_calibrator(ros, ns, save_path, *params):
+    args = ["--ros-args", "-r", f"__ns:=/{ns}", "-p", "vehicle:=warthog",
+            "-p", "diagnostics_period:=0.2", "-p", f"params:={SYS}".replace("'", '"'),
+            "-p", f"noise:={NOISE}".replace("'", '"'), "-p", "push.period:=0.3",
+            "-p", "push.min_intervals:=5", "-p", f"save_path:={save_path}"]
+    for n, s in STD0.items():
+        args += ["-p", f"initial_std.{n}:={s}"]
+    for n in NOISE:
+        args += ["-p", f"{n}:={NOISE_START}"]
+    for p in params:
+        args += ["-p", p]
+    ros.start(CALIBRATOR, *args, name=f"calibrator_node_{ns}")
+    ros.wait_for(services=[f"/{ns}/calibrator_node/save", f"/{ns}/calibrator_node/reset"],
+                 timeout=60)
+    return Feed(ros, ns)
+
+
+def _get_parameters(ros, node, names):
+    from rcl_interfaces.srv import GetParameters
+
+    client = ros.node.create_client(GetParameters, f"{node}/get_parameters")
+    resp = ros.call(client, GetParameters.Request(names=list(names)))
+    return {n: v.double_value for n, v in zip(names, resp.values)}
+
+
+def _trigger(ros, service):
+    from std_srvs.srv import Trigger
+
+    client = ros.node.create_client(Trigger, service)
+    return ros.call(client, Trigger.Request(), timeout=20)
+
+
+def test_calibrator_converges_pushes_saves_and_resets(ros, synthetic, tmp_path):
+    from wmr_model.calibration.overlay import OVERLAY_VERSION
+    from wmr_model.io.sidecar import parse_parameters
+    from wmr_model.uncertainty import to_ros_pose_covariance
+
+    run, iv, batch = synthetic
+    log = run.log
+    ns = "cal"
+    ros.start(ODOMETRY, "--ros-args", "-r", f"__ns:=/{ns}", "-p", "vehicle:=warthog",
+              "-p", "publish_tf:=false", name="odometry_node")
+    ros.start(PREDICTION, "--ros-args", "-r", f"__ns:=/{ns}", "-p", "vehicle:=warthog",
+              name="prediction_node")
+    save = tmp_path / "out" / "warthog.calibration.yaml"
+    feed = _start_calibrator(ros, ns, save)
+    ros.wait_for(services=[f"/{ns}/odometry_node/set_parameters",
+                           f"/{ns}/prediction_node/set_parameters"], timeout=60)
+    before = _get_parameters(ros, f"/{ns}/odometry_node", SYS + NOISE)
+    assert before["slip.p6"] == 0.0 and before[RADIUS] == pytest.approx(0.30)
+
+    # gyro: true yaw rate from the true states (the calibrator buffers it)
+    yaw = np.unwrap(np.arctan2(2 * (run.q[:, 0] * run.q[:, 3] + run.q[:, 1] * run.q[:, 2]),
+                               1 - 2 * (run.q[:, 2] ** 2 + run.q[:, 3] ** 2)))
+    wz = np.diff(yaw) / np.diff(run.time)
+    cov_ros = to_ros_pose_covariance(log.pose_covariance)
+    events = sorted([(t, 0, k) for k, t in enumerate(log.joint_time)]
+                    + [(t, 1, k) for k, t in enumerate(log.pose_time)])
+    names = list(log.joint_names)
+    t_wall = time.monotonic()
+    done = 0  # intervals whose end pose was published
+    ends = log.pose_time[iv[:, 1]]
+    for t, kind, k in events:
+        if kind == 0:
+            feed.joint_state(t, names, velocities=log.joint_rate[k])
+            if k % 2 == 0:
+                feed.imu_sample(t, (0.0, 0.0, wz[min(k, len(wz) - 1)]))
+        else:
+            feed.pose(t, log.pose[k], cov_ros[k])
+            if k % 10 == 0:  # pace: keep at most ~2 intervals in flight
+                done = int(np.searchsorted(ends, t, side="right"))
+                feed.wait_states(max(done - 2, 0))
+        if kind == 0 and k % 25 == 0:
+            feed.spin(0.001)
+    # one more encoder second so the last interval is covered
+    feed.wait_states(len(iv))
+    feed_seconds = time.monotonic() - t_wall
+    states = feed.states[:len(iv)]
+
+    # one CalibrationState per interval, every field filled
+    assert len(feed.states) == len(iv)
+    for k, s in enumerate(states):
+        n = len(s.parameter_names)
+        assert list(s.parameter_names) == SYS and list(s.stochastic_names) == NOISE
+        assert len(s.values) == n and len(s.covariance) == n * n
+        assert len(s.stochastic_values) == len(NOISE)
+        assert len(s.last_innovation) == 3 and s.last_nis >= 0.0
+        assert s.interval_count == k + 1
+        assert s.header.frame_id == "base_link"
+        assert abs(s.header.stamp.sec + 1e-9 * s.header.stamp.nanosec
+                   - log.pose_time[iv[k, 1]]) < 1e-6
+        C = np.array(s.covariance).reshape(n, n)
+        np.testing.assert_allclose(C, C.T, atol=1e-15)
+        assert np.all(np.linalg.eigvalsh(C) > 0)
+    assert sum(s.last_accepted for s in states) == len(iv) - states[-1].rejected_count
+
+    # equals the offline batch run of the same log (independent computation) ...
+    final = states[-1]
+    got = dict(zip(SYS, final.values)) | dict(zip(NOISE, final.stochastic_values))
+    for n in SYS + NOISE:
+        assert got[n] == pytest.approx(batch.estimate[n], rel=1e-6, abs=1e-9), n
+    np.testing.assert_allclose(np.array(final.covariance).reshape(2, 2),
+                               batch.P[:2, :2], rtol=1e-6, atol=1e-12)
+    # ... and converged to the truth within 3 sigma
+    std = np.sqrt(np.diag(np.array(final.covariance).reshape(2, 2)))
+    for n, s in zip(SYS, std):
+        assert abs(got[n] - run.truth[n]) < 3 * s, (n, got[n], run.truth[n], s)
+    assert abs(got[RADIUS] - 0.315) < 0.005
+    print(f"\nDDS convergence: {len(iv)} intervals ({DURATION:.0f} s of data) in "
+          f"{feed_seconds:.1f} s wall; {RADIUS} = {got[RADIUS]:.4f} +- {std[1]:.4f} (truth "
+          f"0.315), slip.p6 = {got['slip.p6']:.3f} +- {std[0]:.3f} (truth -0.3); converged "
+          f"after {batch.converged_after()} intervals")
+
+    # the accepted, confident estimates reached the odometry and prediction nodes
+    deadline = time.monotonic() + 15
+    while True:
+        odo = _get_parameters(ros, f"/{ns}/odometry_node", SYS + NOISE)
+        if all(odo[n] == pytest.approx(got[n], rel=1e-12) for n in SYS + NOISE):
+            break
+        assert time.monotonic() < deadline, (odo, got)
+        feed.spin(0.2)
+    assert odo[RADIUS] != before[RADIUS] and odo["slip.p6"] != before["slip.p6"]
+    pred = _get_parameters(ros, f"/{ns}/prediction_node", ["slip.p6"] + NOISE)
+    for n in ["slip.p6"] + NOISE:  # the prediction node declares no wheel radii: refused once
+        assert pred[n] == pytest.approx(got[n], rel=1e-12), n
+    feed.wait_diag(lambda st, kv: any(k.endswith("prediction_node/set_parameters refused")
+                                      and RADIUS in v for k, v in kv.items()))
+
+    # ~/save: an atomic write (no temporary left behind) of a loadable overlay
+    resp = _trigger(ros, f"/{ns}/calibrator_node/save")
+    assert resp.success, resp.message
+    assert Path(resp.message) == save
+    ino = os.stat(save).st_ino
+    resp = _trigger(ros, f"/{ns}/calibrator_node/save")  # replaced by rename: a new inode
+    assert resp.success and os.stat(save).st_ino != ino
+    assert sorted(p.name for p in save.parent.iterdir()) == [save.name]
+    doc = yaml.safe_load(save.read_text())
+    assert doc["version"] == OVERLAY_VERSION and doc["vehicle"] == "warthog"
+    values = parse_parameters(doc["parameters"], str(save))
+    for n in SYS + NOISE:
+        assert values[n] == pytest.approx(got[n], rel=1e-9), n
+
+    # ~/reset: back to the initial values, counts restart, a state says so
+    resp = _trigger(ros, f"/{ns}/calibrator_node/reset")
+    assert resp.success, resp.message
+    feed.wait_states(len(iv) + 1)
+    s = feed.states[-1]
+    assert s.interval_count == 0 and s.rejected_count == 0 and len(s.last_innovation) == 0
+    assert list(s.values) == [0.0, pytest.approx(0.30)]
+    assert list(s.stochastic_values) == [NOISE_START] * len(NOISE)
+    feed.wait_diag(lambda st, kv: kv.get("last reset reason") == "~/reset called")
+
+
+def test_bad_inputs_are_diagnosed_and_the_node_keeps_serving(ros, tmp_path):
+    feed = _start_calibrator(ros, "bad", tmp_path / "bad.yaml")
+    wheels = ["left_wheel_joint", "right_wheel_joint"]  # through the encoder map
+    ident = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    cov = list(np.diag([1e-4] * 6).ravel())
+    for k in range(10):
+        feed.joint_state(0.1 * k, wheels, velocities=[1.0, 1.0])
+    feed.joint_state(1.0, wheels, velocities=[math.nan, 1.0])  # non-finite
+    feed.joint_state(1.1, wheels, velocities=[1.0])  # length mismatch
+    feed.joint_state(1.2, ["left_wheel_joint"], velocities=[1.0])  # missing joint
+    feed.joint_state(0.5, wheels, velocities=[1.0, 1.0])  # out of order
+    feed.joint_state(0.9, wheels, velocities=[1.0, 1.0])  # duplicate stamp
+    feed.pose(0.0, ident, cov)
+    feed.pose(0.2, [math.nan] * 7, cov)  # non-finite pose
+    feed.pose(0.3, [0.0] * 7, cov)  # not a quaternion
+    feed.pose(0.4, ident, [-1.0] + [0.0] * 35)  # REP-145 "no covariance": default used
+    feed.imu_sample(0.5, (math.inf, 0.0, 0.0))  # non-finite gyro
+    feed.joint_state(100.0, wheels, velocities=[1.0, 1.0])
+    feed.joint_state(2.0, wheels, velocities=[1.0, 1.0])  # bag loop: 98 s back
+    st, kv = feed.wait_diag(lambda st, kv: kv.get("rejected missing_joints") == "1"
+                            and kv.get("rejected bad_quaternion") == "1"
+                            and kv.get("resets") == "1")
+    assert st.level == st.WARN and "rejected" in st.message
+    assert kv["rejected non_finite"] == "3"
+    assert kv["rejected length_mismatch"] == "1"
+    assert kv["rejected out_of_order"] == "1" and kv["rejected duplicate"] == "1"
+    assert kv["default pose covariances"] == "1"
+    assert "time jump" in kv["last reset reason"]
+    ros.check_alive()
+    # still serving
+    resp = _trigger(ros, "/bad/calibrator_node/save")
+    assert resp.success, resp.message
+    assert Path(resp.message).exists()
+
+
+def test_calibrator_without_a_vehicle_reports_and_refuses(ros, tmp_path):
+    ros.start(CALIBRATOR, "--ros-args", "-r", "__ns:=/novehicle", "-p",
+              "vehicle:=/nonexistent/robot.urdf", "-p", "diagnostics_period:=0.2",
+              name="calibrator_novehicle")
+    ros.wait_for(services=["/novehicle/calibrator_node/save"], timeout=60)
+    resp = _trigger(ros, "/novehicle/calibrator_node/save")
+    assert not resp.success and "no calibration set up" in resp.message
+    ros.check_alive()
+
+
+def test_write_text_atomically_keeps_the_old_file_on_failure(tmp_path, monkeypatch):
+    from wmr_model.ros import calibrator_node as cn
+
+    path = tmp_path / "v.yaml"
+    cn.write_text_atomically(path, "old: 1\n")
+    assert path.read_text() == "old: 1\n"
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(cn.os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        cn.write_text_atomically(path, "new: 2\n")
+    assert path.read_text() == "old: 1\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["v.yaml"]  # temporary removed
+
+
+@pytest.mark.parametrize("vehicle", ["warthog", "diffdrive", "rocky7"])
+def test_config_sections_are_declared_parameters(rclpy_context, vehicle):
+    """Every key of config/nodes/<vehicle>.yaml's calibrator section is a parameter the node
+    declares, with the declared type, and the calibration sets up with them."""
+    from rclpy.parameter import Parameter
+
+    from wmr_model.ros.calibrator_node import CalibratorNode
+
+    doc = yaml.safe_load((REPO / "config" / "nodes" / f"{vehicle}.yaml").read_text())
+    section = doc["/**/calibrator_node"]["ros__parameters"]
+    overrides = [Parameter("vehicle", value=vehicle)] + [Parameter(k, value=v)
+                                                         for k, v in section.items()]
+    node = CalibratorNode(context=rclpy_context, parameter_overrides=overrides,
+                          namespace=f"/cfg_{vehicle}")
+    try:
+        assert node.stream is not None, node.model_error
+        for k, v in section.items():
+            assert node.has_parameter(k), k
+            assert node.get_parameter(k).value == v, k
+    finally:
+        node.destroy_node()
