@@ -46,20 +46,17 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseWithCovarianceStamped
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue, SetParametersResult
 from rcl_interfaces.srv import SetParameters
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from scipy.stats import chi2
@@ -83,6 +80,7 @@ from wmr_model.ros.params import (
     load_vehicle_from_parameters,
     subscribe_robot_description,
 )
+from wmr_model.ros.runner import spin_node
 from wmr_model.terrain import flat
 from wmr_model.uncertainty import from_ros_pose_covariance
 
@@ -611,16 +609,4 @@ class CalibratorNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Entry point of ``ros2 run wmr_model calibrator_node``."""
-    rclpy.init(args=args if args is not None else sys.argv)
-    node = None
-    try:
-        node = CalibratorNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.get_logger().info("shutting down")
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return spin_node(CalibratorNode, args)

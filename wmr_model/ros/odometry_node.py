@@ -28,15 +28,12 @@ Run: ``ros2 run wmr_model odometry_node --ros-args -p vehicle:=warthog``.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from typing import Any
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
@@ -53,6 +50,7 @@ from wmr_model.ros.params import (
     model_parameter_names,
     subscribe_robot_description,
 )
+from wmr_model.ros.runner import spin_node
 
 __all__ = ["OdometryNode", "main"]
 
@@ -325,16 +323,4 @@ class OdometryNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Entry point of ``ros2 run wmr_model odometry_node``."""
-    rclpy.init(args=args if args is not None else sys.argv)
-    node = None
-    try:
-        node = OdometryNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.get_logger().info("shutting down")
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return spin_node(OdometryNode, args)

@@ -36,16 +36,13 @@ import array
 import contextlib
 import gc
 import math
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import rclpy
 from nav_msgs.msg import Odometry, Path
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
@@ -65,6 +62,7 @@ from wmr_model.ros.params import (
     model_parameter_names,
     subscribe_robot_description,
 )
+from wmr_model.ros.runner import spin_node
 from wmr_model.srv import PredictTrajectory
 from wmr_model.terrain import flat
 from wmr_model.uncertainty import qprime_from_parameters
@@ -458,16 +456,4 @@ class PredictionNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Entry point of ``ros2 run wmr_model prediction_node``."""
-    rclpy.init(args=args if args is not None else sys.argv)
-    node = None
-    try:
-        node = PredictionNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.get_logger().info("shutting down")
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return spin_node(PredictionNode, args)
