@@ -56,7 +56,7 @@ import numpy as np
 from wmr_model._jit import njit
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.inertia import composite_inertias, inertia_mass_com
-from wmr_model.kinematics.kernels import joint_space_velocity, solve_partitioned
+from wmr_model.kinematics.kernels import joint_space_velocity, solve_partitioned, track_activation
 from wmr_model.spatial import crf
 
 __all__ = [
@@ -213,7 +213,8 @@ def wheel_slip_velocity(A, v_b_slip, nw, vc_xy):
 
 @njit
 def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                  joint_offset, tkind, tparams, tgrid, q, known, qdot_known,
+                                  joint_offset, track_frame, track_drive, track_path, track_act,
+                                  tkind, tparams, tgrid, q, known, qdot_known,
                                   sigma, vc_xy, I_frame, gravity, p, slip_axes, enhanced,
                                   T_world, T_contact, dz, contact_angle, A, v, qdot, Ic,
                                   f_cg, c, v_b_slip, vc_slip):
@@ -230,11 +231,14 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
     ``I_frame`` (nf, 6, 6) per-frame spatial inertias; ``gravity`` (3,) world gravity
     [m/s^2]; ``p`` (6,); ``slip_axes`` (4, 3). Workspace as in
     :func:`wmr_model.kinematics.kernels.joint_space_velocity` plus ``Ic`` (nf, 6, 6).
+    Contacts are wheels then track patches (nc of them in ``vc_xy``, ``vc_slip``); a patch's
+    rows are activation-weighted, so its slip (2.52) is applied to the weighted rows.
     Returns the residual norm of the final solve.
     """
     res = joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                               joint_offset, tkind, tparams, tgrid, q, known, qdot_known, sigma,
-                               vc_xy, T_world, T_contact, dz, contact_angle, A, v, qdot)
+                               joint_offset, track_frame, track_drive, track_path, track_act,
+                               tkind, tparams, tgrid, q, known, qdot_known, sigma, vc_xy,
+                               T_world, T_contact, dz, contact_angle, A, v, qdot)
     Ib = composite_inertias(parent, I_frame, T_world, Ic)
     m, cc = inertia_mass_com(Ib)
     c[:] = cc
@@ -261,6 +265,16 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
         vc_slip[k, 1] += vc_xy[k, 1]
         v[3 * k] = vc_slip[k, 0]
         v[3 * k + 1] = vc_slip[k, 1]
+    nc = nw + track_frame.shape[0]
+    for k in range(nw, nc):
+        # weighted rows: w vc = (w A) v_b,slip + w vc_xy; report the unweighted slip
+        w = track_activation(dz[k], track_act)
+        for r in range(2):
+            s = 0.0
+            for j in range(6):
+                s += A[3 * k + r, j] * v_b_slip[j]
+            v[3 * k + r] = s + w * vc_xy[k, r]
+            vc_slip[k, r] = (s / w if w > 0.0 else 0.0) + vc_xy[k, r]
     return solve_partitioned(A, v, known, qdot_known, qdot)
 
 

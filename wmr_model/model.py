@@ -21,6 +21,8 @@ nj     joints = nf - 1 (one per non-body frame)
 nq     state size = 7 + nj: body quaternion [w, x, y, z], position (3), joints
 nv     joint-space velocity size = 6 + nj: body [w; v] in body coordinates, joint rates (2.14)
 nw     wheels
+ntp    track contact patches (all tracks; 0 for wheeled vehicles)
+nc     contacts = nw + ntp: wheels first, then track patches (rows 3k..3k+2 of A)
 ncj    holonomic joint constraints (2.25), (E.1)
 =====  ====================================================================
 """
@@ -35,6 +37,14 @@ import numpy as np
 
 from wmr_model.errors import ModelError
 from wmr_model.spatial import euler_to_rot
+from wmr_model.tracks import (
+    TRACK_CONTACT_OFF,
+    TRACK_CONTACT_ON,
+    TRACK_MIN_WEIGHT,
+    TRACK_PATCH_POINTS,
+    TrackGeometry,
+    sample_track,
+)
 
 __all__ = [
     "FREE",
@@ -43,6 +53,7 @@ __all__ = [
     "FrameSpec",
     "JointConstraintSpec",
     "SensorSpec",
+    "TrackSpec",
     "VehicleSpec",
     "VehicleModel",
     "compile_vehicle",
@@ -112,6 +123,37 @@ class SensorSpec:
 
 
 @dataclass
+class TrackSpec:
+    """A belt track (thesis §4.2; contact surface motion of seed 003), see :mod:`wmr_model.tracks`.
+
+    Attributes:
+        name: track name, unique.
+        frame: frame carrying the belt (the body or a joint frame, e.g. a flipper); geometry
+            is in its coordinates, the belt lies in its x-z plane.
+        sprocket: drive joint (revolute): the belt speed is ``sprocket_radius`` times its rate;
+            ``frame`` must not turn with it (it may drive several tracks, e.g. a flipper's).
+        sprocket_xyz, idler_xyz: pulley centres in ``frame`` [m], equal y.
+        sprocket_radius, idler_radius: [m] > 0.
+        road_wheels: list of ``((x, y, z), radius)`` extra circles the belt wraps.
+        width: belt width [m] >= 0.
+        samples: contact patches along the ground-facing belt path, >= 2.
+        drive_radius: belt speed per unit sprocket rate [m/rad]; None: ``sprocket_radius``.
+    """
+
+    name: str
+    frame: str
+    sprocket: str
+    sprocket_xyz: tuple[float, float, float]
+    sprocket_radius: float
+    idler_xyz: tuple[float, float, float]
+    idler_radius: float
+    road_wheels: list[tuple[tuple[float, float, float], float]] = field(default_factory=list)
+    width: float = 0.0
+    samples: int = 16
+    drive_radius: float | None = None
+
+
+@dataclass
 class VehicleSpec:
     """Editable vehicle description: what loaders produce and :func:`compile_vehicle` consumes.
 
@@ -128,6 +170,7 @@ class VehicleSpec:
     sensors: list[SensorSpec] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
     source: str = "<spec>"
+    tracks: list[TrackSpec] = field(default_factory=list)
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -158,6 +201,12 @@ class VehicleModel:
         A_joint: (ncj, nv) holonomic joint constraint Jacobian (2.26); constant.
         joint_offset: (ncj,) right-hand constants b of the constraints.
         sensor_frame: dict name -> (frame index, (4, 4) transform in that frame).
+        track_names: (nt,) track names; track_of: (ntp,) int64 track index of each patch.
+        track_frame: (ntp,) int64 frame carrying each contact patch.
+        track_drive: (ntp,) int64 frame index of the drive (sprocket) joint of each patch.
+        track_path: (ntp, M, 6) sub-point positions and belt velocity per unit drive rate in
+            the track frame (:mod:`wmr_model.tracks`); (0, M, 6) for wheeled vehicles.
+        track_act: (3,) activation rule ``[d_on, d_off, w_min]`` (:mod:`wmr_model.tracks`).
     """
 
     name: str
@@ -182,6 +231,13 @@ class VehicleModel:
     joint_constraint_names: tuple[str, ...]
     sensor_frame: dict[str, tuple[int, np.ndarray]]
     options: dict[str, Any]
+    track_names: tuple[str, ...] = ()
+    track_of: np.ndarray = field(default_factory=lambda: _ro(np.zeros(0, dtype=np.int64)))
+    track_frame: np.ndarray = field(default_factory=lambda: _ro(np.zeros(0, dtype=np.int64)))
+    track_drive: np.ndarray = field(default_factory=lambda: _ro(np.zeros(0, dtype=np.int64)))
+    track_path: np.ndarray = field(
+        default_factory=lambda: _ro(np.zeros((0, TRACK_PATCH_POINTS, 6))))
+    track_act: np.ndarray = field(default_factory=lambda: _ro(_default_activation()))
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
@@ -208,6 +264,16 @@ class VehicleModel:
     def nw(self) -> int:
         """Number of wheels."""
         return len(self.wheel_frame)
+
+    @property
+    def ntp(self) -> int:
+        """Number of track contact patches (0 for wheeled vehicles)."""
+        return self.track_frame.shape[0]
+
+    @property
+    def nc(self) -> int:
+        """Number of contacts nw + ntp (wheels first, then track patches)."""
+        return self.nw + self.ntp
 
     @property
     def ncj(self) -> int:
@@ -277,8 +343,8 @@ class VehicleModel:
     def kinematic_arrays(self) -> tuple[np.ndarray, ...]:
         """Arrays the compiled kinematics kernels take, in their argument order.
 
-        ``(parent, joint_type, axis, T0, wheel_frame, wheel_radius, chain, A_joint,
-        joint_offset)``.
+        ``(parent, joint_type, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+        track_frame, track_drive, track_path, track_act)``.
         """
         return (
             self.parent,
@@ -287,9 +353,12 @@ class VehicleModel:
             self.T0,
             self.wheel_frame,
             self.wheel_radius,
-            self.chain,
             self.A_joint,
             self.joint_offset,
+            self.track_frame,
+            self.track_drive,
+            self.track_path,
+            self.track_act,
         )
 
     def describe(self) -> str:
@@ -326,7 +395,16 @@ class VehicleModel:
             lines.append(f"  constraint {n}: {terms} = {b:g}")
         for s, (fi, _) in self.sensor_frame.items():
             lines.append(f"  sensor {s} on {self.frame_names[fi]}")
+        for t, tn in enumerate(self.track_names):
+            sel = np.flatnonzero(self.track_of == t)
+            fr = self.frame_names[int(self.track_frame[sel[0]])]
+            dr = self.frame_names[int(self.track_drive[sel[0]])]
+            lines.append(f"  track {tn} on {fr}, driven by {dr}, {sel.size} contact patches")
         return "\n".join(lines)
+
+
+def _default_activation() -> np.ndarray:
+    return np.array([TRACK_CONTACT_ON, TRACK_CONTACT_OFF, TRACK_MIN_WEIGHT])
 
 
 def _vec3(value: Any, what: str, where: str) -> np.ndarray:
@@ -511,6 +589,8 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
         T = _transform(_vec3(s.xyz, "xyz", where), _vec3(s.rpy, "rpy", where))
         sensors[s.name] = (index[s.parent], _ro(T))
 
+    track = _compile_tracks(spec, index, parent, joint_type)
+
     return VehicleModel(
         name=spec.name,
         source=src,
@@ -534,4 +614,89 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
         joint_constraint_names=tuple(cnames),
         sensor_frame=sensors,
         options=dict(spec.options),
+        **track,
     )
+
+
+def _compile_tracks(spec: VehicleSpec, index: dict[str, int], parent: np.ndarray,
+                    joint_type: np.ndarray) -> dict[str, Any]:
+    """Validate ``spec.tracks`` and sample their contact patches (:mod:`wmr_model.tracks`)."""
+    src = spec.source
+    if not spec.tracks:
+        return {}
+    names: list[str] = []
+    of, frames, drives, paths = [], [], [], []
+    for t, tr in enumerate(spec.tracks):
+        where = f"{src}: track {tr.name!r}"
+        if not isinstance(tr.name, str) or not tr.name:
+            raise ModelError(f"{src}: a track has an empty name")
+        if tr.name in names:
+            raise ModelError(f"{where}: defined twice")
+        names.append(tr.name)
+        if tr.frame not in index:
+            raise ModelError(f"{where}: frame {tr.frame!r} is not a frame of this vehicle; "
+                             f"frames are {list(index)}")
+        if tr.sprocket not in index or index[tr.sprocket] == 0:
+            raise ModelError(f"{where}: sprocket {tr.sprocket!r} is not a joint of this vehicle")
+        fi, di = index[tr.frame], index[tr.sprocket]
+        if joint_type[di] != REVOLUTE:
+            raise ModelError(f"{where}: sprocket joint {tr.sprocket!r} must be revolute")
+        i = fi
+        while i > 0:  # the belt's points must not turn with the sprocket
+            if i == di:
+                raise ModelError(
+                    f"{where}: frame {tr.frame!r} turns with the sprocket joint "
+                    f"{tr.sprocket!r}; attach the belt to the sprocket's parent (or a flipper)")
+            i = int(parent[i])
+        sp = _vec3(tr.sprocket_xyz, "sprocket_xyz", where)
+        ip = _vec3(tr.idler_xyz, "idler_xyz", where)
+        rws = []
+        for k, (c, r) in enumerate(tr.road_wheels):
+            rws.append((tuple(_vec3(c, f"road_wheels[{k}].xyz", where)), float(r)))
+        rd = tr.sprocket_radius if tr.drive_radius is None else tr.drive_radius
+        for what, r in (("sprocket_radius", tr.sprocket_radius),
+                        ("idler_radius", tr.idler_radius), ("drive_radius", rd),
+                        *((f"road_wheels[{k}].radius", rw[1]) for k, rw in enumerate(rws))):
+            if not (math.isfinite(float(r)) and float(r) > 0):
+                raise ModelError(f"{where}: {what} must be > 0 m, got {r}")
+        for what, c in (("idler_xyz", ip), *((f"road_wheels[{k}].xyz", np.asarray(rw[0]))
+                                               for k, rw in enumerate(rws))):
+            if abs(float(c[1]) - float(sp[1])) > 1e-9:
+                raise ModelError(f"{where}: {what} y must equal sprocket_xyz y = {sp[1]} (the "
+                                 f"belt lies in one x-z plane of the track frame), got {c[1]}")
+        if math.hypot(sp[0] - ip[0], sp[2] - ip[2]) <= abs(tr.sprocket_radius - tr.idler_radius):
+            raise ModelError(f"{where}: sprocket and idler circles overlap; no belt path")
+        if not (math.isfinite(float(tr.width)) and float(tr.width) >= 0):
+            raise ModelError(f"{where}: width must be >= 0 m, got {tr.width}")
+        if isinstance(tr.samples, bool) or int(tr.samples) != tr.samples or tr.samples < 2:
+            raise ModelError(f"{where}: samples must be an integer >= 2, got {tr.samples!r}")
+        g = TrackGeometry(tuple(sp), float(tr.sprocket_radius), tuple(ip),
+                          float(tr.idler_radius), tuple(rws), float(tr.width), int(tr.samples),
+                          float(rd))
+        try:
+            p = sample_track(g)
+        except ValueError as exc:
+            raise ModelError(f"{where}: {exc}") from None
+        paths.append(p)
+        of += [t] * p.shape[0]
+        frames += [fi] * p.shape[0]
+        drives += [di] * p.shape[0]
+    act = _default_activation()
+    opt = spec.options.get("track_activation")
+    if opt is not None:
+        try:
+            act = np.asarray([float(opt[k]) for k in ("on", "off", "min_weight")])
+        except (KeyError, TypeError, ValueError):
+            raise ModelError(f"{src}: options.track_activation must be a mapping with numbers "
+                             f"on, off, min_weight, got {opt!r}") from None
+        if not (0 <= act[0] < act[1] and 0 < act[2] <= 1):
+            raise ModelError(f"{src}: options.track_activation needs 0 <= on < off [m] and "
+                             f"0 < min_weight <= 1, got {act.tolist()}")
+    return {
+        "track_names": tuple(names),
+        "track_of": _ro(np.array(of, dtype=np.int64)),
+        "track_frame": _ro(np.array(frames, dtype=np.int64)),
+        "track_drive": _ro(np.array(drives, dtype=np.int64)),
+        "track_path": _ro(np.concatenate(paths)),
+        "track_act": _ro(act),
+    }

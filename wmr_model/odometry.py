@@ -611,20 +611,18 @@ class Odometry3D:
         q = self.q
         sigma = self.stabilization / dt
         tk, tp, tg = self.terrain.kernel_args()
-        vc = np.zeros((model.nw, 2))
+        vc = np.zeros((model.nc, 2))
         if self.fidelity == "enhanced":
             res = enhanced_joint_space_velocity(
-                model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
-                model.wheel_radius, model.A_joint, model.joint_offset, tk, tp, tg, q, known, qk,
-                sigma, vc, self._I_frame, np.array([0.0, 0.0, -STANDARD_GRAVITY]), self.slip,
+                *model.kinematic_arrays(), tk, tp, tg, q, known, qk, sigma, vc, self._I_frame,
+                np.array([0.0, 0.0, -STANDARD_GRAVITY]), self.slip,
                 self.slip_axes, True, data.T_world, data.T_contact, data.dz, data.contact_angle,
                 data.A, data.v, data.qdot, self._Ic, np.zeros(6), np.zeros(3), np.zeros(6),
-                np.zeros((model.nw, 2)))
+                np.zeros((model.nc, 2)))
         else:
             res = K.joint_space_velocity(
-                model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
-                model.wheel_radius, model.A_joint, model.joint_offset, tk, tp, tg, q, known, qk,
-                sigma, vc, data.T_world, data.T_contact, data.dz, data.contact_angle, data.A,
+                *model.kinematic_arrays(), tk, tp, tg, q, known, qk, sigma, vc, data.T_world,
+                data.T_contact, data.dz, data.contact_angle, data.A,
                 data.v, data.qdot)
         self.diagnostics.max_residual = max(self.diagnostics.max_residual, float(res))
         qdot = data.qdot

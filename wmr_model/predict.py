@@ -188,20 +188,20 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     qdot_cmd = np.zeros((N, T, model.nv))
     qdot_cmd[:, :, 6 + model.actuated_joints] = u
     known = kin_api.simulation_known(model)
-    vc = np.zeros((N, T, model.nw, 2))
+    nc = model.nc  # contacts: wheels, then track patches
+    vc = np.zeros((N, T, nc, 2))
     q_traj = np.empty((N, T + 1, model.nq))
     qdot_traj = np.empty((N, T, model.nv))
-    vcn = np.empty((N, T, model.nw))
-    dz = np.empty((N, T + 1, model.nw))
+    vcn = np.empty((N, T, nc))
+    dz = np.empty((N, T + 1, nc))
     slip = np.zeros((N, T, 6))
-    vc_slip = np.zeros((N, T, model.nw, 2))
+    vc_slip = np.zeros((N, T, nc, 2))
     margin = np.full((N, T + 1), np.nan)
     P_traj = np.empty((N, T + 1 if propagate else 0, 6, 6))
     assess = model.total_mass > 0.0
     tk, tp, tg = terrain.kernel_args()
-    L.predict_batch(model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
-                    model.wheel_radius, model.A_joint, model.joint_offset, tk, tp, tg, q0a,
-                    known, qdot_cmd, vc, float(dt), sigma, kin_api.INTEGRATORS[integrator],
+    L.predict_batch(*model.kinematic_arrays(), tk, tp, tg, q0a, known, qdot_cmd, vc, float(dt),
+                    sigma, kin_api.INTEGRATORS[integrator],
                     model_frame_inertias(model), np.array([0.0, 0.0, -float(gravity)]), p, axes,
                     fidelity == "enhanced", assess, noise, Q, P, propagate, q_traj, qdot_traj,
                     vcn, dz, slip, vc_slip, margin, P_traj)
@@ -210,7 +210,9 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     flags = np.zeros((N, T + 1), dtype=np.uint8)
     with np.errstate(invalid="ignore"):
         flags |= np.where(margin < tipover_margin, TIPOVER_RISK, 0).astype(np.uint8)
-    flags |= np.where((dz > liftoff_threshold).any(axis=-1), WHEEL_LIFTOFF, 0).astype(np.uint8)
+    # wheels only: a track patch clear of the terrain is normal (upper flippers, stair gaps)
+    lifted = (dz[..., :model.nw] > liftoff_threshold).any(axis=-1)
+    flags |= np.where(lifted, WHEEL_LIFTOFF, 0).astype(np.uint8)
     return Prediction(dt=float(dt), q=q_traj, qdot=qdot_traj, contact_speed=vcn, dz=dz,
                       slip=slip, wheel_slip=vc_slip, stability_margin=margin, flags=flags,
                       covariance=P_traj if propagate else None)

@@ -28,6 +28,7 @@ from wmr_model.model import VehicleModel, VehicleSpec, compile_vehicle
 
 __all__ = [
     "SHIPPED_VEHICLES",
+    "SHIPPED_TRACKED_VEHICLES",
     "data_roots",
     "list_vehicles",
     "vehicle_files",
@@ -37,6 +38,8 @@ __all__ = [
 
 #: The vehicles this package ships, in documentation order.
 SHIPPED_VEHICLES = ("rocky7", "landtamer", "zoe", "crusher", "recbot", "diffdrive", "warthog")
+#: Shipped tracked vehicles (sidecar ``tracks:``); ``list_vehicles(include_tracked=True)``.
+SHIPPED_TRACKED_VEHICLES = ("absolem",)
 
 
 def data_roots() -> list[Path]:
@@ -55,15 +58,28 @@ def data_roots() -> list[Path]:
     return out
 
 
-def list_vehicles() -> list[str]:
-    """Names of the available shipped vehicles (URDF and sidecar both found)."""
+def _has_tracks(sidecar: Path) -> bool:
+    try:
+        data = yaml.safe_load(sidecar.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and bool(data.get("tracks"))
+
+
+def list_vehicles(include_tracked: bool = False) -> list[str]:
+    """Names of the available shipped vehicles (URDF and sidecar both found).
+
+    Wheeled vehicles only unless ``include_tracked`` (sidecars with a ``tracks:`` section, e.g.
+    ``absolem``): the wheeled-robot tools (``wmr vehicles``, dynamics) expect wheels.
+    """
     names: list[str] = []
     for root in data_roots():
         for urdf in sorted((root / "urdf").glob("*.urdf")):
-            if (root / "config" / "vehicles" / f"{urdf.stem}.yaml").is_file():
-                if urdf.stem not in names:
+            sidecar = root / "config" / "vehicles" / f"{urdf.stem}.yaml"
+            if sidecar.is_file() and urdf.stem not in names:
+                if include_tracked or not _has_tracks(sidecar):
                     names.append(urdf.stem)
-    order = {n: i for i, n in enumerate(SHIPPED_VEHICLES)}
+    order = {n: i for i, n in enumerate(SHIPPED_VEHICLES + SHIPPED_TRACKED_VEHICLES)}
     return sorted(names, key=lambda n: (order.get(n, len(order)), n))
 
 

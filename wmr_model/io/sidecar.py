@@ -30,11 +30,27 @@ Sidecar schema, ``version: 1`` (the only version so far; a missing ``version`` m
       left_wheel_joint: [front_left_wheel, rear_left_wheel]
     options: {baumgarte_gain: 10}   # free-form model options (mapping)
     parameters: {slip.p1: 0.0}      # nominal values of named (dotted) calibratable parameters
+    tracks:                         # belt tracks (wmr_model.tracks); geometry in `link` coords [m]
+      left:
+        link: base_link             # link carrying the belt; default: sprocket's parent link
+        sprocket: left_sprocket     # drive joint: belt speed = sprocket_radius * its rate
+        sprocket_radius: 0.09
+        sprocket_xyz: [0.25, 0.2, 0.0]
+        idler_radius: 0.09
+        idler_xyz: [-0.25, 0.2, 0.0]   # same y as the sprocket: the belt's x-z plane
+        road_wheels: [{xyz: [0.0, 0.2, -0.01], radius: 0.05}]   # optional
+        width: 0.1                  # belt width, >= 0; default 0
+        samples: 16                 # contact patches along the ground-facing belt; default 16
+        drive_radius: 0.09          # belt speed per unit sprocket rate [m/rad]; default
+                                    #   sprocket_radius (set it for a flipper driven by the
+                                    #   main track's shaft)
 
 Where the URDF gives a wheel radius (cylinder or sphere collision of the wheel link) and the
 sidecar gives one too, the sidecar wins. ``encoder_map`` is stored in
 ``options["encoder_map"]`` and ``parameters`` in ``options["parameters"]``. A sensor ``parent``
 may name a link or a model frame (joint name, or the body link).
+
+Sprocket joints of ``tracks`` are not wheels by default and are actuated by default.
 
 Every error names the sidecar file and the offending key, e.g.
 ``warthog.yaml: wheels.front_left_wheel.radius must be > 0 m, got -0.1``.
@@ -59,6 +75,8 @@ __all__ = [
     "Sidecar",
     "WheelEntry",
     "SensorEntry",
+    "TrackEntry",
+    "TRACK_KEYS",
     "load_sidecar",
     "read_yaml",
 ]
@@ -76,7 +94,10 @@ SIDECAR_KEYS = (
     "encoder_map",
     "options",
     "parameters",
+    "tracks",
 )
+TRACK_KEYS = ("link", "sprocket", "sprocket_radius", "sprocket_xyz", "idler_radius",
+              "idler_xyz", "road_wheels", "width", "samples", "drive_radius")
 
 
 @dataclass
@@ -99,6 +120,23 @@ class SensorEntry:
 
 
 @dataclass
+class TrackEntry:
+    """Sidecar track: geometry in the coordinates of ``link`` (None: the sprocket's parent)."""
+
+    name: str
+    sprocket: str
+    sprocket_radius: float
+    sprocket_xyz: tuple[float, float, float]
+    idler_radius: float
+    idler_xyz: tuple[float, float, float]
+    link: str | None = None
+    road_wheels: list[tuple[tuple[float, float, float], float]] = field(default_factory=list)
+    width: float = 0.0
+    samples: int = 16
+    drive_radius: float | None = None
+
+
+@dataclass
 class Sidecar:
     """Parsed and type-checked sidecar (joint names are checked against the URDF later)."""
 
@@ -112,6 +150,7 @@ class Sidecar:
     encoder_map: dict[str, list[str]] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     parameters: dict[str, float] = field(default_factory=dict)
+    tracks: list[TrackEntry] = field(default_factory=list)
 
 
 # ---- shared YAML helpers ------------------------------------------------------------------------
@@ -310,6 +349,59 @@ def _parse_wheels(value: Any, where: str) -> dict[str, WheelEntry]:
     return out
 
 
+def _positive(value: Any, where: str) -> float:
+    v = finite_number(value, where)
+    if v <= 0:
+        raise ModelError(f"{where} must be > 0 m, got {v}")
+    return v
+
+
+def _parse_tracks(value: Any, where: str) -> list[TrackEntry]:
+    """``{name: {sprocket, sprocket_radius, sprocket_xyz, idler_radius, idler_xyz, ...}}``."""
+    out = []
+    for name, spec in expect_mapping(value, where).items():
+        w = f"{where}.{name}"
+        m = expect_mapping(spec, w)
+        check_keys(m, TRACK_KEYS, w)
+        for key in ("sprocket", "sprocket_radius", "sprocket_xyz", "idler_radius", "idler_xyz"):
+            if m.get(key) is None:
+                raise ModelError(f"{w}.{key} is required")
+        for key in ("sprocket", "link"):
+            v = m.get(key)
+            if v is not None and (not isinstance(v, str) or not v):
+                raise ModelError(f"{w}.{key} must be a name, got {v!r}")
+        rws = m.get("road_wheels") or []
+        if not isinstance(rws, list):
+            raise ModelError(f"{w}.road_wheels must be a list of {{xyz, radius}}, got {rws!r}")
+        road = []
+        for i, rw in enumerate(rws):
+            rm = expect_mapping(rw, f"{w}.road_wheels[{i}]")
+            check_keys(rm, ("xyz", "radius"), f"{w}.road_wheels[{i}]")
+            road.append((vec3(rm.get("xyz"), f"{w}.road_wheels[{i}].xyz"),
+                         _positive(rm.get("radius"), f"{w}.road_wheels[{i}].radius")))
+        width = finite_number(m.get("width", 0.0), f"{w}.width")
+        if width < 0:
+            raise ModelError(f"{w}.width must be >= 0 m, got {width}")
+        samples = m.get("samples", 16)
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 2:
+            raise ModelError(f"{w}.samples must be an integer >= 2, got {samples!r}")
+        out.append(TrackEntry(
+            name=name,
+            sprocket=m["sprocket"],
+            sprocket_radius=_positive(m["sprocket_radius"], f"{w}.sprocket_radius"),
+            sprocket_xyz=vec3(m["sprocket_xyz"], f"{w}.sprocket_xyz"),
+            idler_radius=_positive(m["idler_radius"], f"{w}.idler_radius"),
+            idler_xyz=vec3(m["idler_xyz"], f"{w}.idler_xyz"),
+            link=m.get("link"),
+            road_wheels=road,
+            width=width,
+            samples=samples,
+            drive_radius=(None if m.get("drive_radius") is None
+                          else _positive(m["drive_radius"], f"{w}.drive_radius")),
+        ))
+    return out
+
+
 def load_sidecar(src: str | os.PathLike[str] | Mapping[str, Any] | None) -> Sidecar:
     """Read and type-check a sidecar (path, YAML text or dict); ``None`` gives an empty one.
 
@@ -340,4 +432,5 @@ def load_sidecar(src: str | os.PathLike[str] | Mapping[str, Any] | None) -> Side
     sc.encoder_map = {k: name_list(v, f"{name}: encoder_map.{k}") for k, v in emap.items()}
     sc.options = expect_mapping(data.get("options"), f"{name}: options")
     sc.parameters = parse_parameters(data.get("parameters"), f"{name}: parameters")
+    sc.tracks = _parse_tracks(data.get("tracks"), f"{name}: tracks")
     return sc

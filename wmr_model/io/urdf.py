@@ -41,7 +41,7 @@ import numpy as np
 
 from wmr_model.errors import ModelError
 from wmr_model.io.sidecar import Sidecar, WheelEntry, load_sidecar
-from wmr_model.model import FrameSpec, JointConstraintSpec, SensorSpec, VehicleSpec
+from wmr_model.model import FrameSpec, JointConstraintSpec, SensorSpec, TrackSpec, VehicleSpec
 from wmr_model.spatial import euler_to_rot
 
 __all__ = ["load_urdf", "read_urdf_text", "combine_inertias", "rpy_from_rot"]
@@ -303,7 +303,9 @@ def load_urdf(
                     "a revolute or continuous joint"
                 )
     else:
-        wheel_entries = {n: WheelEntry() for n, j in joints.items() if j.type == "continuous"}
+        sprockets = {t.sprocket for t in sc.tracks}
+        wheel_entries = {n: WheelEntry() for n, j in joints.items()
+                         if j.type == "continuous" and n not in sprockets}
 
     for jn, f in frames.items():  # tree order: a wheel's ancestors are final before it
         if jn in wheel_entries:
@@ -356,7 +358,7 @@ def load_urdf(
                 raise _unknown(sc, "actuated", jn, label, known_joints)
         actuated = set(sc.actuated)
     else:
-        actuated = set(wheel_entries)
+        actuated = set(wheel_entries) | {t.sprocket for t in sc.tracks if t.sprocket in frames}
 
     constraints: list[JointConstraintSpec] = []
     for jn, j in joints.items():
@@ -397,6 +399,8 @@ def load_urdf(
         for jn in targets:
             if jn not in frames:
                 raise _unknown(sc, f"encoder_map.{enc}", jn, label, known_joints)
+
+    tracks = _tracks(sc, label, frames, joints, links, host, T_host, known_joints)
 
     # ---- assemble -------------------------------------------------------------------------
     specs = []
@@ -439,7 +443,44 @@ def load_urdf(
         sensors=sensors,
         options=options,
         source=source,
+        tracks=tracks,
     )
+
+
+def _tracks(sc: Sidecar, label: str, frames: dict[str, dict[str, Any]], joints: dict[str, Any],
+            links: dict[str, Any], host: dict[str, str], T_host: dict[str, np.ndarray],
+            known_joints: list[str]) -> list[TrackSpec]:
+    """Sidecar ``tracks`` -> TrackSpec: geometry moved from the link into its model frame."""
+    out = []
+    for t in sc.tracks:
+        w = f"{sc.source}: tracks.{t.name}"
+        if t.sprocket not in frames:
+            raise ModelError(f"{w}.sprocket: joint {t.sprocket!r} is not a movable joint of "
+                             f"{label}; joints are {known_joints}")
+        if joints[t.sprocket].type not in ("revolute", "continuous"):
+            raise ModelError(f"{w}.sprocket: joint {t.sprocket!r} is "
+                             f"{joints[t.sprocket].type}; a sprocket needs a revolute or "
+                             "continuous joint")
+        link = t.link if t.link is not None else joints[t.sprocket].parent
+        if link not in links:
+            raise ModelError(f"{w}.link: {link!r} is not a link of {label}; links are "
+                             f"{sorted(links)}")
+        T = T_host[link]
+        if np.abs(T[:3, 1] - (0.0, 1.0, 0.0)).max() > _AXIS_TOL:
+            raise ModelError(f"{w}.link: the y axis of {link!r} must be that of its model "
+                             f"frame {host[link]!r} (the belt plane is the frame's x-z plane)")
+
+        def tf(p: tuple[float, float, float], T: np.ndarray = T) -> tuple[float, float, float]:
+            x, y, z = T[:3, :3] @ np.asarray(p) + T[:3, 3]
+            return (float(x), float(y), float(z))
+
+        out.append(TrackSpec(
+            name=t.name, frame=host[link], sprocket=t.sprocket,
+            sprocket_xyz=tf(t.sprocket_xyz), sprocket_radius=t.sprocket_radius,
+            idler_xyz=tf(t.idler_xyz), idler_radius=t.idler_radius,
+            road_wheels=[(tf(c), r) for c, r in t.road_wheels], width=t.width,
+            samples=t.samples, drive_radius=t.drive_radius))
+    return out
 
 
 def _spin_about_y(

@@ -59,13 +59,17 @@ DEFAULT_STABILIZATION = 0.5
 class KinematicsData:
     """Per-state workspace of the kinematics (one vehicle state).
 
+    Contacts are the wheels followed by the track patches (nc = nw + ntp; nc = nw for wheeled
+    vehicles).
+
     Attributes:
         T_world: (nf, 4, 4) frame-to-world transforms (Algorithm 1).
-        T_contact: (nw, 4, 4) contact frames (Figure 2.3).
-        dz: (nw,) contact height errors Δz [m] (2.8).
-        contact_angle: (nw,) contact angles δ [rad] (2.9).
-        A: (3 nw + ncj, nv) stacked constraint matrix (2.34).
-        v: (3 nw + ncj,) right-hand side (2.34)-(2.36).
+        T_contact: (nc, 4, 4) contact frames (Figure 2.3).
+        dz: (nc,) contact height errors Δz [m] (2.8).
+        contact_angle: (nc,) contact angles δ [rad] (2.9); for a track patch its fractional
+            sub-point coordinate (:func:`wmr_model.kinematics.kernels.track_contact`).
+        A: (3 nc + ncj, nv) stacked constraint matrix (2.34).
+        v: (3 nc + ncj,) right-hand side (2.34)-(2.36).
         qdot: (nv,) joint-space velocity.
         residual: |A qdot - v| of the last solve.
     """
@@ -81,13 +85,13 @@ class KinematicsData:
 
 
 def create_data(model: VehicleModel) -> KinematicsData:
-    """Allocate a :class:`KinematicsData` workspace for ``model``."""
-    m = 3 * model.nw + model.ncj
+    """Allocate a :class:`KinematicsData` workspace for ``model`` (contacts: nc = nw + ntp)."""
+    m = 3 * model.nc + model.ncj
     return KinematicsData(
         T_world=np.zeros((model.nf, 4, 4)),
-        T_contact=np.zeros((model.nw, 4, 4)),
-        dz=np.zeros(model.nw),
-        contact_angle=np.zeros(model.nw),
+        T_contact=np.zeros((model.nc, 4, 4)),
+        dz=np.zeros(model.nc),
+        contact_angle=np.zeros(model.nc),
         A=np.zeros((m, model.nv)),
         v=np.zeros(m),
         qdot=np.zeros(model.nv),
@@ -121,10 +125,14 @@ def forward_kinematics(model: VehicleModel, data: KinematicsData, q: np.ndarray)
 
 
 def wheel_contact(model: VehicleModel, data: KinematicsData, terrain: Terrain) -> np.ndarray:
-    """Collision detection (2.8)-(2.9) from ``data.T_world``; writes contact frames, returns Δz."""
+    """Collision detection (2.8)-(2.9) from ``data.T_world``; writes contact frames, returns Δz.
+
+    Covers every contact: wheels, then track patches (:func:`K.contact_detection`).
+    """
     tk, tp, tg = terrain.kernel_args()
-    K.wheel_contact(model.parent, model.T0, model.wheel_frame, model.wheel_radius, tk, tp, tg,
-                    data.T_world, data.T_contact, data.dz, data.contact_angle)
+    K.contact_detection(model.parent, model.T0, model.wheel_frame, model.wheel_radius,
+                        model.track_frame, model.track_path, tk, tp, tg, data.T_world,
+                        data.T_contact, data.dz, data.contact_angle)
     return data.dz
 
 
@@ -133,13 +141,14 @@ def constraint_system(model: VehicleModel, data: KinematicsData, q: np.ndarray, 
     """Stacked wheel and joint constraints ``A qdot = v`` (2.33)-(2.36) from the workspace.
 
     Requires :func:`forward_kinematics` and :func:`wheel_contact` for the same ``q``.
-    ``vc_xy`` (nw, 2): contact slip velocities (default zero, no slip).
+    ``vc_xy`` (nc, 2): contact slip velocities (default zero, no slip).
     """
     q = _state(model, q)
-    vc = np.zeros((model.nw, 2)) if vc_xy is None else _array(vc_xy, (model.nw, 2), "vc_xy")
+    vc = np.zeros((model.nc, 2)) if vc_xy is None else _array(vc_xy, (model.nc, 2), "vc_xy")
     K.constraint_system(model.parent, model.joint_type, model.axis, model.wheel_frame,
-                        model.A_joint, model.joint_offset, q, data.T_world, data.T_contact,
-                        data.dz, sigma, vc, data.A, data.v)
+                        model.A_joint, model.joint_offset, model.track_frame, model.track_drive,
+                        model.track_path, model.track_act, q, data.T_world, data.T_contact,
+                        data.dz, data.contact_angle, sigma, vc, data.A, data.v)
     return data.A, data.v
 
 
@@ -153,7 +162,7 @@ def joint_space_velocity(model: VehicleModel, data: KinematicsData, terrain: Ter
         known: (nv,) bool, elements of the joint-space velocity that are given.
         qdot_known: (nv,) their values (others ignored).
         sigma: Baumgarte gain [1/s] (2.35); 0 for a pure velocity solve.
-        vc_xy: (nw, 2) contact slip velocities (2.52); default zero.
+        vc_xy: (nc, 2) contact slip velocities (2.52); default zero.
 
     Returns:
         ``data.qdot`` (nv,); ``data.residual`` holds the least-squares residual norm.
@@ -161,13 +170,11 @@ def joint_space_velocity(model: VehicleModel, data: KinematicsData, terrain: Ter
     q = _state(model, q)
     known = _array(known, (model.nv,), "known", dtype=bool)
     qk = _array(qdot_known, (model.nv,), "qdot_known")
-    vc = np.zeros((model.nw, 2)) if vc_xy is None else _array(vc_xy, (model.nw, 2), "vc_xy")
+    vc = np.zeros((model.nc, 2)) if vc_xy is None else _array(vc_xy, (model.nc, 2), "vc_xy")
     tk, tp, tg = terrain.kernel_args()
     data.residual = K.joint_space_velocity(
-        model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
-        model.wheel_radius, model.A_joint, model.joint_offset, tk, tp, tg, q, known, qk,
-        float(sigma), vc, data.T_world, data.T_contact, data.dz, data.contact_angle, data.A,
-        data.v, data.qdot)
+        *model.kinematic_arrays(), tk, tp, tg, q, known, qk, float(sigma), vc, data.T_world,
+        data.T_contact, data.dz, data.contact_angle, data.A, data.v, data.qdot)
     return data.qdot
 
 
@@ -246,10 +253,8 @@ def initialize_contact(model: VehicleModel, terrain: Terrain, q: np.ndarray | No
     data = create_data(model)
     q_out = np.empty(model.nq)
     err = K.initialize_terrain_contact(
-        model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
-        model.wheel_radius, model.A_joint, model.joint_offset, tk, tp, tg, q0, free,
-        int(max_iter), float(tol), data.T_world, data.T_contact, data.dz, data.contact_angle,
-        q_out)
+        *model.kinematic_arrays(), tk, tp, tg, q0, free, int(max_iter), float(tol),
+        data.T_world, data.T_contact, data.dz, data.contact_angle, q_out)
     return q_out, float(err)
 
 
@@ -261,8 +266,9 @@ class Trajectory:
         dt: step size [s].
         q: (N, T+1, nq) or (T+1, nq) states (quaternion w, x, y, z; position; joints).
         qdot: (..., T, nv) joint-space velocities used for each step.
-        contact_speed: (..., T, nw) |v_c| per wheel at the start of each step [m/s].
-        dz: (..., T+1, nw) contact height errors [m].
+        contact_speed: (..., T, nc) |v_c| per contact at the start of each step [m/s] (wheels,
+            then track patches whose value is activation-weighted).
+        dz: (..., T+1, nc) contact height errors [m] (wheels, then track patches).
     """
 
     dt: float
@@ -364,7 +370,7 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
         dt: step size [s].
         integrator: ``"euler"`` (2.39) or ``"rk4"``.
         stabilization: Baumgarte gain as sigma*dt in [0, 1] (2.35); 0 disables it.
-        vc_xy: (T, nw, 2) or (N, T, nw, 2) contact slip velocities (enhanced kinematics).
+        vc_xy: (T, nc, 2) or (N, T, nc, 2) contact slip velocities (enhanced kinematics).
 
     Returns:
         :class:`Trajectory`, batched when ``q0`` or ``joint_rates`` is.
@@ -376,23 +382,23 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     known = simulation_known(model)
     qdot_cmd = np.zeros((N, T, model.nv))
     qdot_cmd[:, :, 6 + model.actuated_joints] = u
+    nc = model.nc
     if vc_xy is None:
-        vc = np.zeros((N, T, model.nw, 2))
+        vc = np.zeros((N, T, nc, 2))
     else:
         vc = np.asarray(vc_xy, dtype=float)
         if vc.ndim == 3:
             vc = vc[None]
-        if vc.shape[1:] != (T, model.nw, 2) or vc.shape[0] not in (1, N):
-            raise ShapeError(f"vc_xy: expected ({T}, {model.nw}, 2) or (N, {T}, {model.nw}, 2), "
+        if vc.shape[1:] != (T, nc, 2) or vc.shape[0] not in (1, N):
+            raise ShapeError(f"vc_xy: expected ({T}, {nc}, 2) or (N, {T}, {nc}, 2), "
                              f"got {np.shape(vc_xy)}")
-        vc = np.ascontiguousarray(np.broadcast_to(vc, (N, T, model.nw, 2)))
+        vc = np.ascontiguousarray(np.broadcast_to(vc, (N, T, nc, 2)))
     q_traj = np.empty((N, T + 1, model.nq))
     qdot_traj = np.empty((N, T, model.nv))
-    vcn = np.empty((N, T, model.nw))
-    dz = np.empty((N, T + 1, model.nw))
+    vcn = np.empty((N, T, nc))
+    dz = np.empty((N, T + 1, nc))
     tk, tp, tg = terrain.kernel_args()
-    args = (model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
-            model.wheel_radius, model.A_joint, model.joint_offset, tk, tp, tg)
+    args = (*model.kinematic_arrays(), tk, tp, tg)
     if N == 1:
         L.simulate_trajectory(*args, q0a[0], known, qdot_cmd[0], vc[0], float(dt), sigma,
                               INTEGRATORS[integrator], q_traj[0], qdot_traj[0], vcn[0], dz[0])
@@ -454,13 +460,11 @@ def simulate_unconstrained(model: VehicleModel, terrain: Terrain, q0: np.ndarray
     rates[:, model.actuated_joints] = u
     free = initialization_free(model)
     q_traj = np.empty((T + 1, model.nq))
-    vcn = np.empty((T, model.nw))
-    dz = np.empty((T + 1, model.nw))
+    vcn = np.empty((T, model.nc))
+    dz = np.empty((T + 1, model.nc))
     tk, tp, tg = terrain.kernel_args()
-    L.simulate_unconstrained(model.parent, model.joint_type, model.axis, model.T0,
-                             model.wheel_frame, model.wheel_radius, model.A_joint,
-                             model.joint_offset, tk, tp, tg, q0, body, rates, free, float(dt),
-                             int(max_iter), float(tol), q_traj, vcn, dz)
+    L.simulate_unconstrained(*model.kinematic_arrays(), tk, tp, tg, q0, body, rates, free,
+                             float(dt), int(max_iter), float(tol), q_traj, vcn, dz)
     qdot = np.concatenate([body, rates], axis=1)
     return Trajectory(float(dt), q_traj, qdot, vcn, dz)
 

@@ -13,6 +13,14 @@ Argument names used below:
     (nw,), (nw,).
 ``A_joint, joint_offset``
     (ncj, nv), (ncj,): holonomic joint constraints (2.26), c = A_joint[:, 6:] theta - offset.
+``track_frame, track_drive, track_path, track_act``
+    track contact patches (:mod:`wmr_model.tracks`): (ntp,) carrying frame, (ntp,) drive joint
+    frame, (ntp, M, 6) sub-point positions and belt velocity per unit drive rate in the carrying
+    frame, (3,) activation rule. Empty (ntp = 0) for wheeled vehicles.
+
+Contacts are the nw wheels followed by the ntp track patches (nc = nw + ntp): ``T_contact``
+(nc, 4, 4), ``dz`` (nc,), ``contact_angle`` (nc,) (for a patch: its fractional sub-point
+coordinate in [0, M-1]), ``vc_xy`` (nc, 2), rows 3k..3k+2 of ``A`` for contact k.
 ``tkind, tparams, tgrid``
     terrain kernel arguments (:func:`wmr_model.terrain.terrain_height_normal`).
 ``q``
@@ -47,6 +55,11 @@ from wmr_model.terrain import terrain_height_normal
 # +-80 degrees reaches a step face in front of the wheel.
 CONTACT_FAN_POINTS = 17
 CONTACT_FAN_HALF_SPAN = math.radians(80.0)
+
+# A track patch's contact point averages its sub-points whose Δz is within this of the patch's
+# minimum [m]: 2 mm is below the activation band (tracks.TRACK_CONTACT_ON) and well above the
+# Δz differences rounding or a slight pitch make along a flat patch (micrometres).
+TRACK_PATCH_TOL = 0.002
 
 
 @njit
@@ -293,6 +306,154 @@ def wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, out)
 
 
 @njit
+def track_activation(dz, track_act):
+    """Contact weight ``w_t`` of a track patch from its contact height error (tracks.py).
+
+    1 for ``dz <= d_on``, 0 for ``dz >= d_off``, a C1 cubic blend in between. The tangential
+    rows are scaled by ``w_t``, the normal row by ``w_min + (1 - w_min) w_t``.
+    """
+    d_on = track_act[0]
+    d_off = track_act[1]
+    if dz <= d_on:
+        return 1.0
+    if dz >= d_off:
+        return 0.0
+    x = (dz - d_on) / (d_off - d_on)
+    return 1.0 - x * x * (3.0 - 2.0 * x)
+
+
+@njit
+def _patch_point(track_path, k, u, out):
+    """Sub-point data of patch k at fractional coordinate u (linear between sub-points)."""
+    M = track_path.shape[1]
+    j = int(math.floor(u))
+    if j >= M - 1:
+        j = M - 2
+    if j < 0:
+        j = 0
+    f = u - j
+    for c in range(6):
+        out[c] = (1.0 - f) * track_path[k, j, c] + f * track_path[k, j + 1, c]
+
+
+@njit
+def _patch_height_error(tkind, tparams, tgrid, T, pl):
+    """World position of the track-frame point ``pl`` and its contact height error Δz (2.8)."""
+    rx = T[0, 0] * pl[0] + T[0, 1] * pl[1] + T[0, 2] * pl[2] + T[0, 3]
+    ry = T[1, 0] * pl[0] + T[1, 1] * pl[1] + T[1, 2] * pl[2] + T[1, 3]
+    rz = T[2, 0] * pl[0] + T[2, 1] * pl[1] + T[2, 2] * pl[2] + T[2, 3]
+    h, nx, ny, nz = terrain_height_normal(tkind, tparams, tgrid, rx, ry)
+    return (rz - h) * nz, rx, ry, rz, nx, ny, nz
+
+
+@njit
+def track_contact(track_frame, track_path, tkind, tparams, tgrid, T_world, nw, T_contact, dz,
+                  contact_angle):
+    """Belt-terrain collision detection for every track patch (the track analogue of 2.8-2.9).
+
+    Patch k is the belt between its M sub-points (``track_path[k, :, 0:3]`` in the frame
+    ``track_frame[k]``). Its contact height error Δz is the smallest sub-point Δz (2.8); its
+    contact point is the centroid of the sub-points within :data:`TRACK_PATCH_TOL` of that
+    minimum, weighted ``(1 - (Δz_j - Δz_min) / tol)^2`` - the patch centre on flat ground (a
+    belt lying on the ground bears along its length), the lowest sub-point on an edge, and
+    continuous in the state in between. Its fractional sub-point coordinate goes to
+    ``contact_angle[nw + k]``. The contact frame has z along the terrain normal there and
+    x = y_track x n (the belt's longitudinal direction), as for a wheel (Figure 2.3). Writes
+    entries ``nw .. nw + ntp - 1`` of ``T_contact``, ``dz``, ``contact_angle``.
+    """
+    ntp = track_frame.shape[0]
+    M = track_path.shape[1]
+    fvals = np.empty(M)
+    pl = np.empty(6)
+    for k in range(ntp):
+        T = T_world[track_frame[k]]
+        fbest = np.inf
+        for j in range(M):
+            f = _patch_height_error(tkind, tparams, tgrid, T, track_path[k, j])[0]
+            fvals[j] = f
+            if f < fbest:
+                fbest = f
+        sw = 0.0
+        su = 0.0
+        for j in range(M):
+            x = (fvals[j] - fbest) / TRACK_PATCH_TOL
+            if x < 1.0:
+                w = (1.0 - x) * (1.0 - x)
+                sw += w
+                su += w * j
+        u = su / sw
+        _patch_point(track_path, k, u, pl)
+        _, rx, ry, rz, nx, ny, nz = _patch_height_error(tkind, tparams, tgrid, T, pl)
+        f = fbest
+        c = nw + k
+        dz[c] = f
+        contact_angle[c] = u
+        # x = y_track x n; on a face whose normal is the belt's lateral axis, fall back to the
+        # belt direction (any horizontal direction normal to n would do).
+        yx, yy, yz = T[0, 1], T[1, 1], T[2, 1]
+        cx = yy * nz - yz * ny
+        cy = yz * nx - yx * nz
+        cz = yx * ny - yy * nx
+        cn = math.sqrt(cx * cx + cy * cy + cz * cz)
+        if cn < 1e-6:
+            cx, cy, cz = T[0, 0], T[1, 0], T[2, 0]
+            d = cx * nx + cy * ny + cz * nz
+            cx -= d * nx
+            cy -= d * ny
+            cz -= d * nz
+            cn = math.sqrt(cx * cx + cy * cy + cz * cz)
+        cx /= cn
+        cy /= cn
+        cz /= cn
+        Tc = T_contact[c]
+        Tc[:, :] = 0.0
+        Tc[0, 0] = cx
+        Tc[1, 0] = cy
+        Tc[2, 0] = cz
+        Tc[0, 1] = ny * cz - nz * cy
+        Tc[1, 1] = nz * cx - nx * cz
+        Tc[2, 1] = nx * cy - ny * cx
+        Tc[0, 2] = nx
+        Tc[1, 2] = ny
+        Tc[2, 2] = nz
+        Tc[0, 3] = rx
+        Tc[1, 3] = ry
+        Tc[2, 3] = rz
+        Tc[3, 3] = 1.0
+
+
+@njit
+def track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_path, T_world,
+                         T_contact, contact_angle, nw, k, belt, out):
+    """Jacobian of track patch k's belt point: ``A_k qdot = v_c`` in contact coordinates.
+
+    The point is fixed in the track frame, so its rigid-body part is Algorithm 2 from that
+    frame up to the body (:func:`wheel_jacobian` applied to the track frame). The belt slides
+    over the frame at ``b * theta_dot_s`` (``b`` the belt velocity per unit drive rate at the
+    point, :mod:`wmr_model.tracks`), the contact surface motion of seed 003; it enters the
+    column of the drive joint ``s``:
+
+    .. math:: A_k[:, s] \\mathrel{+}= (R_c^w)^T R_{track}^w b
+
+    ``out`` (3, nv) is overwritten; ``belt`` (3,) receives the belt term alone (contact
+    coordinates), so callers can separate the rigid part.
+    """
+    wheel_jacobian(parent, jtype, axis, track_frame, T_world, T_contact[nw:], k, out)
+    pl = np.empty(6)
+    _patch_point(track_path, k, contact_angle[nw + k], pl)
+    T = T_world[track_frame[k]]
+    Tc = T_contact[nw + k]
+    col = 5 + track_drive[k]
+    belt[:] = 0.0
+    for r in range(3):
+        bw = T[r, 0] * pl[3] + T[r, 1] * pl[4] + T[r, 2] * pl[5]
+        for c in range(3):
+            belt[c] += Tc[r, c] * bw
+    for c in range(3):
+        out[c, col] += belt[c]
+
+
+@njit
 def joint_constraint_residual(A_joint, joint_offset, q, c):
     """Holonomic joint constraint values c = A_joint[:, 6:] theta - offset, (2.25), (E.1)."""
     nj = q.shape[0] - 7
@@ -304,16 +465,24 @@ def joint_constraint_residual(A_joint, joint_offset, q, c):
 
 
 @njit
-def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, q, T_world,
-                      T_contact, dz, sigma, vc_xy, A, v):
+def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, track_frame,
+                      track_drive, track_path, track_act, q, T_world, T_contact, dz,
+                      contact_angle, sigma, vc_xy, A, v):
     """Stacked constraint system ``A qdot = v`` with Baumgarte stabilization, (2.33)-(2.36).
 
     Rows ``3k..3k+2`` are wheel k's Jacobian (2.24) with right-hand side ``[vx, vy, -sigma Δz]``
-    (2.35) where ``vc_xy`` (nw, 2) holds the commanded contact slip velocities (zero for
-    no-slip kinematics; nonzero from enhanced kinematics, 2.52). The last ncj rows are the
-    holonomic joint constraints with ``-sigma c`` (2.36). ``A`` (3 nw + ncj, nv), ``v`` written.
+    (2.35) where ``vc_xy`` (nc, 2) holds the commanded contact slip velocities (zero for
+    no-slip kinematics; nonzero from enhanced kinematics, 2.52). Track patches follow the
+    wheels (rows ``3(nw + k)``, :func:`track_point_jacobian`) with the same right-hand side and
+    the activation rule of :mod:`wmr_model.tracks`: tangential rows scaled by ``w_t``
+    (:func:`track_activation`), the normal row by ``w_n = w_min + (1 - w_min) w_t`` with its
+    belt term by ``w_t`` and its Δz capped at ``d_off`` (a patch clear of the terrain keeps
+    only a faint pull of its rigid point). The last ncj rows are the holonomic joint constraints
+    with ``-sigma c`` (2.36). ``A`` (3 nc + ncj, nv), ``v`` written.
     """
     nw = wheel_frame.shape[0]
+    ntp = track_frame.shape[0]
+    nc = nw + ntp
     nv = A.shape[1]
     blk = np.empty((3, nv))
     for k in range(nw):
@@ -322,13 +491,28 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, q
         v[3 * k] = vc_xy[k, 0]
         v[3 * k + 1] = vc_xy[k, 1]
         v[3 * k + 2] = -sigma * dz[k]
+    belt = np.empty(3)
+    for k in range(ntp):
+        c = nw + k
+        track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_path,
+                             T_world, T_contact, contact_angle, nw, k, belt, blk)
+        wt = track_activation(dz[c], track_act)
+        wn = track_act[2] + (1.0 - track_act[2]) * wt
+        for j in range(nv):
+            A[3 * c, j] = wt * blk[0, j]
+            A[3 * c + 1, j] = wt * blk[1, j]
+            A[3 * c + 2, j] = wn * blk[2, j]
+        A[3 * c + 2, 5 + track_drive[k]] -= (wn - wt) * belt[2]
+        v[3 * c] = wt * vc_xy[c, 0]
+        v[3 * c + 1] = wt * vc_xy[c, 1]
+        v[3 * c + 2] = -wn * sigma * min(dz[c], track_act[1])
     ncj = A_joint.shape[0]
     if ncj > 0:
-        c = np.empty(ncj)
-        joint_constraint_residual(A_joint, joint_offset, q, c)
+        cj = np.empty(ncj)
+        joint_constraint_residual(A_joint, joint_offset, q, cj)
         for r in range(ncj):
-            A[3 * nw + r, :] = A_joint[r, :]
-            v[3 * nw + r] = -sigma * c[r]
+            A[3 * nc + r, :] = A_joint[r, :]
+            v[3 * nc + r] = -sigma * cj[r]
 
 
 # Relative pivot below which the normal-equation Cholesky is treated as rank deficient and the
@@ -431,9 +615,21 @@ def solve_partitioned(A, v, known, qdot_known, qdot):
 
 
 @njit
+def contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
+                      tparams, tgrid, T_world, T_contact, dz, contact_angle):
+    """Collision detection of every contact: wheels (2.8)-(2.9), then track patches."""
+    wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
+                  T_contact, dz, contact_angle)
+    if track_frame.shape[0] > 0:
+        track_contact(track_frame, track_path, tkind, tparams, tgrid, T_world,
+                      wheel_frame.shape[0], T_contact, dz, contact_angle)
+
+
+@njit
 def joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                         joint_offset, tkind, tparams, tgrid, q, known, qdot_known, sigma, vc_xy,
-                         T_world, T_contact, dz, contact_angle, A, v, qdot):
+                         joint_offset, track_frame, track_drive, track_path, track_act, tkind,
+                         tparams, tgrid, q, known, qdot_known, sigma, vc_xy, T_world, T_contact,
+                         dz, contact_angle, A, v, qdot):
     """Forward position kinematics, collision detection and forward velocity kinematics.
 
     The three blocks of the simulation flowchart (Figure 2.6) for one state: Algorithm 1,
@@ -441,10 +637,11 @@ def joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_j
     least-squares residual norm.
     """
     forward_kinematics(parent, jtype, axis, T0, q, T_world)
-    wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                  T_contact, dz, contact_angle)
-    constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, q, T_world,
-                      T_contact, dz, sigma, vc_xy, A, v)
+    contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
+                      tparams, tgrid, T_world, T_contact, dz, contact_angle)
+    constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, track_frame,
+                      track_drive, track_path, track_act, q, T_world, T_contact, dz,
+                      contact_angle, sigma, vc_xy, A, v)
     return solve_partitioned(A, v, known, qdot_known, qdot)
 
 
@@ -476,7 +673,8 @@ def state_derivative(q, qdot, out):
 
 @njit
 def contact_velocity_norms(A, qdot, nw, out):
-    """Magnitude of each wheel's contact point velocity |v_c| = |A_wheel,k qdot| (Table 2.4)."""
+    """Magnitude of each contact's velocity |v_c| = |A_k qdot| for the first ``nw`` contacts
+    (Table 2.4); track patch rows are activation-weighted, so theirs is weight * |v_c|."""
     for k in range(nw):
         s = 0.0
         for r in range(3):
@@ -512,23 +710,30 @@ def state_from_euler(xe):
 
 @njit
 def _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                    tkind, tparams, tgrid, q, T_world, T_contact, dz, contact_angle, e):
+                    track_frame, track_path, track_act, tkind, tparams, tgrid, q, T_world,
+                    T_contact, dz, contact_angle, e):
     forward_kinematics(parent, jtype, axis, T0, q, T_world)
-    wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                  T_contact, dz, contact_angle)
+    contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
+                      tparams, tgrid, T_world, T_contact, dz, contact_angle)
     nw = wheel_frame.shape[0]
-    e[:nw] = dz
+    nc = nw + track_frame.shape[0]
+    e[:nw] = dz[:nw]
+    w_min = track_act[2]
+    for k in range(nw, nc):  # track patches: normal-row weight (Δz not capped, see below)
+        wn = w_min + (1.0 - w_min) * track_activation(dz[k], track_act)
+        e[k] = wn * dz[k]
     ncj = A_joint.shape[0]
     if ncj > 0:
         c = np.empty(ncj)
         joint_constraint_residual(A_joint, joint_offset, q, c)
-        e[nw:] = c
+        e[nc:] = c
 
 
 @njit
 def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                               joint_offset, tkind, tparams, tgrid, q0, free, max_iter, tol,
-                               T_world, T_contact, dz, contact_angle, q_out):
+                               joint_offset, track_frame, track_drive, track_path, track_act,
+                               tkind, tparams, tgrid, q0, free, max_iter, tol, T_world,
+                               T_contact, dz, contact_angle, q_out):
     """Initialize terrain contact by Newton's method with a line search, (2.27)-(2.32).
 
     Minimizes ``L(x) = |e(x)|^2`` with ``e = [Δz_1 .. Δz_nw, c_joint]`` over the free
@@ -536,13 +741,18 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
     theta], mask ``free`` (nv,) bool; typically z, roll, pitch and passive joints). The
     Jacobian of Δz is the z rows of the wheel Jacobians mapped to the coordinates, (2.29)-(2.32)
     (contact angle and terrain height changes are neglected, as in the thesis); the holonomic
-    joint constraints are appended to the objective. Gauss-Newton steps with a backtracking
+    joint constraints are appended to the objective. Track patches enter as ``w_n Δz`` with
+    their normal-row weight (:func:`constraint_system`; the weight's own derivative is
+    neglected like the contact angle's); Δz is not capped here so that a vehicle placed above
+    the terrain still descends onto it. Gauss-Newton steps with a backtracking
     (Armijo) line search. Writes ``q_out``; returns the final ``sqrt(L)``.
     """
     nw = wheel_frame.shape[0]
+    ntp = track_frame.shape[0]
+    nc = nw + ntp
     ncj = A_joint.shape[0]
     nv = T_world.shape[0] + 5
-    m = nw + ncj
+    m = nc + ncj
     nfree = 0
     for j in range(nv):
         if free[j]:
@@ -551,9 +761,11 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
     e = np.empty(m)
     q = state_from_euler(x)
     _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                    tkind, tparams, tgrid, q, T_world, T_contact, dz, contact_angle, e)
+                    track_frame, track_path, track_act, tkind, tparams, tgrid, q, T_world,
+                    T_contact, dz, contact_angle, e)
     L = np.dot(e, e)
     blk = np.empty((3, nv))
+    belt = np.empty(3)
     Aq = np.empty((m, nv))
     M = np.zeros((nv, nv))
     J = np.empty((m, nfree))
@@ -564,8 +776,14 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
         for k in range(nw):
             wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
             Aq[k, :] = blk[2, :]
+        for k in range(ntp):
+            track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_path,
+                                 T_world, T_contact, contact_angle, nw, k, belt, blk)
+            blk[2, 5 + track_drive[k]] -= belt[2]  # geometry only: the belt term moves no point
+            wn = track_act[2] + (1.0 - track_act[2]) * track_activation(dz[nw + k], track_act)
+            Aq[nw + k, :] = wn * blk[2, :]
         for r in range(ncj):
-            Aq[nw + r, :] = A_joint[r, :]
+            Aq[nc + r, :] = A_joint[r, :]
         M[:, :] = 0.0
         M[0:3, 0:3] = omega_euler_rates_inv(x[0], x[1])
         for r in range(3):
@@ -593,8 +811,8 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
                     c += 1
             qt = state_from_euler(xt)
             _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                            joint_offset, tkind, tparams, tgrid, qt, T_world, T_contact, dz,
-                            contact_angle, et)
+                            joint_offset, track_frame, track_path, track_act, tkind, tparams,
+                            tgrid, qt, T_world, T_contact, dz, contact_angle, et)
             Lt = np.dot(et, et)
             if Lt <= L + 1e-4 * alpha * slope or Lt < L * (1.0 - 1e-12):
                 accepted = True
@@ -608,7 +826,8 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
     q = state_from_euler(x)
     q_out[:] = q
     _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                    tkind, tparams, tgrid, q, T_world, T_contact, dz, contact_angle, e)
+                    track_frame, track_path, track_act, tkind, tparams, tgrid, q, T_world,
+                    T_contact, dz, contact_angle, e)
     return math.sqrt(np.dot(e, e))
 
 

@@ -5,6 +5,10 @@ cores (``prange``). They compose the per-step kernels of :mod:`.kernels`, the en
 kernels of :mod:`wmr_model.enhanced` and the covariance step of :mod:`wmr_model.uncertainty`, and
 contain no physics of their own. :func:`predict_trajectory` is the one prediction loop;
 :func:`simulate_trajectory` is it with the enhanced, stability and covariance options off.
+
+Wheeled and tracked vehicles run through the same loops: "wheel" sizes ``nw`` in the per-contact
+arrays below (``vc_xy``, ``vc_norm``, ``dz_traj``, ``vc_slip_traj``) count all contacts, nc =
+wheels followed by track patches (:mod:`wmr_model.tracks`); for wheeled vehicles nc = nw.
 """
 
 from __future__ import annotations
@@ -32,34 +36,36 @@ RK4 = 1
 
 @njit
 def _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                   tkind, tparams, tgrid, q, known, qdot_cmd, sigma, vc_xy, I_frame, gravity,
-                   slip_p, slip_axes, enhanced, assess, noise, T_world, T_contact, dz, ang, A, v,
-                   qdot, Ic, f_cg, c, v_b_slip, vc_slip):
+                   track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q, known,
+                   qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p, slip_axes, enhanced, assess,
+                   noise, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip):
     """Joint-space velocity of one state: plain kinematics (2.38) or enhanced (2.44)-(2.52).
 
     ``noise`` (6,) is added to the body twist after the solve (process-noise samples for
     Monte Carlo; zeros otherwise).
     """
     if enhanced or assess:
-        E.enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius,
-                                      A_joint, joint_offset, tkind, tparams, tgrid, q, known,
-                                      qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p,
-                                      slip_axes, enhanced, T_world, T_contact, dz, ang, A, v,
-                                      qdot, Ic, f_cg, c, v_b_slip, vc_slip)
+        E.enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                                        joint_offset, track_frame, track_drive, track_path,
+                                        track_act, tkind, tparams, tgrid, q, known, qdot_cmd, sigma,
+                                        vc_xy, I_frame, gravity, slip_p, slip_axes, enhanced,
+                                        T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c,
+                                        v_b_slip, vc_slip)
     else:
         joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                             joint_offset, tkind, tparams, tgrid, q, known, qdot_cmd, sigma,
-                             vc_xy, T_world, T_contact, dz, ang, A, v, qdot)
+                             joint_offset, track_frame, track_drive, track_path, track_act, tkind,
+                             tparams, tgrid, q, known, qdot_cmd, sigma, vc_xy, T_world, T_contact,
+                             dz, ang, A, v, qdot)
     for j in range(noise.shape[0]):
         qdot[j] += noise[j]
 
 
 @njit
-def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                       joint_offset, tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt,
-                       sigma, integrator, I_frame, gravity, slip_p, slip_axes, enhanced, assess,
-                       body_noise, Qprime, P0, propagate, q_traj, qdot_traj, vc_norm, dz_traj,
-                       slip_traj, vc_slip_traj, margin_traj, P_traj):
+def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                       track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0,
+                       known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame, gravity, slip_p,
+                       slip_axes, enhanced, assess, body_noise, Qprime, P0, propagate, q_traj,
+                       qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj):
     """Motion prediction over T steps (Figure 2.6 loop), kinematic or enhanced, Euler or RK4.
 
     The one simulation loop of the package; :func:`simulate_trajectory` is this loop with the
@@ -88,7 +94,7 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     ``propagate``: ``P_traj`` (T+1, 6, 6). Unrequested outputs may have a zero-length first axis.
     """
     nf = parent.shape[0]
-    nw = wheel_frame.shape[0]
+    nw = wheel_frame.shape[0] + track_frame.shape[0]  # contacts nc: wheels, track patches
     nv = nf + 5
     nq = nf + 6
     m = 3 * nw + A_joint.shape[0]
@@ -126,10 +132,11 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     for t in range(nsteps):
         if has_noise:
             noise = body_noise[t]
-        _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                       joint_offset, tkind, tparams, tgrid, q, known, qdot_cmd[t], sigma,
-                       vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, assess, noise,
-                       T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip)
+        _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                       track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q,
+                       known, qdot_cmd[t], sigma, vc_xy[t], I_frame, gravity, slip_p, slip_axes,
+                       enhanced, assess, noise, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg,
+                       c, v_b_slip, vc_slip)
         dz_traj[t] = dz
         qdot_traj[t] = qdot
         contact_velocity_norms(A, qdot, nw, vc_norm[t])
@@ -148,26 +155,26 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
             qs[:] = q + 0.5 * dt * k1
             normalize_state(qs)
             _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
-                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False,
-                           noise, T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c,
-                           v_b_slip, vc_slip)
+                           joint_offset, track_frame, track_drive, track_path, track_act, tkind,
+                           tparams, tgrid, qs, known, qdot_cmd[t], sigma, vc_xy[t], I_frame,
+                           gravity, slip_p, slip_axes, enhanced, False, noise, T_world, T_contact,
+                           dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
             state_derivative(qs, qd_s, k2)
             qs[:] = q + 0.5 * dt * k2
             normalize_state(qs)
             _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
-                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False,
-                           noise, T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c,
-                           v_b_slip, vc_slip)
+                           joint_offset, track_frame, track_drive, track_path, track_act, tkind,
+                           tparams, tgrid, qs, known, qdot_cmd[t], sigma, vc_xy[t], I_frame,
+                           gravity, slip_p, slip_axes, enhanced, False, noise, T_world, T_contact,
+                           dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
             state_derivative(qs, qd_s, k3)
             qs[:] = q + dt * k3
             normalize_state(qs)
             _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
-                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False,
-                           noise, T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c,
-                           v_b_slip, vc_slip)
+                           joint_offset, track_frame, track_drive, track_path, track_act, tkind,
+                           tparams, tgrid, qs, known, qdot_cmd[t], sigma, vc_xy[t], I_frame,
+                           gravity, slip_p, slip_axes, enhanced, False, noise, T_world, T_contact,
+                           dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
             state_derivative(qs, qd_s, k4)
             qn[:] = q + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
             normalize_state(qn)
@@ -175,10 +182,10 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
         q_traj[t + 1] = q
     # contact height error (and stability) of the final state
     _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                   tkind, tparams, tgrid, q, known, qdot_cmd[nsteps - 1], sigma,
-                   vc_xy[nsteps - 1], I_frame, gravity, slip_p, slip_axes, enhanced, assess,
-                   no_noise, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c, v_b_slip,
-                   vc_slip)
+                   track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q, known,
+                   qdot_cmd[nsteps - 1], sigma, vc_xy[nsteps - 1], I_frame, gravity, slip_p,
+                   slip_axes, enhanced, assess, no_noise, T_world, T_contact, dz, ang, A, v, qdot,
+                   Ic, f_cg, c, v_b_slip, vc_slip)
     dz_traj[nsteps] = dz
     if stats:
         margin_traj[nsteps] = E.stability_margin(T_world, T_contact, c, f_cg)
@@ -186,10 +193,10 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
 
 @njit(parallel=True)
 def predict_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                  tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator,
-                  I_frame, gravity, slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0,
-                  propagate, q_traj, qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj,
-                  margin_traj, P_traj):
+                  track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0, known,
+                  qdot_cmd, vc_xy, dt, sigma, integrator, I_frame, gravity, slip_p, slip_axes,
+                  enhanced, assess, body_noise, Qprime, P0, propagate, q_traj, qdot_traj, vc_norm,
+                  dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj):
     """:func:`predict_trajectory` for N trajectories in parallel (``prange`` over N).
 
     Batched (leading N) arrays: ``q0``, ``qdot_cmd``, ``vc_xy``, ``slip_p`` (N, 6),
@@ -198,17 +205,19 @@ def predict_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
     """
     for n in prange(q0.shape[0]):
         predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n],
-                           vc_xy[n], dt, sigma, integrator, I_frame, gravity, slip_p[n],
-                           slip_axes, enhanced, assess, body_noise[n], Qprime, P0[n], propagate,
-                           q_traj[n], qdot_traj[n], vc_norm[n], dz_traj[n], slip_traj[n],
-                           vc_slip_traj[n], margin_traj[n], P_traj[n])
+                           joint_offset, track_frame, track_drive, track_path, track_act, tkind,
+                           tparams, tgrid, q0[n], known, qdot_cmd[n], vc_xy[n], dt, sigma,
+                           integrator, I_frame, gravity, slip_p[n], slip_axes, enhanced, assess,
+                           body_noise[n], Qprime, P0[n], propagate, q_traj[n], qdot_traj[n],
+                           vc_norm[n], dz_traj[n], slip_traj[n], vc_slip_traj[n], margin_traj[n],
+                           P_traj[n])
 
 
 @njit
-def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                        joint_offset, tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt,
-                        sigma, integrator, q_traj, qdot_traj, vc_norm, dz_traj):
+def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                        track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0,
+                        known, qdot_cmd, vc_xy, dt, sigma, integrator, q_traj, qdot_traj, vc_norm,
+                        dz_traj):
     """Kinematic motion prediction over T steps (Figure 2.6 loop), Euler (2.39) or RK4.
 
     :func:`predict_trajectory` with enhanced kinematics, stability and covariance off.
@@ -220,20 +229,21 @@ def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_jo
     speeds |v_c| at the start of each step, ``dz_traj`` (T+1, nw) contact height errors.
     """
     nf = parent.shape[0]
-    nw = wheel_frame.shape[0]
-    predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                       joint_offset, tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt,
-                       sigma, integrator, np.zeros((nf, 6, 6)), np.zeros(3), np.zeros(6),
-                       np.zeros((4, 3)), False, False, np.zeros((0, 6)), np.zeros((6, 6)),
-                       np.zeros((6, 6)), False, q_traj, qdot_traj, vc_norm, dz_traj,
-                       np.zeros((0, 6)), np.zeros((0, nw, 2)), np.zeros(0),
+    nw = wheel_frame.shape[0] + track_frame.shape[0]  # contacts nc: wheels, track patches
+    predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                       track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0,
+                       known, qdot_cmd, vc_xy, dt, sigma, integrator, np.zeros((nf, 6, 6)),
+                       np.zeros(3), np.zeros(6), np.zeros((4, 3)), False, False, np.zeros((0, 6)),
+                       np.zeros((6, 6)), np.zeros((6, 6)), False, q_traj, qdot_traj, vc_norm,
+                       dz_traj, np.zeros((0, 6)), np.zeros((0, nw, 2)), np.zeros(0),
                        np.zeros((0, 6, 6)))
 
 
 @njit(parallel=True)
 def simulate_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                   tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator,
-                   q_traj, qdot_traj, vc_norm, dz_traj):
+                   track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0,
+                   known, qdot_cmd, vc_xy, dt, sigma, integrator, q_traj, qdot_traj, vc_norm,
+                   dz_traj):
     """:func:`simulate_trajectory` for N trajectories in parallel.
 
     Batched shapes: ``q0`` (N, nq), ``qdot_cmd`` (N, T, nv), ``vc_xy`` (N, T, nw, 2); outputs
@@ -241,15 +251,16 @@ def simulate_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, 
     """
     for n in prange(q0.shape[0]):
         simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                            joint_offset, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n],
-                            vc_xy[n], dt, sigma, integrator, q_traj[n], qdot_traj[n], vc_norm[n],
-                            dz_traj[n])
+                            joint_offset, track_frame, track_drive, track_path, track_act, tkind,
+                            tparams, tgrid, q0[n], known, qdot_cmd[n], vc_xy[n], dt, sigma,
+                            integrator, q_traj[n], qdot_traj[n], vc_norm[n], dz_traj[n])
 
 
 @njit
 def simulate_unconstrained(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, tkind, tparams, tgrid, q0, body_velocity, joint_rates,
-                           free, dt, max_iter, tol, q_traj, vc_norm, dz_traj):
+                           joint_offset, track_frame, track_drive, track_path, track_act, tkind,
+                           tparams, tgrid, q0, body_velocity, joint_rates, free, dt, max_iter, tol,
+                           q_traj, vc_norm, dz_traj):
     """The conventional baseline of §2.5.1: unconstrained motion, then terrain fitting.
 
     Each step integrates the *nominal* body velocity ``body_velocity`` (T, 6) ``[w; v]`` in body
@@ -260,7 +271,7 @@ def simulate_unconstrained(parent, jtype, axis, T0, wheel_frame, wheel_radius, A
     velocity through the wheel Jacobians at the start of the step).
     """
     nf = parent.shape[0]
-    nw = wheel_frame.shape[0]
+    nw = wheel_frame.shape[0] + track_frame.shape[0]  # contacts nc: wheels, track patches
     nv = nf + 5
     nq = nf + 6
     m = 3 * nw + A_joint.shape[0]
@@ -281,15 +292,17 @@ def simulate_unconstrained(parent, jtype, axis, T0, wheel_frame, wheel_radius, A
     for t in range(body_velocity.shape[0]):
         # wheel Jacobians at the start of the step (for the implied contact speeds)
         joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                             joint_offset, tkind, tparams, tgrid, q, none_known, qdot, 0.0,
-                             zeros_xy, T_world, T_contact, dz, ang, A, v, qdot)
+                             joint_offset, track_frame, track_drive, track_path, track_act, tkind,
+                             tparams, tgrid, q, none_known, qdot, 0.0, zeros_xy, T_world, T_contact,
+                             dz, ang, A, v, qdot)
         dz_traj[t] = dz
         qdot[0:6] = body_velocity[t]
         qdot[6:] = joint_rates[t]
         integrate_euler(q, qdot, dt, qn)
         initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                   joint_offset, tkind, tparams, tgrid, qn, free, max_iter, tol,
-                                   T_world, T_contact, dz, ang, qfit)
+                                   joint_offset, track_frame, track_drive, track_path, track_act,
+                                   tkind, tparams, tgrid, qn, free, max_iter, tol, T_world,
+                                   T_contact, dz, ang, qfit)
         # finite-difference joint-space velocity q -> qfit (body rates in body coordinates)
         _qdot_between(q, qfit, dt, qdot_fd)
         contact_velocity_norms(A, qdot_fd, nw, vc_norm[t])
