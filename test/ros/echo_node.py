@@ -12,15 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-import rclpy
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Path
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from wmr_model.msg import CalibrationState
+from wmr_model.ros.runner import spin_node
 from wmr_model.srv import PredictTrajectory
 
 NODE_NAME = "wmr_echo"
@@ -96,6 +95,8 @@ def respond(req: PredictTrajectory.Request, resp: PredictTrajectory.Response):
     return resp
 
 
+
+
 class EchoNode(Node):
     def __init__(self, namespace: str = "") -> None:
         super().__init__(NODE_NAME, namespace=namespace)
@@ -114,17 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--namespace", default="")
     args = parser.parse_args(argv)
-    rclpy.init()
-    node = EchoNode(args.namespace)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.get_logger().info("shutting down")
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return spin_node(lambda: EchoNode(args.namespace), [])
 
 
 if __name__ == "__main__":

@@ -156,7 +156,7 @@ class NodeProcess:
     def running(self) -> bool:
         return self.popen is not None and self.poll() is None
 
-    def stop(self, timeouts: Sequence[float] = (5.0, 3.0)) -> int | None:
+    def stop(self, timeouts: Sequence[float] = (15.0, 5.0)) -> int | None:
         """Stop gracefully: SIGINT, then SIGTERM, then SIGKILL; return the exit code."""
         if self.popen is None:
             return self.returncode

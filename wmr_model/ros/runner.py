@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable
 
@@ -16,8 +17,24 @@ def spin_node(make_node: Callable[[], Node], args: list[str] | None = None) -> i
     """Run one node until Ctrl-C or an external shutdown; always destroy it and shut down.
 
     ``make_node`` is called after ``rclpy.init`` (a node class works); ``args`` default to
-    ``sys.argv`` so ``--ros-args`` remappings and parameters apply.
+    ``sys.argv`` so ``--ros-args`` remappings and parameters apply. Returns 0 on a clean stop.
+
+    A SIGINT reaches both rclpy's handler (context shutdown: ``spin`` raises
+    ``ExternalShutdownException``) and the Python-level handler, which is made a no-op so that
+    no ``KeyboardInterrupt`` lands in the middle of the cleanup; the outer ``except`` remains
+    for embedders that install their own handler.
     """
+    try:
+        return _run(make_node, args)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _run(make_node: Callable[[], Node], args: list[str] | None) -> int:
+    # rclpy's SIGINT handler shuts the context down and then chains to the handler installed
+    # before rclpy.init; a no-op there keeps Python from also raising KeyboardInterrupt at some
+    # later bytecode (possibly mid-cleanup). spin then ends with ExternalShutdownException.
+    signal.signal(signal.SIGINT, _ignore_signal)
     rclpy.init(args=args if args is not None else sys.argv)
     node = None
     try:
@@ -25,9 +42,35 @@ def spin_node(make_node: Callable[[], Node], args: list[str] | None = None) -> i
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        # A callback that was publishing when SIGINT invalidated the context fails with
+        # "publisher's context is invalid"; that is part of a normal shutdown. Errors while
+        # the context is still up are real and propagate.
+        if rclpy.ok():
+            raise
     finally:
-        if node is not None:
-            node.get_logger().info("shutting down")
-            node.destroy_node()
-        rclpy.try_shutdown()
+        try:
+            if node is not None:
+                node.get_logger().info("shutting down")
+                node.destroy_node()
+        finally:
+            _shutdown()
     return 0
+
+
+def _ignore_signal(signum: int, frame: object) -> None:
+    """Python-level SIGINT handler that does nothing (rclpy's handler does the work)."""
+
+
+def _shutdown() -> None:
+    """``rclpy.try_shutdown`` tolerating rclpy's own SIGINT handler shutting down concurrently.
+
+    try_shutdown checks ``ok()`` then shuts down; the signal handler may shut the context down
+    in between, and rcl then reports "rcl_shutdown already called". Only that outcome (the
+    context is down afterwards) is absorbed; anything else is raised.
+    """
+    try:
+        rclpy.try_shutdown()
+    except Exception:
+        if rclpy.ok():
+            raise
