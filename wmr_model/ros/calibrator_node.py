@@ -79,9 +79,9 @@ from wmr_model.ros.params import (
     declare_vehicle_parameters,
     load_vehicle_from_parameters,
     subscribe_robot_description,
+    terrain_from_parameters,
 )
 from wmr_model.ros.runner import spin_node
-from wmr_model.terrain import flat
 from wmr_model.uncertainty import from_ros_pose_covariance
 
 __all__ = ["CalibratorNode", "main", "write_text_atomically", "DEFAULT_STD0"]
@@ -317,7 +317,8 @@ class CalibratorNode(Node):
             "[{unit}] random walk per interval (3.49): lets the estimate follow slow changes")
         values = self.model_values
         base = {n: v for n, v in values.items() if n.startswith("slip.") and n not in names}
-        predictor = ModelPredictor(model, flat(), fidelity=self.fidelity, dt=float(self.dt),
+        predictor = ModelPredictor(model, terrain_from_parameters(self.vehicle_params),
+                                   fidelity=self.fidelity, dt=float(self.dt),
                                    base=base)
         x0 = {n: values[n] for n in names if n in values}
         fixed = {n: v for n, v in values.items() if n.startswith("noise.U.") and n not in names}

@@ -49,6 +49,7 @@ from wmr_model.ros.params import (
     load_vehicle_from_parameters,
     model_parameter_names,
     subscribe_robot_description,
+    terrain_from_parameters,
 )
 from wmr_model.ros.runner import spin_node
 
@@ -167,8 +168,8 @@ class OdometryNode(Node):
             params.update({k: v for k, v in wheels.items()
                            if v != float(model.wheel_radius[model.wheel_names.index(
                                k[len("wheel."):-len(".radius")])])})
-            self.odo = Odometry3D(model, fidelity=self.fidelity, parameters=params,
-                                  **self.behaviour)
+            self.odo = Odometry3D(model, terrain_from_parameters(self.vehicle_params),
+                                  fidelity=self.fidelity, parameters=params, **self.behaviour)
         except (WmrError, ValueError) as exc:
             self.model_error = str(exc)
             self.get_logger().error(f"cannot set up the odometry for {model.name}: {exc}")

@@ -21,8 +21,10 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
+from wmr_model.io.terrain_spec import parse_terrain_spec
 from wmr_model.model import VehicleModel
 from wmr_model.parameters import SLIP_NAMES, get_spec
+from wmr_model.terrain import Terrain
 from wmr_model.uncertainty import TWIST_COMPONENTS, qprime_names
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "declare_model_parameters",
     "declare_wheel_parameters",
     "declare_vehicle_parameters",
+    "terrain_from_parameters",
     "load_vehicle_from_parameters",
     "subscribe_robot_description",
     "model_parameter_names",
@@ -97,7 +100,16 @@ def declare_vehicle_parameters(node: Node) -> dict[str, str]:
         "robot_description": declare(node, "robot_description", "", "URDF XML; empty: from "
                                      "the vehicle parameter or the robot_description topic",
                                      read_only=True),
+        "terrain": declare(node, "terrain", "flat", "terrain the model drives on: flat[:Z], "
+                           "plane:SLOPE_DEG[,HEADING_DEG], wmrde:N or file:PATH (a height map "
+                           "that carries its grid, e.g. gridsurfdata text); the same grammar as "
+                           "'wmr simulate --terrain'", read_only=True),
     }
+
+
+def terrain_from_parameters(values: dict[str, str]) -> Terrain:
+    """Terrain named by the ``terrain`` parameter (TerrainError names a bad spec)."""
+    return parse_terrain_spec(values.get("terrain") or "flat")
 
 
 def _sidecar_for(vehicle: str, sidecar: str) -> str | None:

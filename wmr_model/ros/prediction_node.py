@@ -61,6 +61,7 @@ from wmr_model.ros.params import (
     load_vehicle_from_parameters,
     model_parameter_names,
     subscribe_robot_description,
+    terrain_from_parameters,
 )
 from wmr_model.ros.runner import spin_node
 from wmr_model.srv import PredictTrajectory
@@ -328,7 +329,11 @@ class PredictionNode(Node):
         self.model_values = declare_model_parameters(self, DEFAULT_QPRIME_U)
         self.model: VehicleModel | None = None
         self.model_error = ""
-        self.terrain = flat()
+        try:
+            self.terrain = terrain_from_parameters(self.vehicle_params)
+        except WmrError as exc:
+            self.get_logger().error(f"terrain: {exc}; using flat ground")
+            self.terrain = flat()
         self.latest: Odometry | None = None
         self.create_subscription(Odometry, "odom", self._on_odom, 10)
         self.pub_path = self.create_publisher(Path, "~/path", 1)
