@@ -15,17 +15,13 @@ import json
 import os
 import time
 
-import numpy as np
-
-from wmr_model import terrain as tr
+from wmr_model import experiments as ex
 from wmr_model.calibration import (
     IntervalPolicy,
     ModelPredictor,
-    OnlineCalibrator,
     calibrate_offline,
     log_from_bag,
     select_intervals,
-    synthetic_log,
 )
 from wmr_model.vehicles import load_vehicle
 
@@ -37,17 +33,7 @@ BAG = "/work/shared/data/warthog_grass_A/bag"
 def main() -> None:
     out = {}
     m = load_vehicle("warthog")
-    terrain = tr.rough(0.2, 4.0, seed=3, x_range=(-30, 30), y_range=(-30, 30), resolution=0.2)
-    run = synthetic_log(m, terrain, duration=120, slip={"slip.p6": -0.3},
-                        Qprime=np.diag([0, 0, 2e-3, 4e-3, 2e-3, 0]), seed=1)
-    iv = select_intervals(run.log.pose_time, IntervalPolicy("time", 2.0))
-    cal = OnlineCalibrator(ModelPredictor(m, terrain, dt=0.02), SLIP + NOISE,
-                           x0={n: 0.1 for n in NOISE})
-    cal.update(run.log, *iv[0])  # warm-up (compilation)
-    t0 = time.perf_counter()
-    for a, b in iv[1:]:
-        cal.update(run.log, a, b)
-    out["online_update_ms"] = 1e3 * (time.perf_counter() - t0) / (len(iv) - 1)
+    out["online_update_ms"] = ex.online_calibration_update_time(120.0, 2.0)["online_update_ms"]
     print(f"online update (2 s, 6 slip + 3 Q', N=7, 100 steps): "
           f"{out['online_update_ms']:.1f} ms")
     if os.path.exists(BAG):

@@ -22,50 +22,15 @@ import time
 
 import numpy as np
 
+from wmr_model import experiments as ex
 from wmr_model import terrain as tr
-from wmr_model.odometry import Odometry3D
 from wmr_model.vehicles import load_vehicle
 
 SECONDS = 20.0
 
 
 def bench_odometry(rate: float, imu_rate: float) -> dict:
-    model = load_vehicle("warthog")
-    terrain = tr.rough(0.05, 1.0, seed=0, x_range=(-10, 40), y_range=(-20, 20))
-    odo = Odometry3D(model, terrain, use_gyro=True)
-    n = int(SECONDS * rate)
-    m = int(SECONDS * imu_rate)
-    t_enc = np.arange(n + 1) / rate
-    t_imu = (np.arange(m) + 0.5) / imu_rate
-    rng = np.random.default_rng(0)
-    names = ["left_wheel_joint", "right_wheel_joint"]
-    vel = 3.0 + 0.5 * np.sin(np.outer(t_enc, [0.3, 0.4]))
-    gyro = np.column_stack([rng.normal(0, 0.02, m), rng.normal(0, 0.02, m),
-                            0.2 * np.sin(0.5 * t_imu)])
-    # warm-up (numba compiled on first call)
-    warm = Odometry3D(model, terrain)
-    warm.update_encoders(0.0, names, velocities=[1, 1])
-    warm.update_imu(0.005, [0, 0, 0])
-    warm.update_encoders(0.01, names, velocities=[1, 1])
-    enc_times, imu_times = [], []
-    j = 0
-    cpu0 = time.process_time()
-    for k in range(n + 1):
-        while j < m and t_imu[j] <= t_enc[k]:
-            s = time.perf_counter()
-            odo.update_imu(t_imu[j], gyro[j])
-            imu_times.append(time.perf_counter() - s)
-            j += 1
-        s = time.perf_counter()
-        odo.update_encoders(t_enc[k], names, velocities=vel[k])
-        enc_times.append(time.perf_counter() - s)
-    cpu = time.process_time() - cpu0
-    e = np.array(enc_times[1:]) * 1e6
-    i = np.array(imu_times) * 1e6
-    return {"encoder_rate_hz": rate, "imu_rate_hz": imu_rate, "steps": odo.diagnostics.steps,
-            "encoder_us_median": float(np.median(e)), "encoder_us_p99": float(np.percentile(e, 99)),
-            "imu_us_median": float(np.median(i)), "imu_us_p99": float(np.percentile(i, 99)),
-            "cpu_percent_of_one_core": 100.0 * cpu / SECONDS}
+    return ex.odometry_latency(rate, imu_rate, seconds=SECONDS, vehicle="warthog")
 
 
 def bench_prediction(candidates: tuple[int, ...] = (1, 100, 1000), repeat: int = 3) -> list:

@@ -19,22 +19,18 @@ unaffected; use e.g. ``landtamer`` (rigid skid steer) for meaningful turning fla
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
 
-import numpy as np
-
-from wmr_model import kinematics as kin
+from wmr_model import experiments as ex
 from wmr_model import terrain as tr
 from wmr_model._jit import JIT_ENABLED
-from wmr_model.predict import predict, twist_commands
 
 DT = 0.04
 DURATION = 5.0
-SLIP = np.array([0.05, -0.03, 0.4, 0.2, 0.0, -0.1])
-QPRIME = np.diag([1e-4, 1e-4, 4e-3, 1e-2, 2e-3, 1e-4])
+SLIP = ex.BATCH_SLIP
+QPRIME = ex.BATCH_QPRIME
 
 
 def _vehicle(name: str):
@@ -52,12 +48,8 @@ def _vehicle(name: str):
 def main(n: int = 1000, repeat: int = 3, vehicle: str = "zoe") -> dict:
     model = _vehicle(vehicle)
     terrain = tr.rough(0.15, 0.8, seed=0, x_range=(-10, 10), y_range=(-10, 10))
-    q0, err = kin.initialize_contact(model, terrain)
-    rng = np.random.default_rng(0)
-    seg = np.stack([rng.uniform(0.5, 1.5, n), rng.uniform(-0.5, 0.5, n),
-                    np.full(n, DURATION)], axis=1)[:, None, :]
     t0 = time.perf_counter()
-    commands = twist_commands(model, seg, DT, q=q0)
+    q0, commands, err = ex.random_twist_candidates(model, terrain, n, DT, DURATION, seed=0)
     t_convert = time.perf_counter() - t0
     T = commands.shape[1]
     configs = {
@@ -68,19 +60,9 @@ def main(n: int = 1000, repeat: int = 3, vehicle: str = "zoe") -> dict:
     }
     rows = {}
     for name, kw in configs.items():
-        predict(model, terrain, q0, commands[:2], DT, **kw)  # compile / warm up
-        best = math.inf
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            pr = predict(model, terrain, q0, commands, DT, **kw)
-            best = min(best, time.perf_counter() - t0)
-        rows[name] = {
-            "wall_s": best,
-            "candidate_steps_per_s": n * T / best,
-            "realtime_factor": n * DURATION / best,
-            "tipover_flagged": int((pr.flags & 1).any(axis=1).sum()),
-            "liftoff_flagged": int((pr.flags & 4).any(axis=1).sum()),
-        }
+        r = ex.predict_throughput(model, terrain, q0, commands, DT, repeat=repeat, **kw)
+        rows[name] = {k: r[k] for k in ("wall_s", "candidate_steps_per_s", "realtime_factor",
+                                        "tipover_flagged", "liftoff_flagged")}
     result = {
         "vehicle": model.name, "candidates": n, "steps": T, "dt": DT,
         "terrain": "rough(rms=0.15, corr=0.8, seed=0)", "init_rms_m": err,

@@ -6,6 +6,10 @@
 * :func:`zoe_kinematic_benchmark` - §2.5.4, Table 2.6 "kinematic" column: Zoë driving straight at
   1 m/s for 10 s over the thesis library's ten rough benchmark terrains (RMS 0.15 m, correlation
   0.8 m); normalized computation time.
+* Performance figures (timed, never asserted): :func:`predict_throughput` (batched prediction
+  of :func:`random_twist_candidates`), :func:`odometry_latency` (per-message cost of
+  :class:`wmr_model.odometry.Odometry3D`) and :func:`online_calibration_update_time` (one IPEM
+  online update).
 
 Used by ``bench/`` (full tables) and by the tests (fewer seeds, qualitative findings).
 """
@@ -31,6 +35,12 @@ __all__ = [
     "rocky7_rough_terrain",
     "summarize_rocky7",
     "zoe_kinematic_benchmark",
+    "BATCH_SLIP",
+    "BATCH_QPRIME",
+    "random_twist_candidates",
+    "predict_throughput",
+    "odometry_latency",
+    "online_calibration_update_time",
     "THESIS_TABLE_2_4",
     "THESIS_TABLE_2_6_KINEMATIC",
 ]
@@ -205,3 +215,146 @@ def zoe_kinematic_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
             "mean_contact_speed": float(np.mean(errs)),
         })
     return rows
+
+
+# Batched-prediction benchmark settings: enhanced-kinematic slip parameters and Q' (per-step
+# input noise) used for the "enhanced" and "+cov" configurations.
+BATCH_SLIP = np.array([0.05, -0.03, 0.4, 0.2, 0.0, -0.1])
+BATCH_QPRIME = np.diag([1e-4, 1e-4, 4e-3, 1e-2, 2e-3, 1e-4])
+
+
+def random_twist_candidates(model: VehicleModel, terrain: Terrain, n: int, dt: float = 0.04,
+                            duration: float = 5.0,
+                            seed: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+    """``n`` constant-twist candidates (vx in [0.5, 1.5] m/s, wz in [-0.5, 0.5] rad/s).
+
+    Returns ``(q0, commands, init_rms)``: the start state placed on ``terrain`` at the origin,
+    actuated-joint commands (n, T, na) from :func:`wmr_model.predict.twist_commands`, and the
+    contact residual of the placement.
+    """
+    from wmr_model.predict import twist_commands
+
+    q0, err = kin.initialize_contact(model, terrain)
+    rng = np.random.default_rng(seed)
+    seg = np.stack([rng.uniform(0.5, 1.5, n), rng.uniform(-0.5, 0.5, n),
+                    np.full(n, duration)], axis=1)[:, None, :]
+    return q0, twist_commands(model, seg, dt, q=q0), float(err)
+
+
+def predict_throughput(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
+                       commands: np.ndarray, dt: float, repeat: int = 3,
+                       **predict_kwargs) -> dict:
+    """Time :func:`wmr_model.predict.predict` on ``commands`` (n, T, na); best of ``repeat``.
+
+    A warm-up call on two candidates (compilation) is excluded. Returns wall time, candidate
+    steps per second, real-time factor (simulated candidate-seconds per wall second) and the
+    number of candidates flagged for tip-over (bit 1) and liftoff (bit 4).
+    """
+    from wmr_model.predict import predict
+
+    n, T = commands.shape[:2]
+    predict(model, terrain, q0, commands[:2], dt, **predict_kwargs)
+    best = math.inf
+    pr = None
+    for _ in range(max(repeat, 1)):
+        t0 = time.perf_counter()
+        pr = predict(model, terrain, q0, commands, dt, **predict_kwargs)
+        best = min(best, time.perf_counter() - t0)
+    return {
+        "candidates": int(n), "steps": int(T), "wall_s": best,
+        "candidate_steps_per_s": n * T / best,
+        "realtime_factor": n * T * dt / best,
+        "tipover_flagged": int((pr.flags & 1).any(axis=1).sum()),
+        "liftoff_flagged": int((pr.flags & 4).any(axis=1).sum()),
+    }
+
+
+def odometry_latency(rate: float, imu_rate: float, seconds: float = 20.0,
+                     vehicle: str = "warthog") -> dict:
+    """Per-message wall time of :class:`wmr_model.odometry.Odometry3D` (gyro known).
+
+    ``vehicle`` (a skid steer with ``left_wheel_joint``/``right_wheel_joint`` encoders, e.g. the
+    Warthog) drives ``seconds`` of synthetic commands over rough terrain (RMS 0.05 m,
+    correlation 1 m); encoder messages at ``rate`` Hz interleaved with IMU messages at
+    ``imu_rate`` Hz. Returns median and 99th percentile of ``update_encoders`` and
+    ``update_imu`` [µs] and CPU time per simulated second (% of one core).
+    """
+    from wmr_model.odometry import Odometry3D
+    from wmr_model.terrain import rough as rough_terrain
+    from wmr_model.vehicles import load_vehicle
+
+    model = load_vehicle(vehicle)
+    terrain = rough_terrain(0.05, 1.0, seed=0, x_range=(-10, 40), y_range=(-20, 20))
+    odo = Odometry3D(model, terrain, use_gyro=True)
+    n = int(seconds * rate)
+    m = int(seconds * imu_rate)
+    t_enc = np.arange(n + 1) / rate
+    t_imu = (np.arange(m) + 0.5) / imu_rate
+    rng = np.random.default_rng(0)
+    names = ["left_wheel_joint", "right_wheel_joint"]
+    vel = 3.0 + 0.5 * np.sin(np.outer(t_enc, [0.3, 0.4]))
+    gyro = np.column_stack([rng.normal(0, 0.02, m), rng.normal(0, 0.02, m),
+                            0.2 * np.sin(0.5 * t_imu)])
+    warm = Odometry3D(model, terrain)  # compile outside the timing
+    warm.update_encoders(0.0, names, velocities=[1, 1])
+    warm.update_imu(0.005, [0, 0, 0])
+    warm.update_encoders(0.01, names, velocities=[1, 1])
+    enc_times, imu_times = [], []
+    j = 0
+    cpu0 = time.process_time()
+    for k in range(n + 1):
+        while j < m and t_imu[j] <= t_enc[k]:
+            s = time.perf_counter()
+            odo.update_imu(t_imu[j], gyro[j])
+            imu_times.append(time.perf_counter() - s)
+            j += 1
+        s = time.perf_counter()
+        odo.update_encoders(t_enc[k], names, velocities=vel[k])
+        enc_times.append(time.perf_counter() - s)
+    cpu = time.process_time() - cpu0
+    e = np.array(enc_times[1:]) * 1e6
+    i = np.array(imu_times) * 1e6
+    return {"encoder_rate_hz": rate, "imu_rate_hz": imu_rate, "steps": odo.diagnostics.steps,
+            "encoder_us_median": float(np.median(e)), "encoder_us_p99": float(np.percentile(e, 99)),
+            "imu_us_median": float(np.median(i)) if i.size else math.nan,
+            "imu_us_p99": float(np.percentile(i, 99)) if i.size else math.nan,
+            "cpu_percent_of_one_core": 100.0 * cpu / seconds}
+
+
+def online_calibration_update_time(duration: float = 120.0, interval: float = 2.0,
+                                   vehicle: str = "warthog") -> dict:
+    """Mean wall time of one IPEM online update (identification EKF, §3).
+
+    A synthetic ``vehicle`` log of ``duration`` s over rough terrain (RMS 0.2 m, correlation
+    4 m) is cut into ``interval``-second intervals; :class:`OnlineCalibrator` estimates the six
+    slip parameters and three Q' entries (dt 0.02 s). The first update compiles and is excluded.
+    """
+    from wmr_model.calibration import (
+        IntervalPolicy,
+        ModelPredictor,
+        OnlineCalibrator,
+        select_intervals,
+        synthetic_log,
+    )
+    from wmr_model.terrain import rough as rough_terrain
+    from wmr_model.vehicles import load_vehicle
+
+    slip = [f"slip.p{i}" for i in range(1, 7)]
+    noise = ["noise.U.wz_wz", "noise.U.vx_vx", "noise.U.vy_vy"]
+    m = load_vehicle(vehicle)
+    terrain = rough_terrain(0.2, 4.0, seed=3, x_range=(-30, 30), y_range=(-30, 30),
+                            resolution=0.2)
+    run = synthetic_log(m, terrain, duration=duration, slip={"slip.p6": -0.3},
+                        Qprime=np.diag([0, 0, 2e-3, 4e-3, 2e-3, 0]), seed=1)
+    iv = select_intervals(run.log.pose_time, IntervalPolicy("time", interval))
+    if len(iv) < 2:
+        raise ValueError(f"duration {duration} s gives fewer than two {interval} s intervals")
+    cal = OnlineCalibrator(ModelPredictor(m, terrain, dt=0.02), slip + noise,
+                           x0={k: 0.1 for k in noise})
+    cal.update(run.log, *iv[0])  # compile outside the timing
+    t0 = time.perf_counter()
+    for a, b in iv[1:]:
+        cal.update(run.log, a, b)
+    wall = time.perf_counter() - t0
+    return {"online_update_ms": 1e3 * wall / (len(iv) - 1), "updates": len(iv) - 1,
+            "interval_s": interval, "parameters": len(slip) + len(noise)}

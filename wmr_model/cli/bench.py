@@ -1,0 +1,248 @@
+"""``wmr bench``: time the standard scenarios and print them beside the thesis' figures.
+
+Sections (``--only``, comma-separated; default all):
+
+  kinematic    Zoë, 1 m/s straight, 10 s, wmrde rough benchmark terrains (RMS 0.15 m, corr
+               0.8 m), stabilized-DAE kinematics, Euler, dt 0.01/0.04/0.10: real-time factor
+               (Table 2.6 "kinematic").
+  dynamic      the same runs with the dynamic model, Pacejka contact, dt 0.04 (Table 2.6).
+  batch        enhanced-kinematic batched prediction with covariance, Zoë on rough terrain,
+               5 s at dt 0.04, N = 1, 10, 100, 1000 constant-twist candidates: candidate-steps/s.
+  odometry     Odometry3D on the Warthog, 1 kHz encoders and gyro: µs per encoder message.
+  calibration  one IPEM online update (2 s interval, 6 slip + 3 Q' parameters).
+
+Each figure is the best of a few repeats after a warm-up call (compilation excluded), averaged
+over the terrains. The targets are the performance goals of the project: kinematic Zoë dt 0.04
+>= 8,500x real time, Pacejka Zoë dt 0.04 >= 2,700x, 1000 candidates x 5 s in <= 0.10 s,
+odometry <= 1 ms per update. "C++ here" is the thesis' C++ library measured on this machine
+class. Timings are reported, never asserted; --quick uses fewer terrains and repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import Any
+
+__all__ = ["SECTIONS", "TARGETS", "register", "run"]
+
+#: Benchmark sections, in the order they run and print.
+SECTIONS: tuple[str, ...] = ("kinematic", "dynamic", "batch", "odometry", "calibration")
+
+#: Performance targets: key -> (description, comparison, threshold, unit).
+TARGETS: dict[str, tuple[str, str, float, str]] = {
+    "kinematic_zoe_dt0.04": ("kinematic Zoe dt 0.04", ">=", 8500.0, "x real time"),
+    "pacejka_zoe_dt0.04": ("Pacejka Zoe dt 0.04", ">=", 2700.0, "x real time"),
+    "batch_1000x5s": ("batch 1000 x 5 s wall", "<=", 0.10, "s"),
+    "odometry_update": ("odometry per update", "<=", 1000.0, "us"),
+}
+
+# The thesis' C++ library on this machine class (2 cores; same Zoë benchmark), x real time.
+_CPP_HERE = {("kinematic", 0.04): "8,200-8,900", ("kinematic", 0.10): "19,000-22,000",
+             ("pacejka", 0.04): "2,700"}
+# C++ run one candidate at a time, kinematic dt 0.04 (~8,500x / 0.04 s): candidate-steps/s.
+_CPP_ONE_BY_ONE_STEPS_PER_S = 8500.0 / 0.04
+
+_BATCH_SIZES = (1, 10, 100, 1000)
+_KIN_STEPS = (0.01, 0.04, 0.10)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``bench`` subcommand."""
+    from wmr_model.cli._output import add_json_flag
+
+    p = subparsers.add_parser(
+        "bench",
+        help="time the standard scenarios (real-time factors, batch throughput, latency)",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true",
+                   help="fewer terrains, repeats and simulated seconds (about a minute)")
+    p.add_argument("--only", default=None, metavar="LIST",
+                   help="comma-separated sections to run: " + ",".join(SECTIONS))
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="also write the results as JSON to FILE")
+    add_json_flag(p)
+    p.set_defaults(func=run)
+
+
+def _sections(text: str | None) -> list[str]:
+    from wmr_model.errors import ParameterError
+
+    if text is None:
+        return list(SECTIONS)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [n for n in names if n not in SECTIONS]
+    if bad or not names:
+        raise ParameterError(f"--only: unknown section(s) {', '.join(bad) or '(none)'}; "
+                             f"choose from {', '.join(SECTIONS)}")
+    return [s for s in SECTIONS if s in names]
+
+
+def _terrains(quick: bool):
+    from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
+
+    terrains = load_wmrde_benchmark_terrains()
+    return terrains[:2] if quick else terrains
+
+
+def _kinematic(quick: bool) -> dict:
+    from wmr_model import experiments as ex
+    from wmr_model.vehicles import load_vehicle
+
+    terrains = _terrains(quick)
+    rows = ex.zoe_kinematic_benchmark(load_vehicle("zoe"), terrains, step_sizes=_KIN_STEPS,
+                                      repeats=2 if quick else 5)
+    return {"vehicle": "zoe", "terrains": len(terrains), "rows": rows}
+
+
+def _dynamic(quick: bool) -> dict:
+    from wmr_model.dynamics import scenarios as sc
+    from wmr_model.vehicles import load_vehicle
+
+    terrains = _terrains(quick)
+    rows = sc.zoe_dynamics_benchmark(load_vehicle("zoe"), terrains, contact_models=("pacejka",),
+                                     step_sizes=(0.04,), repeats=1 if quick else 3)
+    for r in rows:
+        r["real_time_factor"] = 1e3 / r["normalized_time_e3"]
+        t = r["thesis_normalized_time_e3"]
+        r["thesis_real_time_factor"] = 1e3 / t if t else None
+    return {"vehicle": "zoe", "terrains": len(terrains), "rows": rows}
+
+
+def _batch(quick: bool) -> dict:
+    from wmr_model import experiments as ex
+    from wmr_model import terrain as tr
+    from wmr_model.vehicles import load_vehicle
+
+    dt, duration = 0.04, 5.0
+    model = load_vehicle("zoe")
+    terrain = tr.rough(0.15, 0.8, seed=0, x_range=(-10, 10), y_range=(-10, 10))
+    q0, commands, _ = ex.random_twist_candidates(model, terrain, max(_BATCH_SIZES), dt, duration)
+    rows = [ex.predict_throughput(model, terrain, q0, commands[:n], dt,
+                                  repeat=2 if quick else 5, fidelity="enhanced",
+                                  slip_params=ex.BATCH_SLIP, Qprime=ex.BATCH_QPRIME)
+            for n in _BATCH_SIZES]
+    return {"vehicle": "zoe", "terrain": "rough(rms=0.15, corr=0.8, seed=0)", "dt": dt,
+            "horizon_s": duration, "fidelity": "enhanced", "covariance": True, "rows": rows}
+
+
+def _odometry(quick: bool) -> dict:
+    from wmr_model import experiments as ex
+
+    return ex.odometry_latency(1000.0, 1000.0, seconds=2.0 if quick else 20.0)
+
+
+def _calibration(quick: bool) -> dict:
+    from wmr_model import experiments as ex
+
+    return ex.online_calibration_update_time(duration=10.0 if quick else 120.0)
+
+
+_RUNNERS = {"kinematic": _kinematic, "dynamic": _dynamic, "batch": _batch,
+            "odometry": _odometry, "calibration": _calibration}
+
+
+def _targets(result: dict) -> dict:
+    measured: dict[str, float] = {}
+    for r in result.get("kinematic", {}).get("rows", []):
+        if math.isclose(r["dt"], 0.04):
+            measured["kinematic_zoe_dt0.04"] = r["real_time_factor"]
+    for r in result.get("dynamic", {}).get("rows", []):
+        if r["contact_model"] == "pacejka" and math.isclose(r["dt"], 0.04):
+            measured["pacejka_zoe_dt0.04"] = r["real_time_factor"]
+    for r in result.get("batch", {}).get("rows", []):
+        if r["candidates"] == 1000:
+            measured["batch_1000x5s"] = r["wall_s"]
+    if "odometry" in result:
+        measured["odometry_update"] = result["odometry"]["encoder_us_median"]
+    out = {}
+    for key, value in measured.items():
+        what, op, threshold, unit = TARGETS[key]
+        met = value >= threshold if op == ">=" else value <= threshold
+        out[key] = {"figure": what, "measured": value, "target": threshold, "comparison": op,
+                    "unit": unit, "met": bool(met)}
+    return out
+
+
+def _num(v: float | None, spec: str = ",.0f") -> str:
+    return "-" if v is None or not math.isfinite(v) else format(v, spec)
+
+
+def _table(result: dict) -> str:
+    rows: list[tuple[str, str, str, str, str, str]] = []
+    tg = result["targets"]
+
+    def target_cols(key: str) -> tuple[str, str]:
+        if key not in tg:
+            return "", ""
+        t = tg[key]
+        spec = ".2f" if t["unit"] == "s" else ",.0f"
+        return f"{t['comparison']} {format(t['target'], spec)}", "yes" if t["met"] else "NO"
+
+    for r in result.get("kinematic", {}).get("rows", []):
+        key = "kinematic_zoe_dt0.04" if math.isclose(r["dt"], 0.04) else ""
+        rows.append((f"kinematic Zoe dt {r['dt']:.2f} [x real time]",
+                     _num(r["real_time_factor"]), _num(r["thesis_real_time_factor"]),
+                     _CPP_HERE.get(("kinematic", round(r["dt"], 2)), "-"), *target_cols(key)))
+    for r in result.get("dynamic", {}).get("rows", []):
+        key = "pacejka_zoe_dt0.04" if math.isclose(r["dt"], 0.04) else ""
+        rows.append((f"dynamic {r['contact_model']} Zoe dt {r['dt']:.2f} [x real time]",
+                     _num(r["real_time_factor"]), _num(r["thesis_real_time_factor"]),
+                     _CPP_HERE.get((r["contact_model"], round(r["dt"], 2)), "-"),
+                     *target_cols(key)))
+    for r in result.get("batch", {}).get("rows", []):
+        rows.append((f"batch N={r['candidates']} [cand-steps/s]",
+                     _num(r["candidate_steps_per_s"]), "-",
+                     f"~{_num(_CPP_ONE_BY_ONE_STEPS_PER_S)} (1 by 1)", "", ""))
+        if r["candidates"] == 1000:
+            rows.append(("batch N=1000 x 5 s wall [s]", _num(r["wall_s"], ".3f"), "-", "-",
+                         *target_cols("batch_1000x5s")))
+    if "odometry" in result:
+        o = result["odometry"]
+        rows.append(("odometry 1 kHz median [us/update]", _num(o["encoder_us_median"], ",.1f"),
+                     "-", "-", *target_cols("odometry_update")))
+        rows.append(("odometry 1 kHz p99 [us/update]", _num(o["encoder_us_p99"], ",.1f"),
+                     "-", "-", "", ""))
+    if "calibration" in result:
+        rows.append(("IPEM online update [ms]",
+                     _num(result["calibration"]["online_update_ms"], ",.1f"), "-", "-", "", ""))
+    head = ("figure", "ours", "thesis", "C++ here", "target", "met")
+    widths = [max(len(str(r[i])) for r in (head, *rows)) for i in range(len(head))]
+    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                       for i, (h, w) in enumerate(zip(r, widths))).rstrip()
+             for r in (head, *rows)]
+    lines.insert(1, "-" * len(lines[0]))
+    info = (f"wmr bench{' --quick' if result['quick'] else ''}: {result['cpus']} CPUs, "
+            f"Python {result['python']}, numba JIT {'on' if result['jit'] else 'off'}; "
+            f"wall {result['wall_s']:.1f} s")
+    notes = ("thesis: Table 2.6 (thesis hardware). C++ here: the thesis' C++ library on this\n"
+             "machine class. ours: best of repeats after warm-up, mean over terrains.")
+    return "\n".join([info, "", *lines, "", notes])
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the selected sections and print the table (or JSON)."""
+    import os
+    import platform
+
+    from wmr_model._jit import JIT_ENABLED
+    from wmr_model.cli._output import emit, write_json
+
+    sections = _sections(args.only)
+    t0 = time.perf_counter()
+    result: dict[str, Any] = {"quick": bool(args.quick), "sections": sections,
+                              "machine": platform.machine(),
+                              "python": platform.python_version(), "cpus": os.cpu_count(),
+                              "jit": bool(JIT_ENABLED)}
+    for name in sections:
+        result[name] = _RUNNERS[name](args.quick)
+    result["targets"] = _targets(result)
+    result["wall_s"] = time.perf_counter() - t0
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            write_json(result, f)
+    emit(args, result, _table)
+    return 0
