@@ -1,7 +1,8 @@
 """The prediction node as a real process: its answers equal :func:`wmr_model.predict.predict`.
 
 Valid JOINT_RATES and BODY_TWIST requests are compared field by field with the core API run in
-the test process on the same inputs; invalid requests get ``success = false`` with a clear
+the test process on the same inputs (DYNAMIC ones with
+:func:`wmr_model.dynamics.simulate.simulate_dynamics` per candidate); invalid requests get ``success = false`` with a clear
 status and the node keeps serving; ``use_latest_odometry`` starts from the odom topic.
 """
 
@@ -189,9 +190,12 @@ def test_invalid_requests_are_refused_and_the_node_keeps_serving(ros, server):
     r = _request()
     r.step_size = -0.1
     cases.append((r, r"step_size: must be a finite number > 0 s"))
+    r = _request(C=33, T=2, fidelity=Req.DYNAMIC)
+    cases.append((r, r"num_candidates: 33 exceeds max_dynamic_candidates 32 for fidelity "
+                     r"DYNAMIC"))
     r = _request()
-    r.fidelity = Req.DYNAMIC
-    cases.append((r, r"DYNAMIC: not available yet"))
+    r.fidelity = 7
+    cases.append((r, r"fidelity: must be KINEMATIC \(0\), ENHANCED \(1\) or DYNAMIC \(2\)"))
     r = _request()
     r.num_candidates = 0
     cases.append((r, r"num_candidates and num_steps must be >= 1"))
@@ -240,3 +244,108 @@ def test_use_latest_odometry(ros, server):
     assert resp is not None and resp.success, resp.status_message
     first = resp.paths[0].poses[0]
     assert first.pose.position.x == 3.0 and first.header.stamp.sec == 42
+
+
+def _dynamic_core(req, commands):
+    """simulate_dynamics per candidate on the inputs of ``_request`` (diffdrive, flat)."""
+    from wmr_model.dynamics.simulate import simulate_dynamics
+    from wmr_model.terrain import flat
+    from wmr_model.vehicles import load_vehicle
+
+    m = load_vehicle("diffdrive")
+    q0 = m.neutral_state()
+    q0[0:4] = [math.cos(0.2), 0, 0, math.sin(0.2)]
+    q0[4:7] = [1.0, 2.0, 0.1]
+    q0[7 + m.joint_index("caster_swivel_joint")] = 0.1
+    tw = req.initial_twist
+    qdot0 = np.zeros(m.nv)
+    qdot0[0:6] = [tw.angular.x, tw.angular.y, tw.angular.z, tw.linear.x, tw.linear.y,
+                  tw.linear.z]
+    for n, v in zip(req.joint_names, req.joint_rates):
+        qdot0[6 + m.joint_index(n)] = v
+    return m, [simulate_dynamics(m, flat(), q0, qdot0, commands[c], req.step_size,
+                                 actuator="ideal") for c in range(commands.shape[0])]
+
+
+def _check_dynamic(resp, trajs, m, req):
+    C, T1 = len(trajs), trajs[0].q.shape[0]
+    assert resp.success, resp.status_message
+    assert "dynamic" in resp.status_message and "zeros" in resp.status_message
+    assert len(resp.paths) == C and len(resp.joint_trajectories) == C
+    for c, tr in enumerate(trajs):
+        got = np.array([[p.pose.orientation.w, p.pose.orientation.x, p.pose.orientation.y,
+                         p.pose.orientation.z, p.pose.position.x, p.pose.position.y,
+                         p.pose.position.z] for p in resp.paths[c].poses])
+        np.testing.assert_allclose(got, tr.q[:, :7], atol=1e-9)
+        pts = resp.joint_trajectories[c].points
+        assert len(pts) == T1
+        np.testing.assert_allclose([p.positions for p in pts], tr.q[:, 7:], atol=1e-9)
+        np.testing.assert_allclose([p.velocities for p in pts], tr.qdot[:, 6:], atol=1e-9)
+    # no propagated covariance for DYNAMIC: zeros of the documented size
+    assert len(resp.pose_covariances) == C * T1 * 36
+    assert not np.any(np.array(resp.pose_covariances))
+    flags = np.array(resp.flags).reshape(C, T1)
+    assert not np.any(flags & ~np.uint8(2 | 4))  # only TRACTION_LIMIT / WHEEL_LIFTOFF
+    return flags
+
+
+def test_dynamic_requests_equal_simulate_dynamics(ros, server):
+    from geometry_msgs.msg import Twist
+
+    from wmr_model.predict import twist_commands
+    from wmr_model.srv import PredictTrajectory
+
+    Req = PredictTrajectory.Request
+    req = _request(C=3, T=15, dt=0.05, fidelity=Req.DYNAMIC)
+    req.initial_twist.linear.x = 0.2
+    req.initial_twist.angular.z = 0.1
+    req.joint_rates = [0.05]
+    C, T = req.num_candidates, req.num_steps
+    u = np.array(req.joint_commands).reshape(C, T, 2)[:, :, ::-1]  # -> model order (L, R)
+    u[2] = 60.0  # a wheel-spinning step from 0.2 m/s: far beyond the friction limit
+    req.joint_commands = u[:, :, ::-1].ravel().tolist()
+    m, trajs = _dynamic_core(req, np.ascontiguousarray(u))
+    resp = ros.call(server, req, timeout=120.0)
+    flags = _check_dynamic(resp, trajs, m, req)
+    assert resp.status_message.startswith("ok: 3 candidates x 15 steps, dynamic")
+    assert np.any(flags[2] & 2), flags  # TRACTION_LIMIT while the wheels spin
+
+    # BODY_TWIST candidates go through the same twist -> joint-rate conversion as kinematics
+    req = _request(C=2, T=12, dt=0.05, fidelity=Req.DYNAMIC)
+    req.command_type = Req.BODY_TWIST
+    req.command_joint_names = []
+    req.joint_commands = []
+    req.twist_durations = [0.3]
+    for vx, wz in [(0.4, 0.0), (0.3, 0.5)]:
+        tw = Twist()
+        tw.linear.x, tw.angular.z = vx, wz
+        req.twist_commands.append(tw)
+    q = m.neutral_state()
+    q[7 + m.joint_index("caster_swivel_joint")] = 0.1
+    rates = twist_commands(m, np.array([[(0.4, 0.0, 0.6)], [(0.3, 0.5, 0.6)]]), 0.05, q=q)
+    _, trajs = _dynamic_core(req, rates[:, :12])
+    resp = ros.call(server, req, timeout=120.0)
+    _check_dynamic(resp, trajs, m, req)
+
+    # 5 cm above the ground: every wheel is off the ground at the first point
+    req = _request(C=1, T=4, dt=0.05, fidelity=Req.DYNAMIC)
+    req.initial_pose.position.z = 0.15
+    resp = ros.call(server, req, timeout=120.0)
+    assert resp.success, resp.status_message
+    assert resp.flags[0] & 4
+
+
+def test_too_many_dynamic_candidates_are_refused(ros, server):
+    from wmr_model.srv import PredictTrajectory
+
+    Req = PredictTrajectory.Request
+    resp = ros.call(server, _request(C=33, T=2, fidelity=Req.DYNAMIC))
+    assert not resp.success
+    assert resp.status_message.startswith("num_candidates: 33 exceeds max_dynamic_candidates 32")
+    assert not resp.paths and not resp.pose_covariances and not resp.flags
+    ros.check_alive()
+    # the kinematic cap is separate, and the node keeps serving both fidelities
+    assert ros.call(server, _request(C=33, T=2)).success
+    resp = ros.call(server, _request(C=32, T=2, fidelity=Req.DYNAMIC), timeout=120.0)
+    assert resp.success, resp.status_message
+    assert len(resp.paths) == 32

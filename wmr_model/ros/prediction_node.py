@@ -3,9 +3,9 @@
 Interfaces (relative names)
 ---------------------------
 =======================  =================================  ====================================
-``~/predict``            wmr_model/srv/PredictTrajectory    C candidates x T steps, KINEMATIC or
-                                                            ENHANCED (DYNAMIC: "not available
-                                                            yet")
+``~/predict``            wmr_model/srv/PredictTrajectory    C candidates x T steps, KINEMATIC,
+                                                            ENHANCED or DYNAMIC (at most
+                                                            ``max_dynamic_candidates``)
 ``odom``                 nav_msgs/Odometry (in)             latest pose for
                                                             ``use_latest_odometry``
 ``~/path``               nav_msgs/Path (out)                candidate 0 of the last prediction,
@@ -17,8 +17,9 @@ Interfaces (relative names)
 
 A request is checked before any computation: unknown or missing command joints, sizes that do
 not match ``num_candidates``/``num_steps``/``len(twist_durations)``, non-finite numbers, a
-horizon over ``max_horizon`` or a batch over ``max_candidates``/``max_steps`` return
-``success = false`` with a one-line ``status_message``; the node keeps serving.
+horizon over ``max_horizon`` or a batch over ``max_candidates``/``max_steps`` (for DYNAMIC:
+``max_dynamic_candidates``) return ``success = false`` with a one-line ``status_message``; the
+node keeps serving.
 
 The initial state is the given pose and joints (joints not listed: the model's neutral values),
 not re-fitted to the terrain (the Baumgarte term settles small contact errors in the first
@@ -26,6 +27,24 @@ steps); with ``use_latest_odometry`` it is the last ``odom`` pose with neutral j
 ``BODY_TWIST`` segments use ``linear.x`` and ``angular.z`` (the planar twist a controller
 commands); they are converted to joint rates by :func:`wmr_model.predict.twist_commands` and the
 last segment is held to the end of the horizon.
+
+DYNAMIC fidelity runs :func:`wmr_model.dynamics.simulate_dynamics` once per candidate (a
+Python loop, hence the smaller ``max_dynamic_candidates`` cap) with the vehicle's contact models
+(sidecar ``options``) and *ideal* actuators: the force balance imposes each actuated joint rate
+exactly as commanded (``actuator="ideal"``; a P controller would only track it with a lag and a
+force limit), so wheels slip when traction is short instead of the commands being altered. The
+initial joint-space velocity is ``[initial_twist.angular; initial_twist.linear]`` (body frame)
+plus ``joint_rates`` (unlisted joints: 0); with ``use_latest_odometry`` it is the odom message's
+twist (child frame) with zero joint rates. ``stabilization`` and ``integrator`` do not apply
+(symplectic Euler of the constrained dynamics). Joint velocities of point t are the simulated
+``qdot`` of state t. Flags of point t come from step t (the last point repeats the last step):
+WHEEL_LIFTOFF when some wheel has Δz > 0 or a normal force below
+:data:`LIFTOFF_FORCE_FRACTION` of its static load, TRACTION_LIMIT when some loaded wheel's
+tangential force reaches :data:`TRACTION_FRACTION` of its friction limit (piecewise-linear:
+``mu_x``/``mu_y`` pyramid or ``mu_x`` cone; ROAMS without cohesion: ``tan(phi)``; Pacejka and
+Ishigami wheels have no closed-form limit and never set it). TIPOVER_RISK is not assessed.
+There is no propagated covariance: ``pose_covariances`` are zeros (empty with
+``propagate_covariance`` false) and the status message says so.
 
 Run: ``ros2 run wmr_model prediction_node --ros-args -p vehicle:=rocky7``.
 """
@@ -48,11 +67,20 @@ from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
+from wmr_model.contact.models import PIECEWISE_LINEAR, ROAMS, contact_setup
+from wmr_model.dynamics.api import gravity_of
+from wmr_model.dynamics.simulate import simulate_dynamics
 from wmr_model.errors import WmrError
 from wmr_model.model import VehicleModel
 from wmr_model.odometry import DEFAULT_QPRIME_U
 from wmr_model.parameters import SLIP_NAMES, check_value
-from wmr_model.predict import Prediction, predict, twist_commands
+from wmr_model.predict import (
+    TRACTION_LIMIT,
+    WHEEL_LIFTOFF,
+    Prediction,
+    predict,
+    twist_commands,
+)
 from wmr_model.ros import conversions as cv
 from wmr_model.ros.params import (
     declare,
@@ -68,12 +96,19 @@ from wmr_model.srv import PredictTrajectory
 from wmr_model.terrain import flat
 from wmr_model.uncertainty import qprime_from_parameters
 
-__all__ = ["RequestError", "PredictionInputs", "prediction_inputs", "PredictionNode", "main"]
+__all__ = ["RequestError", "PredictionInputs", "prediction_inputs", "DynamicPrediction",
+           "friction_limits", "dynamic_flags", "predict_dynamic", "PredictionNode", "main"]
 
 NODE_NAME = "prediction_node"
 Req = PredictTrajectory.Request
 
-FIDELITY_NAMES = {Req.KINEMATIC: "kinematic", Req.ENHANCED: "enhanced"}
+FIDELITY_NAMES = {Req.KINEMATIC: "kinematic", Req.ENHANCED: "enhanced", Req.DYNAMIC: "dynamic"}
+# Actuator model of DYNAMIC predictions: commanded joint rates are imposed exactly.
+DYNAMIC_ACTUATOR = "ideal"
+# TRACTION_LIMIT: tangential contact force >= this fraction of the friction limit.
+TRACTION_FRACTION = 0.99
+# WHEEL_LIFTOFF: normal force <= this fraction of the static wheel load m g / nw (or Δz > 0).
+LIFTOFF_FORCE_FRACTION = 1e-3
 
 
 class RequestError(ValueError):
@@ -83,7 +118,8 @@ class RequestError(ValueError):
 @dataclass(frozen=True)
 class PredictionInputs:
     """A checked request as arrays: ``q0`` (nq,), ``commands`` (C, T, na), ``dt`` [s],
-    ``fidelity``, ``stamp`` [s] of the initial state and ``frame_id``."""
+    ``fidelity``, ``stamp`` [s] of the initial state, ``frame_id`` and ``qdot0`` (nv,), the
+    initial joint-space velocity (used by DYNAMIC only)."""
 
     q0: np.ndarray
     commands: np.ndarray
@@ -91,6 +127,7 @@ class PredictionInputs:
     fidelity: str
     stamp: float
     frame_id: str
+    qdot0: np.ndarray | None = None
 
 
 def _finite(name: str, values: Any) -> None:
@@ -135,14 +172,12 @@ def _command_columns(model: VehicleModel, names: list[str]) -> list[list[int]]:
 
 def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
                       max_candidates: int, max_steps: int, max_horizon: float,
-                      default_frame: str = "odom") -> PredictionInputs:
+                      default_frame: str = "odom",
+                      max_dynamic_candidates: int = 32) -> PredictionInputs:
     """Check a PredictTrajectory request and convert it to :func:`predict` inputs.
 
     Raises :class:`RequestError` with the status message for every invalid request.
     """
-    if req.fidelity == Req.DYNAMIC:
-        raise RequestError("fidelity DYNAMIC: not available yet (wmr_model.dynamics has no "
-                           "batched prediction API); use KINEMATIC or ENHANCED")
     if req.fidelity not in FIDELITY_NAMES:
         raise RequestError(f"fidelity: must be KINEMATIC (0), ENHANCED (1) or DYNAMIC (2), got "
                            f"{req.fidelity}")
@@ -154,6 +189,10 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
         raise RequestError(f"num_candidates and num_steps must be >= 1, got {C} and {T}")
     if C > max_candidates:
         raise RequestError(f"num_candidates: {C} exceeds max_candidates {max_candidates}")
+    if req.fidelity == Req.DYNAMIC and C > max_dynamic_candidates:
+        raise RequestError(f"num_candidates: {C} exceeds max_dynamic_candidates "
+                           f"{max_dynamic_candidates} for fidelity DYNAMIC (one dynamic "
+                           f"simulation per candidate); split the batch or use ENHANCED")
     if T > max_steps:
         raise RequestError(f"num_steps: {T} exceeds max_steps {max_steps}")
     if T * dt > max_horizon + 1e-9:
@@ -162,12 +201,18 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
     frame = req.header.frame_id or default_frame
     stamp = cv.stamp_to_seconds(req.header.stamp)
     q0 = model.neutral_state()
+    qdot0 = np.zeros(model.nv)
     if req.use_latest_odometry:
         if latest is None:
             raise RequestError("use_latest_odometry: no odometry received yet on the odom topic")
         position, orientation = cv.pose_to_arrays(latest.pose.pose)
         frame = req.header.frame_id or latest.header.frame_id or default_frame
         stamp = cv.stamp_to_seconds(latest.header.stamp)
+        tw = latest.twist.twist
+        qdot0[0:6] = (tw.angular.x, tw.angular.y, tw.angular.z, tw.linear.x, tw.linear.y,
+                      tw.linear.z)
+        if not np.all(np.isfinite(qdot0)):
+            qdot0[:] = 0.0
     else:
         position, orientation = cv.pose_to_arrays(req.initial_pose)
         names = list(req.joint_names)
@@ -185,6 +230,12 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
                 raise RequestError(f"joint_names: unknown joint {n!r}; {model.name} has "
                                    f"{list(model.joint_names)}")
             q0[7 + model.joint_index(n)] = v
+        tw = req.initial_twist
+        qdot0[0:6] = (tw.angular.x, tw.angular.y, tw.angular.z, tw.linear.x, tw.linear.y,
+                      tw.linear.z)
+        _finite("initial_twist", qdot0[0:6])
+        for n, v in zip(names, jr):
+            qdot0[6 + model.joint_index(n)] = v
     _finite("initial_pose.position", position)
     _finite("initial_pose.orientation", orientation)
     norm = float(np.linalg.norm(orientation))
@@ -239,7 +290,8 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
         raise RequestError(f"command_type: must be JOINT_RATES (0) or BODY_TWIST (1), got "
                            f"{req.command_type}")
     return PredictionInputs(q0=q0, commands=np.ascontiguousarray(commands), dt=dt,
-                            fidelity=FIDELITY_NAMES[req.fidelity], stamp=stamp, frame_id=frame)
+                            fidelity=FIDELITY_NAMES[req.fidelity], stamp=stamp, frame_id=frame,
+                            qdot0=qdot0)
 
 
 def _doubles(a: np.ndarray) -> array.array:
@@ -284,8 +336,10 @@ def _fill_response(model: VehicleModel, inputs: PredictionInputs, pred: Predicti
                for s in cv.stamp_list(inputs.stamp + steps)]
     durations = cv.duration_list(steps)
     names = list(model.joint_names)
-    # velocity of point t: the rate of step t (the last point repeats the last step's rate)
-    vel_rows = np.minimum(np.arange(T1), T1 - 2) if T1 > 1 else np.zeros(1, dtype=int)
+    if pred.qdot.shape[1] == T1:  # dynamics: a velocity per state
+        vel_rows = np.arange(T1)
+    else:  # velocity of point t: the rate of step t (the last point repeats the last step's)
+        vel_rows = np.minimum(np.arange(T1), T1 - 2) if T1 > 1 else np.zeros(1, dtype=int)
     resp.paths = [Path(header=header, poses=cv.pose_stamped_list(headers, pred.q[c]))
                   for c in range(C)]
     resp.joint_trajectories = [
@@ -299,6 +353,73 @@ def _fill_response(model: VehicleModel, inputs: PredictionInputs, pred: Predicti
     return resp
 
 
+@dataclass(frozen=True)
+class DynamicPrediction:
+    """DYNAMIC fidelity results in the shape :func:`fill_response` reads: ``q`` (C, T+1, nq),
+    ``qdot`` (C, T+1, nv), ``flags`` (C, T+1) uint8, ``ros_covariance`` (C, T+1, 36) zeros or
+    None; ``covariance`` is None (nothing is propagated)."""
+
+    q: np.ndarray
+    qdot: np.ndarray
+    flags: np.ndarray
+    ros_covariance: np.ndarray | None
+    covariance: None = None
+
+
+def friction_limits(model: VehicleModel) -> tuple[np.ndarray, np.ndarray]:
+    """Per-wheel friction coefficients (nw, 2) ``[mu_x, mu_y]`` (NaN: no closed-form limit) and
+    whether each wheel's limit is a cone (nw,) bool, from the default contact setup."""
+    cs = contact_setup(model, gravity=float(np.linalg.norm(gravity_of(model))))
+    mu = np.full((model.nw, 2), np.nan)
+    cone = np.zeros(model.nw, dtype=bool)
+    for k, kind in enumerate(cs.kinds):
+        p = cs.params[k]
+        if kind == PIECEWISE_LINEAR:
+            mu[k] = p[5], p[6]
+            cone[k] = p[7] != 0.0
+        elif kind == ROAMS and p[4] == 0.0:  # no cohesion: Coulomb with mu = tan(phi)
+            mu[k] = math.tan(p[5])
+            cone[k] = True
+    return mu, cone
+
+
+def dynamic_flags(model: VehicleModel, f_contact: np.ndarray, dz: np.ndarray) -> np.ndarray:
+    """(T+1,) flags of one dynamic simulation from its (T, nw, 3) contact forces and (T, nw)
+    contact height errors; point t takes step t's values, the last point the last step's."""
+    T = f_contact.shape[0]
+    g = float(np.linalg.norm(gravity_of(model)))
+    load = model.total_mass * g / max(model.nw, 1)
+    fz = f_contact[:, :, 2]
+    lifted = (dz > 0.0) | (fz <= LIFTOFF_FORCE_FRACTION * load)
+    mu, cone = friction_limits(model)
+    fx, fy = np.abs(f_contact[:, :, 0]), np.abs(f_contact[:, :, 1])
+    with np.errstate(invalid="ignore"):
+        pyramid = (fx >= TRACTION_FRACTION * mu[:, 0] * fz) | (fy >= TRACTION_FRACTION
+                                                               * mu[:, 1] * fz)
+        circle = np.hypot(fx, fy) >= TRACTION_FRACTION * mu[:, 0] * fz
+    limited = np.where(cone, circle, pyramid) & ~lifted & ~np.isnan(mu[:, 0])
+    step = (np.where(lifted.any(axis=1), WHEEL_LIFTOFF, 0)
+            | np.where(limited.any(axis=1), TRACTION_LIMIT, 0)).astype(np.uint8)
+    return np.concatenate([step, step[-1:]]) if T else np.zeros(1, dtype=np.uint8)
+
+
+def predict_dynamic(model: VehicleModel, terrain: Any, inputs: PredictionInputs, *,
+                    covariance: bool = True) -> DynamicPrediction:
+    """Run :func:`simulate_dynamics` for every candidate of ``inputs`` (ideal actuators)."""
+    qdot0 = inputs.qdot0 if inputs.qdot0 is not None else np.zeros(model.nv)
+    C, T = inputs.commands.shape[:2]
+    q = np.empty((C, T + 1, model.nq))
+    qdot = np.empty((C, T + 1, model.nv))
+    flags = np.empty((C, T + 1), dtype=np.uint8)
+    for c in range(C):
+        tr = simulate_dynamics(model, terrain, inputs.q0, qdot0, inputs.commands[c], inputs.dt,
+                               actuator=DYNAMIC_ACTUATOR)
+        q[c], qdot[c] = tr.q, tr.qdot
+        flags[c] = dynamic_flags(model, tr.f_contact, tr.dz)
+    cov = np.zeros((C, T + 1, 36)) if covariance else None
+    return DynamicPrediction(q=q, qdot=qdot, flags=flags, ros_covariance=cov)
+
+
 class PredictionNode(Node):
     """The prediction node; see the module docstring."""
 
@@ -308,6 +429,9 @@ class PredictionNode(Node):
         self.max_candidates = declare(self, "max_candidates", 5000, "largest num_candidates "
                                       "served (memory and latency bound)", lower=1,
                                       upper=1_000_000)
+        self.max_dynamic_candidates = declare(self, "max_dynamic_candidates", 32, "largest "
+                                              "num_candidates served with fidelity DYNAMIC (one "
+                                              "simulation each)", lower=1, upper=1_000_000)
         self.max_steps = declare(self, "max_steps", 10000, "largest num_steps served", lower=1,
                                  upper=10_000_000)
         self.max_horizon = declare(self, "max_horizon", 60.0, "[s] longest horizon "
@@ -373,9 +497,9 @@ class PredictionNode(Node):
                     new[p.name] = check_value(p.name, p.value)
                 except (WmrError, ValueError) as exc:
                     return SetParametersResult(successful=False, reason=str(exc))
-            elif p.name in ("max_candidates", "max_steps", "max_horizon", "default_frame",
-                            "stabilization", "integrator", "publish_path", "publish_markers",
-                            "marker_stride"):
+            elif p.name in ("max_candidates", "max_dynamic_candidates", "max_steps",
+                            "max_horizon", "default_frame", "stabilization", "integrator",
+                            "publish_path", "publish_markers", "marker_stride"):
                 setattr(self, p.name, p.value)
             elif p.name == "propagate_covariance":
                 self.propagate = bool(p.value)
@@ -402,24 +526,38 @@ class PredictionNode(Node):
                                        max_candidates=int(self.max_candidates),
                                        max_steps=int(self.max_steps),
                                        max_horizon=float(self.max_horizon),
-                                       default_frame=self.default_frame)
-            values = self.model_values
-            Q = (qprime_from_parameters({k: v for k, v in values.items()
-                                         if k.startswith("noise.U.")})
-                 if self.propagate else None)
-            pred = predict(self.model, self.terrain, inputs.q0, inputs.commands, inputs.dt,
-                           fidelity=inputs.fidelity,
-                           slip_params={n: values[n] for n in SLIP_NAMES}, Qprime=Q,
-                           integrator=self.integrator, stabilization=float(self.stabilization))
+                                       default_frame=self.default_frame,
+                                       max_dynamic_candidates=int(self.max_dynamic_candidates))
+            note = ""
+            if inputs.fidelity == "dynamic":
+                pred = predict_dynamic(self.model, self.terrain, inputs,
+                                       covariance=bool(self.propagate))
+                note = f"{DYNAMIC_ACTUATOR} actuators" + (
+                    "; pose_covariances are zeros: no propagated covariance"
+                    if self.propagate else "")
+            else:
+                values = self.model_values
+                Q = (qprime_from_parameters({k: v for k, v in values.items()
+                                             if k.startswith("noise.U.")})
+                     if self.propagate else None)
+                pred = predict(self.model, self.terrain, inputs.q0, inputs.commands, inputs.dt,
+                               fidelity=inputs.fidelity,
+                               slip_params={n: values[n] for n in SLIP_NAMES}, Qprime=Q,
+                               integrator=self.integrator,
+                               stabilization=float(self.stabilization))
             fill_response(self.model, inputs, pred, resp)
         except (RequestError, WmrError) as exc:
             return self._fail(resp, str(exc), t0)
         except Exception as exc:  # never crash the service on a request
             self.get_logger().error(f"prediction failed: {type(exc).__name__}: {exc}")
             return self._fail(resp, f"internal error: {type(exc).__name__}: {exc}", t0)
+        return self._succeed(resp, inputs, pred, t0, note)
+
+    def _succeed(self, resp, inputs: PredictionInputs, pred, t0: float, note: str = ""):
         resp.success = True
         C, T = inputs.commands.shape[:2]
-        resp.status_message = f"ok: {C} candidates x {T} steps, {inputs.fidelity}"
+        resp.status_message = f"ok: {C} candidates x {T} steps, {inputs.fidelity}" + (
+            f" ({note})" if note else "")
         resp.compute_time = time.perf_counter() - t0
         if self.publish_path and resp.paths:
             self.pub_path.publish(resp.paths[0])
@@ -427,7 +565,8 @@ class PredictionNode(Node):
             self.pub_markers.publish(self._markers(inputs, pred, resp))
         return resp
 
-    def _markers(self, inputs: PredictionInputs, pred: Prediction, resp) -> MarkerArray:
+    def _markers(self, inputs: PredictionInputs, pred: Prediction | DynamicPrediction,
+                 resp) -> MarkerArray:
         out = MarkerArray()
         header = resp.paths[0].header
         clear = Marker(header=header, action=Marker.DELETEALL)
