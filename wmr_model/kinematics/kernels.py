@@ -172,6 +172,42 @@ def _parabola_vertex(d0, f_minus, f0, f_plus, step):
 
 
 @njit
+def _write_contact_frame(Tc, ax, ay, az, fx, fy, fz, nx, ny, nz, rx, ry, rz):
+    """Contact frame (Figure 2.3): z = n, x = unit(a x n), y = z x x, origin r.
+
+    ``a`` is the spin (wheel) or lateral (track) axis; when it is parallel to the normal, x falls
+    back to ``f`` projected onto the tangent plane (the frame's own forward axis).
+    """
+    cx = ay * nz - az * ny
+    cy = az * nx - ax * nz
+    cz = ax * ny - ay * nx
+    cn = math.sqrt(cx * cx + cy * cy + cz * cz)
+    if cn < 1e-6:
+        d = fx * nx + fy * ny + fz * nz
+        cx = fx - d * nx
+        cy = fy - d * ny
+        cz = fz - d * nz
+        cn = math.sqrt(cx * cx + cy * cy + cz * cz)
+    cx /= cn
+    cy /= cn
+    cz /= cn
+    Tc[:, :] = 0.0
+    Tc[0, 0] = cx
+    Tc[1, 0] = cy
+    Tc[2, 0] = cz
+    Tc[0, 1] = ny * cz - nz * cy
+    Tc[1, 1] = nz * cx - nx * cz
+    Tc[2, 1] = nx * cy - ny * cx
+    Tc[0, 2] = nx
+    Tc[1, 2] = ny
+    Tc[2, 2] = nz
+    Tc[0, 3] = rx
+    Tc[1, 3] = ry
+    Tc[2, 3] = rz
+    Tc[3, 3] = 1.0
+
+
+@njit
 def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
                   T_contact, dz, contact_angle):
     """Wheel-terrain collision detection for every wheel (§2.2.1, eqs. 2.8-2.9).
@@ -236,28 +272,8 @@ def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, 
         dz[k] = f
         contact_angle[k] = d
         # Contact frame axes: z = n, x = y_wheel x n (longitudinal), y = z x x (lateral).
-        cx = yw[1] * nz - yw[2] * ny
-        cy = yw[2] * nx - yw[0] * nz
-        cz = yw[0] * ny - yw[1] * nx
-        cn = math.sqrt(cx * cx + cy * cy + cz * cz)
-        cx /= cn
-        cy /= cn
-        cz /= cn
-        Tc = T_contact[k]
-        Tc[:, :] = 0.0
-        Tc[0, 0] = cx
-        Tc[1, 0] = cy
-        Tc[2, 0] = cz
-        Tc[0, 1] = ny * cz - nz * cy
-        Tc[1, 1] = nz * cx - nx * cz
-        Tc[2, 1] = nx * cy - ny * cx
-        Tc[0, 2] = nx
-        Tc[1, 2] = ny
-        Tc[2, 2] = nz
-        Tc[0, 3] = rx
-        Tc[1, 3] = ry
-        Tc[2, 3] = rz
-        Tc[3, 3] = 1.0
+        _write_contact_frame(T_contact[k], yw[0], yw[1], yw[2], xw[0], xw[1], xw[2],
+                             nx, ny, nz, rx, ry, rz)
 
 
 @njit
@@ -390,36 +406,8 @@ def track_contact(track_frame, track_path, tkind, tparams, tgrid, T_world, nw, T
         contact_angle[c] = u
         # x = y_track x n; on a face whose normal is the belt's lateral axis, fall back to the
         # belt direction (any horizontal direction normal to n would do).
-        yx, yy, yz = T[0, 1], T[1, 1], T[2, 1]
-        cx = yy * nz - yz * ny
-        cy = yz * nx - yx * nz
-        cz = yx * ny - yy * nx
-        cn = math.sqrt(cx * cx + cy * cy + cz * cz)
-        if cn < 1e-6:
-            cx, cy, cz = T[0, 0], T[1, 0], T[2, 0]
-            d = cx * nx + cy * ny + cz * nz
-            cx -= d * nx
-            cy -= d * ny
-            cz -= d * nz
-            cn = math.sqrt(cx * cx + cy * cy + cz * cz)
-        cx /= cn
-        cy /= cn
-        cz /= cn
-        Tc = T_contact[c]
-        Tc[:, :] = 0.0
-        Tc[0, 0] = cx
-        Tc[1, 0] = cy
-        Tc[2, 0] = cz
-        Tc[0, 1] = ny * cz - nz * cy
-        Tc[1, 1] = nz * cx - nx * cz
-        Tc[2, 1] = nx * cy - ny * cx
-        Tc[0, 2] = nx
-        Tc[1, 2] = ny
-        Tc[2, 2] = nz
-        Tc[0, 3] = rx
-        Tc[1, 3] = ry
-        Tc[2, 3] = rz
-        Tc[3, 3] = 1.0
+        _write_contact_frame(T_contact[c], T[0, 1], T[1, 1], T[2, 1], T[0, 0], T[1, 0],
+                             T[2, 0], nx, ny, nz, rx, ry, rz)
 
 
 @njit
