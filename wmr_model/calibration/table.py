@@ -58,6 +58,23 @@ def _std0(names: Sequence[str]) -> dict[str, float]:
     return {n: _STD0.get(n.split(".")[0], 1.0) for n in names}
 
 
+def _online_and_converged(rows: list, label: str, predictor, names: Sequence[str],
+                          log: CalibrationLog, intervals: np.ndarray, x0: dict, bound: dict,
+                          iterations: int):
+    """Run the online calibrator over ``intervals`` and append the model's "online" row
+    (errors as the estimate evolved) and "converged" row (final estimate on every interval)."""
+    cal = OnlineCalibrator(predictor, names, std0=_std0(names), x0=x0, qprime_bound=bound,
+                           iterations=iterations)
+    rec = cal.run(log, intervals)
+    pos, yaw = errors_from_records(log, rec)
+    rows.append(TableRow(f"{label} online", float(pos.mean()), float(yaw.mean()),
+                         cal.estimate, len(intervals)))
+    ev = evaluate(predictor, log, intervals, cal.estimate)
+    rows.append(TableRow(f"{label} converged", ev.mean_pos, ev.mean_yaw, cal.estimate,
+                         len(intervals)))
+    return cal, rec, ev
+
+
 def compare_models(model: VehicleModel, log: CalibrationLog, intervals: np.ndarray, *,
                    params: Sequence[str] = DEFAULT_3D_PARAMS,
                    noise: Sequence[str] = DEFAULT_NOISE, terrain: Terrain | None = None,
@@ -75,15 +92,8 @@ def compare_models(model: VehicleModel, log: CalibrationLog, intervals: np.ndarr
     rows.append(TableRow("diff drive", ev.mean_pos, ev.mean_yaw, {}, len(intervals)))
     dd_names = ["diff_drive.alpha", "time_offset.pose", *noise]
     bound = {n: 2.0 * v for n, v in n0.items()}
-    cal = OnlineCalibrator(dd, dd_names, std0=_std0(dd_names), x0=n0,
-                           qprime_bound=bound, iterations=iterations)
-    rec = cal.run(log, intervals)
-    pos, yaw = errors_from_records(log, rec)
-    rows.append(TableRow("diff drive+ online", float(pos.mean()), float(yaw.mean()),
-                         cal.estimate, len(intervals)))
-    ev = evaluate(dd, log, intervals, cal.estimate)
-    rows.append(TableRow("diff drive+ converged", ev.mean_pos, ev.mean_yaw, cal.estimate,
-                         len(intervals)))
+    cal, rec, ev = _online_and_converged(rows, "diff drive+", dd, dd_names, log, intervals,
+                                         n0, bound, iterations)
     info["diff drive+"] = {"estimate": cal.estimate, "std": cal.std,
                            "rejected": int(sum(not r.accepted for r in rec))}
     kin = ModelPredictor(model, terrain, fidelity="kinematic", dt=dt)
@@ -91,15 +101,8 @@ def compare_models(model: VehicleModel, log: CalibrationLog, intervals: np.ndarr
     rows.append(TableRow("3D kin.", ev.mean_pos, ev.mean_yaw, {}, len(intervals)))
     enh = ModelPredictor(model, terrain, fidelity="enhanced", dt=dt)
     names = [*params, *noise]
-    cal = OnlineCalibrator(enh, names, std0=_std0(names), x0=n0,
-                           qprime_bound=bound, iterations=iterations)
-    rec = cal.run(log, intervals)
-    pos, yaw = errors_from_records(log, rec)
-    rows.append(TableRow("3D kin.+ online", float(pos.mean()), float(yaw.mean()),
-                         cal.estimate, len(intervals)))
-    ev = evaluate(enh, log, intervals, cal.estimate)
-    rows.append(TableRow("3D kin.+ converged", ev.mean_pos, ev.mean_yaw, cal.estimate,
-                         len(intervals)))
+    cal, rec, ev = _online_and_converged(rows, "3D kin.+", enh, names, log, intervals, n0,
+                                         bound, iterations)
     info["3D kin.+"] = {"estimate": cal.estimate, "std": cal.std,
                         "rejected": int(sum(not r.accepted for r in rec)),
                         "converged_after": cal.converged_after(),
