@@ -73,6 +73,7 @@ from wmr_model.model import VehicleModel
 from wmr_model.odometry import DEFAULT_QPRIME_U
 from wmr_model.parameters import get_spec
 from wmr_model.ros import conversions as cv
+from wmr_model.ros.conversions import publish_status
 from wmr_model.ros.params import (
     declare,
     declare_model_parameters,
@@ -600,12 +601,7 @@ class CalibratorNode(Node):
             values.append(KeyValue(key=f"push {k}", value=str(n)))
         for srv, names in sorted(self.push_refused.items()):
             values.append(KeyValue(key=f"push {srv} refused", value=",".join(sorted(names))))
-        st.level = level
-        st.message = "; ".join(problems) if problems else "ok"
-        st.values = values
-        arr = DiagnosticArray(status=[st])
-        arr.header.stamp = self.get_clock().now().to_msg()
-        self.pub_diag.publish(arr)
+        publish_status(self, self.pub_diag, st, level, problems, values)
 
 
 def main(args: list[str] | None = None) -> int:

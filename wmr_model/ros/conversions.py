@@ -33,6 +33,7 @@ from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 __all__ = [
+    "publish_status",
     "stamp_to_seconds",
     "seconds_to_stamp",
     "seconds_to_duration",
@@ -279,3 +280,16 @@ def trajectory_points(positions: np.ndarray, velocities: np.ndarray,
             pt = JointTrajectoryPoint(positions=a, velocities=b, time_from_start=d)
         append(pt)
     return out
+
+
+def publish_status(node, publisher, status, level: int, problems: list[str], values: list) -> None:
+    """Finish a DiagnosticStatus (level, "; "-joined problems or "ok", key values) and publish
+    it alone in a DiagnosticArray stamped with the node's clock."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    status.level = level
+    status.message = "; ".join(problems) if problems else "ok"
+    status.values = values
+    arr = DiagnosticArray(status=[status])
+    arr.header.stamp = node.get_clock().now().to_msg()
+    publisher.publish(arr)

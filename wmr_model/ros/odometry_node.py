@@ -41,6 +41,7 @@ from sensor_msgs.msg import Imu, JointState
 from wmr_model.errors import WmrError
 from wmr_model.odometry import DEFAULT_QPRIME_U, Odometry3D
 from wmr_model.ros import conversions as cv
+from wmr_model.ros.conversions import publish_status
 from wmr_model.ros.params import (
     declare,
     declare_model_parameters,
@@ -314,12 +315,7 @@ class OdometryNode(Node):
         if stale:
             level = max(level, DiagnosticStatus.WARN)
             problems.append("stale inputs: " + ", ".join(stale))
-        st.level = level
-        st.message = "; ".join(problems) if problems else "ok"
-        st.values = values
-        arr = DiagnosticArray(status=[st])
-        arr.header.stamp = self.get_clock().now().to_msg()
-        self.pub_diag.publish(arr)
+        publish_status(self, self.pub_diag, st, level, problems, values)
 
 
 def main(args: list[str] | None = None) -> int:
