@@ -70,7 +70,7 @@ def schema() -> dict[str, ParameterSpec]:
 
 
 #: Placeholders allowed in pattern rows (``wheel.<wheel>.radius``): one dotted segment each.
-PATTERN_FIELDS = ("<wheel>", "<sensor>", "<stream>")
+PATTERN_FIELDS = ("<wheel>", "<sensor>", "<stream>", "<joint>")
 
 
 def match_pattern(name: str) -> str | None:
@@ -164,7 +164,9 @@ def _register_noise() -> None:
 
 _register_noise()
 
-# Vehicle dimensions, sensor offsets and stream time offsets (IPEM, thesis §3.3.1, §3.4.2).
+# Vehicle dimensions, cg, sensor offsets, steering-pot maps and stream time offsets (IPEM, thesis
+# §3.3.1, §3.4.2). Contact-model constants (Appendix C) get rows when a calibration predictor
+# runs the dynamics; the kinematic predictors cannot observe them.
 # Rows with a ``<...>`` segment are patterns instantiated per vehicle; their default NaN means
 # "the value in the vehicle description" (:mod:`wmr_model.model_parameters`).
 register([
@@ -188,6 +190,24 @@ register([
         "latency of a stream relative to the wheel/IMU clock: a sample stamped t describes the "
         "vehicle at t - offset (the Warthog lidar-ICP pose lags by ~0.25-0.45 s); wrong "
         "values shift ground truth against the inputs and inflate turning residuals")),
+    ParameterSpec("vehicle.cg.x", math.nan, "m", lower=-10.0, upper=10.0, description=(
+        "x of the whole-vehicle centre of gravity in body coordinates at the neutral joint "
+        "state (description value by default; set by moving the body frame's centre of mass); "
+        "enhanced kinematics applies slip at the cg (2.45)-(2.49), so a wrong cg mis-places "
+        "the yaw slip and the centripetal load in turns")),
+    ParameterSpec("vehicle.cg.y", math.nan, "m", lower=-10.0, upper=10.0, description=(
+        "y of the whole-vehicle centre of gravity; see vehicle.cg.x")),
+    ParameterSpec("vehicle.cg.z", math.nan, "m", lower=-10.0, upper=10.0, description=(
+        "z of the whole-vehicle centre of gravity; see vehicle.cg.x (height: load transfer and "
+        "the rollover margin)")),
+    ParameterSpec("steer.<joint>.gain", 1.0, "rad/1", lower=-1e3, upper=1e3, description=(
+        "steering potentiometer gain: steer angle = gain * reading + offset for the actuated "
+        "steering joint <joint> (used when the log has pot readings of that joint); a wrong "
+        "gain scales every steer angle (turn radius errors)")),
+    ParameterSpec("steer.<joint>.offset", 0.0, "rad", lower=-math.pi, upper=math.pi,
+                  description=(
+        "steering potentiometer offset (see steer.<joint>.gain); a wrong offset makes "
+        "straight driving curve")),
     ParameterSpec("diff_drive.alpha", 1.0, "1", lower=0.0, upper=3.0, description=(
         "yaw-rate scale of the enhanced differential drive model (3.66); skid steers turn "
         "less than (v_r - v_l)/B (alpha < 1); wrong values curve every predicted turn")),

@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE
 from wmr_model.errors import BagError, ParameterError
 
 __all__ = [
@@ -121,7 +122,7 @@ class ReplayOptions:
     params: tuple[str, ...] | None = None
     noise: tuple[str, ...] = ("noise.U.wz_wz", "noise.U.vx_vx", "noise.U.vy_vy")
     interval: float = 2.0
-    min_distance: float = 0.5
+    min_distance: float = MOVING_MIN_DISTANCE
     eval_intervals: tuple[float, ...] = EVAL_INTERVALS
     dt: float = 0.05
     stale_hold: float | None = 0.3
@@ -369,7 +370,7 @@ def _odometry_params(values: Mapping[str, float], model) -> dict[str, float]:
 
 def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResult:
     """Replay ``bag`` through odometry, online calibration and evaluation (module docstring)."""
-    from wmr_model.calibration.evaluate import evaluate
+    from wmr_model.calibration.evaluate import evaluate, online_errors
     from wmr_model.calibration.intervals import IntervalPolicy, select_intervals
     from wmr_model.calibration.logs import log_from_streams, with_pose_std
     from wmr_model.calibration.online import OnlineCalibrator
@@ -547,14 +548,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     def online(pred, lg, iv, hist, nms, start) -> tuple[float, float]:
         if len(iv) == 0:
             return math.nan, math.nan
-        ts = lg.pose_time[iv[:, 0]]
-        done = np.searchsorted(t_upd, ts, side="right")  # updates finished by the start
-        pe, ye = np.empty(len(iv)), np.empty(len(iv))
-        for u in np.unique(done):
-            sel = done == u
-            vals = start if u == 0 else dict(zip(nms, hist[u - 1]))
-            ev = evaluate(pred, lg, iv[sel], vals)
-            pe[sel], ye[sel] = ev.pos_error, ev.yaw_error
+        pe, ye = online_errors(pred, lg, iv, t_upd, hist, nms, start)
         return float(pe.mean()), float(ye.mean())
 
     table: dict[float, list[tuple[str, float, float, int]]] = {}

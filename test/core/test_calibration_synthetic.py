@@ -102,3 +102,13 @@ def test_offline_recovers_truth(setup):
     _within_3_sigma(res.values, res.std, run.truth, SYS)
     for n in NOISE:  # (3.46) maximum likelihood: within 30 % of the truth
         assert abs(res.values[n] / U_TRUE[n] - 1) < 0.3, (n, res.values[n])
+    # Q' standard deviations from the Fisher information: finite, and the truth within 3 sigma
+    assert all(np.isfinite(res.std[n]) and res.std[n] > 0 for n in NOISE), res.std
+    _within_3_sigma(res.values, res.std, U_TRUE, NOISE)
+    # information bound: a standard deviation estimated from K m residual components has a
+    # relative std of at least 1 / sqrt(2 K m) (all variance explained by that one entry); the
+    # measurement noise and the other entries share the residuals, so the std is above that
+    # bound but of its order
+    rel = np.array([res.std[n] / res.values[n] for n in NOISE])
+    rule = 1.0 / np.sqrt(2 * res.inliers.sum() * 3)
+    assert np.all((rel > 0.9 * rule) & (rel < 5 * rule)), (rel, rule)

@@ -20,7 +20,7 @@ from wmr_model.calibration.residuals import component_indices, yaw_of
 from wmr_model.calibration.stochastic import qprime_of
 from wmr_model.calibration.systematic import systematic_terms
 
-__all__ = ["Evaluation", "evaluate", "nees_bounds", "errors_from_records"]
+__all__ = ["Evaluation", "evaluate", "nees_bounds", "errors_from_records", "online_errors"]
 
 
 @dataclass(frozen=True)
@@ -110,3 +110,28 @@ def errors_from_records(log: CalibrationLog, records, components: Sequence[str] 
         pos.append(float(np.hypot(full[3], full[4])))
         yaw.append(abs(float(full[2])))
     return np.array(pos), np.array(yaw)
+
+
+def online_errors(predictor, log: CalibrationLog, intervals: np.ndarray,
+                  update_times: np.ndarray, estimates: np.ndarray, names: Sequence[str],
+                  start: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Table 3.3 "online" errors: each interval (K, 2) predicted with the estimate of the updates
+    finished by its start.
+
+    ``update_times`` (U,) end stamps of the online updates, increasing; ``estimates`` (U, n)
+    the estimate after each (values of ``names``); ``start``: values before any update.
+    Returns (pos_error (K,), yaw_error (K,)). The calibration and evaluation intervals may
+    differ (e.g. calibrate on moving intervals only, evaluate on all).
+    """
+    iv = np.asarray(intervals, dtype=int).reshape(-1, 2)
+    pe, ye = np.empty(len(iv)), np.empty(len(iv))
+    if not len(iv):
+        return pe, ye
+    done = np.searchsorted(np.asarray(update_times, dtype=float), log.pose_time[iv[:, 0]],
+                           side="right")
+    for u in np.unique(done):
+        sel = done == u
+        vals = dict(start) if u == 0 else dict(zip(names, np.asarray(estimates)[u - 1]))
+        ev = evaluate(predictor, log, iv[sel], vals)
+        pe[sel], ye[sel] = ev.pos_error, ev.yaw_error
+    return pe, ye

@@ -10,6 +10,17 @@ An interval ``(i0, i1)`` indexes two ground-truth poses; the model is simulated 
 * ``overlap="none"``: consecutive, non-overlapping intervals (the next starts where one ends).
 * ``overlap="sliding"``: one interval ending at every sample, "t = now, t0 = prior" as §3.2.1
   recommends for online use (overlapping residuals are correlated).
+
+Two filters apply after cutting (both off by default):
+
+* **moving filter** ``min_distance`` [m]: drop intervals whose ground-truth path is shorter.
+  Standing still says nothing about slip, and with a fixed Q' such residuals pull Q' to zero;
+  the bag replay, ``wmr calibrate`` and the calibrator node calibrate on moving intervals only
+  (:data:`MOVING_MIN_DISTANCE`) and evaluate on all of them.
+* **ground-truth jump filter** ``max_speed`` [m/s]: drop intervals containing a ground-truth
+  step faster than this (lidar-ICP re-localization jumps: 17 steps of the Warthog log imply
+  2-30 m/s for a 1 m/s vehicle); for evaluation, since such residuals measure the reference,
+  not the model.
 """
 
 from __future__ import annotations
@@ -21,7 +32,11 @@ import numpy as np
 
 from wmr_model.errors import ParameterError
 
-__all__ = ["IntervalPolicy", "select_intervals", "interval_ending_at"]
+__all__ = ["IntervalPolicy", "MOVING_MIN_DISTANCE", "select_intervals", "interval_ending_at",
+           "ground_truth_jumps"]
+
+#: Default moving filter [m] of online calibration on real data (replay, calibrator node, CLI).
+MOVING_MIN_DISTANCE = 0.5
 
 
 @dataclass(frozen=True)
@@ -35,8 +50,11 @@ class IntervalPolicy:
         tolerance: largest |duration - length| accepted for ``"time"`` [s]; default
             ``0.15 length``.
         max_duration: longest accepted ``"distance"`` interval [s].
-        min_distance: drop intervals whose ground-truth path is shorter [m] (standing still:
-            such residuals say nothing about slip and, with a constant Q', pull it to zero).
+        min_distance: moving filter: drop intervals whose ground-truth path is shorter [m]
+            (standing still: such residuals say nothing about slip and, with a constant Q',
+            pull it to zero); 0 keeps all.
+        max_speed: ground-truth jump filter: drop intervals containing a ground-truth step
+            faster than this [m/s]; inf keeps all.
     """
 
     kind: str = "time"
@@ -45,6 +63,7 @@ class IntervalPolicy:
     tolerance: float | None = None
     max_duration: float = 60.0
     min_distance: float = 0.0
+    max_speed: float = math.inf
 
     def __post_init__(self) -> None:
         if self.kind not in ("time", "distance"):
@@ -54,6 +73,10 @@ class IntervalPolicy:
                                  f"{self.overlap!r}")
         if not (math.isfinite(self.length) and self.length > 0):
             raise ParameterError(f"interval length: must be > 0, got {self.length}")
+        if not (math.isfinite(self.min_distance) and self.min_distance >= 0):
+            raise ParameterError(f"interval min_distance: must be >= 0 m, got {self.min_distance}")
+        if not self.max_speed > 0:
+            raise ParameterError(f"interval max_speed: must be > 0 m/s, got {self.max_speed}")
 
     @property
     def tol(self) -> float:
@@ -87,18 +110,30 @@ def interval_ending_at(times: np.ndarray, i1: int, policy: IntervalPolicy,
     return k
 
 
+def ground_truth_jumps(times: np.ndarray, positions: np.ndarray, max_speed: float) -> np.ndarray:
+    """Mask (M - 1,) of ground-truth steps ``k -> k + 1`` whose horizontal speed exceeds
+    ``max_speed`` [m/s] (re-localization jumps of the reference)."""
+    t = np.asarray(times, dtype=float)
+    d = np.linalg.norm(np.diff(np.asarray(positions, dtype=float)[:, :2], axis=0), axis=1)
+    return d > max_speed * np.diff(t)
+
+
 def select_intervals(times: np.ndarray, policy: IntervalPolicy,
                      positions: np.ndarray | None = None) -> np.ndarray:
     """Intervals (K, 2) of sample indices ``(i0, i1)`` over ground-truth ``times`` (M,).
 
-    ``positions`` (M, 3) are needed for ``kind="distance"``.
+    ``positions`` (M, 3) are needed for ``kind="distance"`` and the two filters.
     """
     out = _select(np.asarray(times, dtype=float), policy, positions)
+    if (policy.min_distance > 0 or math.isfinite(policy.max_speed)) and positions is None:
+        raise ParameterError("min_distance / max_speed need the ground-truth positions")
     if policy.min_distance > 0 and len(out):
-        if positions is None:
-            raise ParameterError("min_distance needs the ground-truth positions")
         s = _path_length(np.asarray(positions, dtype=float))
         out = out[s[out[:, 1]] - s[out[:, 0]] >= policy.min_distance]
+    if math.isfinite(policy.max_speed) and len(out):
+        jump = np.concatenate([[0], np.cumsum(ground_truth_jumps(times, positions,
+                                                                  policy.max_speed))])
+        out = out[jump[out[:, 1]] == jump[out[:, 0]]]
     return out
 
 

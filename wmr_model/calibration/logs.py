@@ -21,6 +21,7 @@ import numpy as np
 
 from wmr_model.errors import BagError, ParameterError, ShapeError
 from wmr_model.model import VehicleModel
+from wmr_model.spatial import quats_to_euler
 from wmr_model.uncertainty import from_ros_pose_covariance
 
 __all__ = [
@@ -50,6 +51,9 @@ class CalibrationLog:
         pose_sensor: sensor frame name the poses are of (None: the body frame).
         gyro_time, gyro: (Ng,), (Ng, 3) body angular velocity [rad/s], or None.
         attitude_time, roll_pitch: (Na,), (Na, 2) measured roll and pitch [rad], or None.
+        pot_names: (np,) actuated steering joints with potentiometer readings (may be empty);
+        pot_time, pot_reading: (Np,), (Np, np) raw readings (steer angle = gain * reading +
+            offset, ``steer.<joint>.gain/offset``), or None.
         source: where the log came from (for messages).
     """
 
@@ -64,6 +68,9 @@ class CalibrationLog:
     gyro: np.ndarray | None = None
     attitude_time: np.ndarray | None = None
     roll_pitch: np.ndarray | None = None
+    pot_names: tuple[str, ...] = ()
+    pot_time: np.ndarray | None = None
+    pot_reading: np.ndarray | None = None
     source: str = "<log>"
 
     def __post_init__(self) -> None:
@@ -76,6 +83,12 @@ class CalibrationLog:
         if np.shape(self.pose_covariance) != (M, 6, 6):
             raise ShapeError(f"{self.source}: pose_covariance: expected ({M}, 6, 6), got "
                              f"{np.shape(self.pose_covariance)}")
+        if self.pot_names:
+            Np = 0 if self.pot_time is None else len(self.pot_time)
+            if Np < 2 or np.shape(self.pot_reading) != (Np, len(self.pot_names)):
+                raise ShapeError(f"{self.source}: pot_reading: expected ({Np}, "
+                                 f"{len(self.pot_names)}) with >= 2 samples for pot_names "
+                                 f"{list(self.pot_names)}, got {np.shape(self.pot_reading)}")
         for name in ("joint_time", "pose_time"):
             t = getattr(self, name)
             if len(t) > 1 and np.any(np.diff(t) <= 0):
@@ -97,15 +110,23 @@ class CalibrationLog:
         return out
 
     def actuated_rates(self, model: VehicleModel, times: np.ndarray) -> np.ndarray:
-        """Rates (..., na) of ``model.actuated_joints`` at ``times`` (missing joints raise)."""
+        """Rates (..., na) of ``model.actuated_joints`` at ``times`` (missing joints raise;
+        joints known only through pot readings get 0, the predictor fills them)."""
         cols = self.actuated_columns(model)
-        return self.rates_at(times)[..., cols]
+        r = self.rates_at(times)
+        out = np.zeros(r.shape[:-1] + (len(cols),))
+        out[..., cols >= 0] = r[..., cols[cols >= 0]]
+        return out
 
     def actuated_columns(self, model: VehicleModel) -> np.ndarray:
-        """Column of ``joint_rate`` for each actuated joint of ``model`` (na,)."""
+        """Column of ``joint_rate`` for each actuated joint of ``model`` (na,); -1 for a joint
+        that has only pot readings."""
         cols = []
         for k in model.actuated_joints:
             jn = model.joint_names[int(k)]
+            if jn not in self.joint_names and jn in self.pot_names:
+                cols.append(-1)
+                continue
             if jn not in self.joint_names:
                 raise ParameterError(f"{self.source}: no rates for actuated joint {jn!r} of "
                                      f"{model.name}; the log has {list(self.joint_names)}")
@@ -158,26 +179,34 @@ def log_from_streams(model: VehicleModel, streams: Mapping[str, object], *,
     cov = np.where(bad[:, None, None], _default_covariance(len(cov)), cov)
     t_pose = np.asarray(ps.stamp, dtype=float)
     pkeep = np.concatenate([[True], np.diff(t_pose) > 0])
-    gyro_t = gyro = None
+    gyro_t = gyro = att_t = rp = None
     if imu is not None and imu in streams:
         im = streams[imu]
         gyro_t = np.asarray(im.stamp, dtype=float)
         gk = np.concatenate([[True], np.diff(gyro_t) > 0])
+        ori = np.asarray(im.orientation, dtype=float)[gk]
         gyro_t, gyro = gyro_t[gk], np.asarray(im.angular_velocity, dtype=float)[gk]
+        ok = np.all(np.isfinite(ori), axis=1) & (np.sum(ori * ori, axis=1) > 0.5)
+        if ok.sum() >= 2:  # IMU attitude provided (REP-145): roll/pitch as prediction inputs
+            qo = ori[ok] / np.linalg.norm(ori[ok], axis=1, keepdims=True)
+            att_t, rp = gyro_t[ok], quats_to_euler(qo)[:, :2]
     t0 = float(t_enc[0])
     return CalibrationLog(
         joint_names=tuple(names), joint_time=t_enc[keep] - t0,
         joint_rate=np.stack(cols, axis=1)[keep], pose_time=t_pose[pkeep] - t0,
         pose=pose_rows[pkeep], pose_covariance=cov[pkeep], pose_sensor=pose_sensor,
-        gyro_time=None if gyro_t is None else gyro_t - t0, gyro=gyro, source=source)
+        gyro_time=None if gyro_t is None else gyro_t - t0, gyro=gyro,
+        attitude_time=None if att_t is None else att_t - t0, roll_pitch=rp, source=source)
 
 
 def log_from_bag(path: str | Path, model: VehicleModel, *, encoder_topic: str = "/joint_states",
                  pose_topic: str = "/icp/odom", imu_topic: str | None = "/imu/data",
-                 pose_sensor: str | None = None) -> CalibrationLog:
+                 pose_sensor: str | None = None,
+                 window: tuple[float, float] | None = None) -> CalibrationLog:
     """Read a bag (:func:`wmr_model.io.bags.read_streams`) into a :class:`CalibrationLog`.
 
-    Times are shifted so the first encoder sample is at 0 s.
+    Times are shifted so the first encoder sample is at 0 s. ``window`` ``(start, stop)`` [s
+    after the bag start] reads only part of the bag.
     """
     from wmr_model.io.bags import read_streams
 
@@ -186,7 +215,7 @@ def log_from_bag(path: str | Path, model: VehicleModel, *, encoder_topic: str = 
     if imu_topic:
         topics["imu"] = imu_topic
         kinds["imu"] = "imu"
-    s = read_streams(path, topics, kinds, optional=("imu",))
+    s = read_streams(path, topics, kinds, optional=("imu",), window=window)
     log = log_from_streams(model, s.streams, imu="imu" if "imu" in s.streams else None,
                            pose_sensor=pose_sensor, source=str(path))
     if len(log.pose_time) < 2:

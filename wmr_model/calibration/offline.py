@@ -127,10 +127,13 @@ def fit_stochastic(predictor, log: CalibrationLog, intervals: np.ndarray,
                    noise_names: Sequence[str], systematic: Mapping[str, float],
                    s0: Mapping[str, float] | None = None,
                    fixed_noise: Mapping[str, float] | None = None,
-                   components: Sequence[str] = ("x", "y", "yaw")) -> dict[str, float]:
+                   components: Sequence[str] = ("x", "y", "yaw"), *,
+                   return_std: bool = False):
     """Minimize the negative log likelihood (3.46)-(3.47) over named Cholesky entries of Q'.
 
-    Returns the estimated ``noise.U.*`` values.
+    Returns the estimated ``noise.U.*`` values; with ``return_std`` also their standard
+    deviations from the inverse Fisher information (half the Hessian of (3.46) at the optimum,
+    by central differences; NaN when that Hessian is singular).
     """
     noise_names = list(noise_names)
     idx = component_indices(components)
@@ -182,7 +185,38 @@ def fit_stochastic(predictor, log: CalibrationLog, intervals: np.ndarray,
     bnds = [(None if not math.isfinite(a) else a, None if not math.isfinite(b) else b)
             for a, b in zip(lo, hi)]
     sol = minimize(nll, np.clip(s, lo, hi), method="L-BFGS-B", bounds=bnds)
-    return {n: float(v) for n, v in zip(noise_names, sol.x)}
+    values = {n: float(v) for n, v in zip(noise_names, sol.x)}
+    if not return_std:
+        return values
+    cov = _nll_covariance(nll, sol.x, lo)
+    return values, {n: float(math.sqrt(cov[k, k])) if cov[k, k] >= 0 else math.nan
+                    for k, n in enumerate(noise_names)}
+
+
+def _nll_covariance(nll, s: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """Covariance (n, n) of the (3.46) estimate: ``nll`` is -2 log likelihood (+ const), so the
+    Fisher information is half its Hessian; central differences, steps kept above ``lower``
+    (an entry pinned at its bound gets the one-sided curvature of its free side)."""
+    n = len(s)
+    h = 1e-3 * np.maximum(np.abs(s), 1e-2)
+    base = s.copy()
+    for k in range(n):  # keep s - h feasible (log det of R needs R > 0)
+        base[k] = max(base[k], lower[k] + h[k]) if math.isfinite(lower[k]) else base[k]
+    f0 = nll(base)
+    Hm = np.empty((n, n))
+    for i in range(n):
+        for j in range(i, n):
+            ei, ej = np.eye(n)[i] * h[i], np.eye(n)[j] * h[j]
+            if i == j:
+                v = (nll(base + ei) - 2 * f0 + nll(base - ei)) / (h[i] * h[i])
+            else:
+                v = (nll(base + ei + ej) - nll(base + ei - ej) - nll(base - ei + ej)
+                     + nll(base - ei - ej)) / (4 * h[i] * h[j])
+            Hm[i, j] = Hm[j, i] = v
+    try:
+        return 2.0 * np.linalg.inv(Hm)
+    except np.linalg.LinAlgError:
+        return np.full((n, n), np.nan)
 
 
 def calibrate_offline(predictor, log: CalibrationLog, intervals: np.ndarray,
@@ -199,6 +233,7 @@ def calibrate_offline(predictor, log: CalibrationLog, intervals: np.ndarray,
     noise.update({n: float(x0m.get(n, noise.get(n, 0.05))) for n in noise_names})
     sysx = {n: x0m[n] for n in sys_names if n in x0m}
     res = None
+    noise_std: dict[str, float] = {}
     for _ in range(max(1, rounds)):
         U = cholesky_factor(noise)
         res = fit_systematic(predictor, log, intervals, sys_names, sysx, U.T @ U,
@@ -206,14 +241,15 @@ def calibrate_offline(predictor, log: CalibrationLog, intervals: np.ndarray,
         sysx = dict(res.values)
         if not noise_names:
             break
-        est = fit_stochastic(predictor, log, np.asarray(intervals)[res.inliers], noise_names,
-                             sysx, s0={n: noise[n] for n in noise_names}, fixed_noise=noise,
-                             components=components)
+        est, noise_std = fit_stochastic(
+            predictor, log, np.asarray(intervals)[res.inliers], noise_names, sysx,
+            s0={n: noise[n] for n in noise_names}, fixed_noise=noise, components=components,
+            return_std=True)
         noise.update(est)
     assert res is not None
     values = dict(res.values)
     values.update({n: noise[n] for n in noise_names})
     std = dict(res.std)
-    std.update({n: math.nan for n in noise_names})
+    std.update(noise_std)
     return OfflineResult(values=values, std=std, covariance=res.covariance, names=res.names,
                          inliers=res.inliers, cost=res.cost)

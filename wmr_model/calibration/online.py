@@ -101,6 +101,10 @@ class OnlineCalibrator:
             iteration; helps strongly nonlinear parameters such as a time offset).
         expected_scatter: ``"R"`` - ``h_sigma = vec(R_mu)`` as (3.31); ``"S"`` - use the
             innovation covariance ``R_mu + H P H^T`` instead (parameter uncertainty included).
+        max_history: keep at most this many :class:`UpdateRecord` in ``history`` (the oldest
+            are dropped; None keeps all). Long-running nodes set it (memory); the counters
+            ``n_updates`` / ``n_rejected`` count every update regardless, and
+            :meth:`converged_after` sees only the kept records.
     """
 
     predictor: object
@@ -117,8 +121,11 @@ class OnlineCalibrator:
     stochastic: bool = True
     expected_scatter: str = "R"
     iterations: int = 1
+    max_history: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_history is not None and int(self.max_history) < 1:
+            raise ParameterError(f"max_history: must be >= 1 or None, got {self.max_history}")
         self.names = list(self.names)
         if len(set(self.names)) != len(self.names):
             raise ParameterError(f"calibrated names: duplicates in {self.names}")
@@ -146,6 +153,8 @@ class OnlineCalibrator:
         self._diag_pos = [k for k, n in enumerate(self.names) if n in self.noise_names
                           and cholesky_index(n)[0] == cholesky_index(n)[1]]
         self.n_accepted = 0
+        self.n_updates = 0  # intervals through update(), accepted or not
+        self.n_rejected = 0  # of those, rejected by the gate (3.68)
         self.history: list[UpdateRecord] = []
         self._clip()
 
@@ -254,6 +263,10 @@ class OnlineCalibrator:
                            accepted=accepted, x=self.x.copy(),
                            std=np.sqrt(np.maximum(np.diag(self.P), 0.0)))
         self.history.append(rec)
+        self.n_updates += 1
+        self.n_rejected += 0 if accepted else 1
+        if self.max_history is not None and len(self.history) > self.max_history:
+            del self.history[:len(self.history) - int(self.max_history)]
         return rec
 
     def run(self, log: CalibrationLog, intervals: np.ndarray) -> list[UpdateRecord]:

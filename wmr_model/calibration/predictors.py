@@ -12,7 +12,8 @@ pose-sensor poses plus the covariance map of the nominal prediction
   that wheel's logged rate (the contact velocity is ``r * omega``; the small change of wheel
   centre height is neglected in the perturbed candidates only); sensor offsets change the
   candidate's initial body pose (3.57) and final sensor pose (3.58); a time offset re-samples
-  the inputs. Only ``vehicle.track_scale`` needs one call per distinct value.
+  the inputs; steering-pot gains/offsets re-map the logged pot readings to steer angles and
+  rates. Only ``vehicle.track_scale`` and ``vehicle.cg.*`` need one call per distinct value.
 * :class:`DiffDrivePredictor` - the planar reference models (3.64)-(3.66).
 
 Parameters not listed in ``names`` take the predictor's ``base`` values, then schema defaults.
@@ -42,6 +43,7 @@ from wmr_model.model_parameters import get_parameter, with_parameters
 from wmr_model.parameters import SLIP_NAMES, get_spec
 from wmr_model.predict import predict
 from wmr_model.reference_models import integrate_planar
+from wmr_model.spatial import eulers_to_quat, quats_to_euler
 from wmr_model.terrain import Terrain, flat
 
 __all__ = [
@@ -50,7 +52,11 @@ __all__ = [
     "DiffDrivePredictor",
     "default_step",
     "interval_steps",
+    "PREDICTION_INPUTS",
 ]
+
+#: Measured inputs a :class:`ModelPredictor` can impose (its ``inputs`` attribute).
+PREDICTION_INPUTS = ("roll_pitch", "gyro_yaw")
 
 #: Finite-difference steps of (3.27) by parameter family (absolute, in the parameter's unit).
 _STEPS = {"slip": 1e-3, "wheel": 1e-4, "vehicle": 1e-4, "sensor": 1e-3, "time_offset": 1e-2,
@@ -85,6 +91,12 @@ class IntervalPrediction:
     dt: float
 
 
+@dataclass(frozen=True)
+class _Trajectories:
+    q: np.ndarray  # (Ng, T+1, nq)
+    qdot: np.ndarray  # (Ng, T, nv)
+
+
 def _values(base: Mapping[str, float], names: Sequence[str], row: np.ndarray) -> dict[str, float]:
     out = dict(base)
     out.update({n: float(v) for n, v in zip(names, row)})
@@ -102,6 +114,17 @@ class ModelPredictor:
         dt: nominal step [s] (each interval uses whole steps of about this size).
         base: values of named parameters not being estimated (slip, sensor, time offsets...).
         integrator, stabilization: passed to :func:`wmr_model.predict.predict`.
+        inputs: measured quantities imposed during the prediction (§3.3, "roll and pitch
+            measurements can optionally be treated as inputs"; see :data:`PREDICTION_INPUTS`):
+            ``"roll_pitch"`` - the log's roll/pitch replace the predicted attitude after every
+            step (:func:`wmr_model.kinematics.api.impose_roll_pitch`; yaw, position and joints
+            kept), and at the start, with the position stabilization (2.35) off since the
+            predictor's terrain may contradict the measured attitude; ``"gyro_yaw"`` - the yaw
+            increment of every step is the gyro's Euler yaw rate
+            ``(w_y sin(roll) + w_z cos(roll)) / cos(pitch)`` (A.15) times ``dt`` instead of the
+            predicted one. Inputs are read at ``t - time_offset``
+            like the wheel rates. A log without the data raises ParameterError. With inputs the
+            candidates step one ``dt`` at a time (still batched over candidates).
     """
 
     model: VehicleModel
@@ -111,14 +134,29 @@ class ModelPredictor:
     base: dict[str, float] = field(default_factory=dict)
     integrator: str = "euler"
     stabilization: float = kin.api.DEFAULT_STABILIZATION
+    inputs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.inputs = tuple(self.inputs)
+        bad = [i for i in self.inputs if i not in PREDICTION_INPUTS]
+        if bad:
+            raise ParameterError(f"prediction inputs {bad}: expected some of "
+                                 f"{list(PREDICTION_INPUTS)}")
 
     def check_names(self, names: Sequence[str]) -> None:
         """Raise ParameterError for names this predictor cannot vary."""
         for n in names:
             get_spec(n)
             fam = n.split(".")[0]
-            if fam not in ("slip", "wheel", "vehicle", "sensor", "time_offset", "noise"):
+            if fam not in ("slip", "wheel", "vehicle", "sensor", "time_offset", "noise",
+                           "steer"):
                 raise ParameterError(f"{n}: not a parameter of the 3D model predictor")
+            if fam == "steer":
+                j = n.split(".")[1]
+                act = [self.model.joint_names[int(k)] for k in self.model.actuated_joints]
+                if j not in act:
+                    raise ParameterError(f"{n}: {j!r} is not an actuated joint of "
+                                         f"{self.model.name}; actuated joints are {act}")
             if fam == "slip" and self.fidelity != "enhanced":
                 raise ParameterError(f"{n}: slip coefficients need fidelity='enhanced'")
 
@@ -146,6 +184,67 @@ class ModelPredictor:
                 T[k, 3] = vals[key]
         return T
 
+    @staticmethod
+    def _pots(log: CalibrationLog, m: VehicleModel, act: list[int]) -> dict[int, int]:
+        """Actuated-joint position -> ``pot_reading`` column, for the joints with pot readings
+        (their commanded rates and initial angles come from the readings)."""
+        out = {}
+        for a, j in enumerate(act):
+            jn = m.joint_names[j]
+            if jn in log.pot_names:
+                out[a] = log.pot_names.index(jn)
+        return out
+
+    def _check_inputs(self, log: CalibrationLog) -> None:
+        if "roll_pitch" in self.inputs and (log.roll_pitch is None or len(log.roll_pitch) < 2):
+            raise ParameterError(f"{log.source}: prediction input 'roll_pitch' needs measured "
+                                 "roll/pitch in the log (attitude_time, roll_pitch)")
+        if "gyro_yaw" in self.inputs and (log.gyro is None or len(log.gyro) < 2):
+            raise ParameterError(f"{log.source}: prediction input 'gyro_yaw' needs gyro "
+                                 "samples in the log (gyro_time, gyro)")
+
+    def _predict(self, mg: VehicleModel, log: CalibrationLog, q0: np.ndarray, cmds: np.ndarray,
+                 dt: float, slip: np.ndarray, t_in: np.ndarray):
+        """Trajectories of the candidates: ``q`` (Ng, T+1, nq), ``qdot`` (Ng, T, nv); one
+        batched :func:`predict` call, or one per step with measured inputs imposed."""
+        kw = dict(fidelity=self.fidelity, slip_params=slip, integrator=self.integrator,
+                  stabilization=self.stabilization)
+        if not self.inputs:
+            return predict(mg, self.terrain, q0, cmds, dt, **kw)
+        Ng, T = cmds.shape[:2]
+        rp = "roll_pitch" in self.inputs
+        if rp:
+            # the measured attitude replaces the terrain's: no position stabilization toward a
+            # terrain surface it contradicts (pure velocity solve, sigma = 0 in (2.35))
+            kw["stabilization"] = 0.0
+            roll = np.interp(t_in, log.attitude_time, log.roll_pitch[:, 0])
+            pitch = np.interp(t_in, log.attitude_time, log.roll_pitch[:, 1])
+        if "gyro_yaw" in self.inputs:
+            tm = 0.5 * (t_in[:, :-1] + t_in[:, 1:])
+            w = np.stack([np.interp(tm, log.gyro_time, log.gyro[:, a]) for a in range(3)], -1)
+        q = np.array(q0, dtype=float)
+        if rp:
+            for g in range(Ng):
+                q[g] = kin.api.impose_roll_pitch(q[g], roll[g, 0], pitch[g, 0])
+        qs, qds = [q.copy()], []
+        for k in range(T):
+            pr = predict(mg, self.terrain, q, cmds[:, k:k + 1], dt, **kw)
+            qn = np.array(pr.q[:, -1])
+            for g in range(Ng):
+                if "gyro_yaw" in self.inputs:
+                    e0 = quats_to_euler(q[g, :4])
+                    e1 = quats_to_euler(qn[g, :4])
+                    _wx, wy_, wz_ = w[g, k]
+                    yaw_rate = (wy_ * np.sin(e0[0]) + wz_ * np.cos(e0[0])) / np.cos(e0[1])
+                    e1[2] = e0[2] + yaw_rate * dt
+                    qn[g, :4] = eulers_to_quat(e1)
+                if rp:
+                    qn[g] = kin.api.impose_roll_pitch(qn[g], roll[g, k + 1], pitch[g, k + 1])
+            qs.append(qn)
+            qds.append(np.array(pr.qdot[:, 0]))
+            q = qn
+        return _Trajectories(q=np.stack(qs, axis=1), qdot=np.stack(qds, axis=1))
+
     def simulate(self, log: CalibrationLog, i0: int, i1: int, names: Sequence[str],
                  X: np.ndarray) -> IntervalPrediction:
         """Predict interval ``(i0, i1)`` for candidate rows ``X`` (N, n) of ``names``."""
@@ -158,29 +257,43 @@ class ModelPredictor:
         dur = float(log.pose_time[i1] - log.pose_time[i0])
         T, dt = interval_steps(dur, self.dt)
         mid = (np.arange(T) + 0.5) * dt
+        self._check_inputs(log)
         wheel_of_joint = {int(j): w for w, j in enumerate(m.wheel_joints)}
         act = [int(k) for k in m.actuated_joints]
-        # geometry groups: candidates sharing track scale use one predict call
-        groups: dict[float, list[int]] = {}
+        # geometry groups: candidates sharing track scale and cg use one predict call
+        groups: dict[tuple, list[int]] = {}
         for k, c in enumerate(cands):
-            groups.setdefault(float(c.get("vehicle.track_scale", 1.0)), []).append(k)
+            key = tuple(sorted((n, float(v)) for n, v in c.items()
+                               if n == "vehicle.track_scale" or n.startswith("vehicle.cg.")))
+            groups.setdefault(key, []).append(k)
         pose_out = np.empty((N, 7))
         nominal_traj = None
-        for ts, members in groups.items():
+        pots = self._pots(log, m, act)
+        for key, members in groups.items():
             c0 = cands[members[0]] if 0 not in members else cands[0]
             radius0 = {n: v for n, v in c0.items() if n.startswith("wheel.")}
-            mg = with_parameters(m, {**radius0, **({"vehicle.track_scale": ts}
-                                                   if ts != 1.0 else {})})
+            geom = {n: v for n, v in key if not (n == "vehicle.track_scale" and v == 1.0)}
+            mg = with_parameters(m, {**radius0, **geom})
             Ng = len(members)
             cmds = np.empty((Ng, T, len(act)))
             slip = np.zeros((Ng, 6))
             q0 = np.empty((Ng, m.nq))
             Ts = []
             q0_cache: dict[bytes, np.ndarray] = {}
+            t_in = np.empty((Ng, T + 1))  # input-clock stamps of the step ends
             for g, k in enumerate(members):
                 c = cands[k]
                 d = float(c.get(f"time_offset.{stream}", 0.0))
                 cmds[g] = log.actuated_rates(m, log.pose_time[i0] - d + mid)
+                t_in[g] = log.pose_time[i0] - d + np.arange(T + 1) * dt
+                steer0 = {}
+                for a, col in pots.items():  # steering pots: angle = gain * reading + offset
+                    jn = m.joint_names[act[a]]
+                    ang = (c.get(f"steer.{jn}.gain", 1.0)
+                           * np.interp(t_in[g], log.pot_time, log.pot_reading[:, col])
+                           + c.get(f"steer.{jn}.offset", 0.0))
+                    cmds[g, :, a] = np.diff(ang) / dt
+                    steer0[act[a]] = ang[0]
                 for a, j in enumerate(act):
                     w = wheel_of_joint.get(j)
                     if w is not None:
@@ -191,16 +304,16 @@ class ModelPredictor:
                     slip[g, i] = c.get(sn, 0.0)
                 Tsb = self._sensor_T(sensor, c)
                 Ts.append(Tsb)
-                hk = Tsb.tobytes()
+                hk = Tsb.tobytes() + np.array(list(steer0.values())).tobytes()
                 if hk not in q0_cache:
                     body = body_pose_from_sensor(log.pose[i0], Tsb)
                     qg = m.neutral_state()
                     qg[0:7] = body
+                    for j, ang0 in steer0.items():
+                        qg[7 + j] = ang0
                     q0_cache[hk], _ = kin.initialize_contact(mg, self.terrain, qg)
                 q0[g] = q0_cache[hk]
-            pr = predict(mg, self.terrain, q0, cmds, dt, fidelity=self.fidelity,
-                         slip_params=slip, integrator=self.integrator,
-                         stabilization=self.stabilization)
+            pr = self._predict(mg, log, q0, cmds, dt, slip, t_in)
             for g, k in enumerate(members):
                 pose_out[k] = sensor_pose(pr.q[g, -1, :7], Ts[g])
             if 0 in members:
@@ -208,6 +321,7 @@ class ModelPredictor:
                 nominal_traj = (pr.q[g0], pr.qdot[g0], Ts[g0])
         assert nominal_traj is not None
         qn, qdn, T0s = nominal_traj
+        qn = np.asarray(qn)
         R = quat_to_matrix(qn[:-1, :4])
         o = T0s[:3, 3]
         cmap = covariance_map(R, qdn[:, 3:6], dt, sensor_jacobian(qn[0, :7], o),

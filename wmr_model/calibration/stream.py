@@ -32,7 +32,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wmr_model.calibration.intervals import IntervalPolicy, interval_ending_at
+from wmr_model.calibration.intervals import (
+    IntervalPolicy,
+    ground_truth_jumps,
+    interval_ending_at,
+)
 from wmr_model.calibration.logs import DEFAULT_POSE_STD, CalibrationLog
 from wmr_model.calibration.online import OnlineCalibrator, UpdateRecord
 from wmr_model.errors import ParameterError, WmrError
@@ -313,6 +317,11 @@ class StreamCalibrator:
             s = self._path() if s is None else s
             if s[i1] - s[i0] < pol.min_distance:
                 self.diagnostics.skipped["shorter_than_min_distance"] += 1
+                return
+        if math.isfinite(pol.max_speed):
+            P = np.array([p[4:7] for p in self._pose[i0:i1 + 1]])
+            if np.any(ground_truth_jumps(np.asarray(self._pose_t[i0:i1 + 1]), P, pol.max_speed)):
+                self.diagnostics.skipped["ground_truth_jump"] += 1
                 return
         newest = max(self._enc_newest, self._pose_t[-1])
         self._pending.append(_Pending(

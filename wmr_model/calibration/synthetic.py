@@ -8,7 +8,10 @@ twist commands that steer back toward the origin, and records what a real log wo
 * ground-truth poses of the pose sensor at ``pose_rate`` with Gaussian rotation/position noise
   of the declared covariance, stamped ``time_offset`` late (latency of the ground truth);
 * process noise: white body-twist noise of spectral density ``Qprime`` (a sample of covariance
-  ``Q'/dt`` added each step, the discrete equivalent of (3.13)).
+  ``Q'/dt`` added each step, the discrete equivalent of (3.13));
+* roll/pitch (inclinometer/IMU attitude, white noise ``attitude_std``) and gyro (body angular
+  velocity of each step, white noise ``gyro_std``) on the wheel clock, for predictors that use
+  them as inputs.
 
 The truth is simulated with the same model structure the calibration uses (enhanced kinematics
 of :func:`wmr_model.predict.predict`), so a correct calibration must recover it.
@@ -28,6 +31,7 @@ from wmr_model.calibration.residuals import quat_multiply, sensor_pose
 from wmr_model.model import VehicleModel
 from wmr_model.parameters import slip_vector
 from wmr_model.predict import predict
+from wmr_model.spatial import quats_to_euler
 from wmr_model.terrain import Terrain
 
 __all__ = ["SyntheticRun", "synthetic_log", "inject_outliers"]
@@ -63,7 +67,8 @@ def synthetic_log(model: VehicleModel, terrain: Terrain, *, duration: float = 30
                   encoder_std: float = 0.01, time_offset: float = 0.0,
                   speed: tuple[float, float] = (0.4, 1.5), yaw_rate: float = 0.5,
                   segment: tuple[float, float] = (1.5, 4.0), box: float = 20.0,
-                  truth: Mapping[str, float] | None = None, seed: int = 0) -> SyntheticRun:
+                  truth: Mapping[str, float] | None = None, attitude_std: float = 0.002,
+                  gyro_std: float = 0.002, seed: int = 0) -> SyntheticRun:
     """Simulate a calibration run of the true vehicle ``model`` (see the module docstring).
 
     Args:
@@ -78,6 +83,8 @@ def synthetic_log(model: VehicleModel, terrain: Terrain, *, duration: float = 30
         speed, yaw_rate, segment: command ranges [m/s], [rad/s] and segment durations [s].
         truth: named true values recorded in the result (e.g. the radius and sensor offsets
             already applied to ``model``).
+        attitude_std, gyro_std: noise of the logged roll/pitch [rad] and gyro [rad/s] (drawn
+            after everything else, so they do not change the other streams of a seed).
     """
     rng = np.random.default_rng(seed)
     p = slip_vector(slip)
@@ -91,6 +98,7 @@ def synthetic_log(model: VehicleModel, terrain: Terrain, *, duration: float = 30
                     if k in model.wheel_joints else 1.0 for k in act])
     q, _ = kin.initialize_contact(model, terrain)
     qs = [q[None]]
+    omegas = []
     rates = []
     t = 0.0
     while t < duration:
@@ -110,6 +118,7 @@ def synthetic_log(model: VehicleModel, terrain: Terrain, *, duration: float = 30
         pr = predict(model, terrain, q, U, dt, fidelity="enhanced", slip_params=p,
                      process_noise=noise)
         qs.append(pr.q[0, 1:])
+        omegas.append(pr.qdot[0, :, 0:3])
         rates.append(U)
         q = pr.q[0, -1].copy()
         t += T * dt
@@ -132,9 +141,13 @@ def synthetic_log(model: VehicleModel, terrain: Terrain, *, duration: float = 30
     poses[:, 4:7] += sp * rng.standard_normal((len(k), 3))
     cov = np.repeat(np.diag([sr ** 2] * 3 + [sp ** 2] * 3)[None], len(k), axis=0)
     names = tuple(model.joint_names[j] for j in act)
+    rp = quats_to_euler(qall[:, :4])[:, :2] + attitude_std * rng.standard_normal((len(qall), 2))
+    gyro = np.concatenate(omegas)
+    gyro = gyro + gyro_std * rng.standard_normal(gyro.shape)
     log = CalibrationLog(joint_names=names, joint_time=joint_time, joint_rate=joint_rate,
                          pose_time=time[k] + time_offset, pose=poses, pose_covariance=cov,
-                         pose_sensor=pose_sensor, source=f"synthetic(seed={seed})")
+                         pose_sensor=pose_sensor, gyro_time=joint_time, gyro=gyro,
+                         attitude_time=time, roll_pitch=rp, source=f"synthetic(seed={seed})")
     tr = dict(truth or {})
     tr.update({f"slip.p{i + 1}": float(p[i]) for i in range(6)})
     tr["time_offset.pose"] = float(time_offset)

@@ -2,14 +2,17 @@
 
 Reads encoder, pose (ground truth) and IMU streams from BAG, cuts the run into intervals and
 compares diff drive, diff drive+ (alpha), 3D kinematic and 3D enhanced kinematic predictions
-(online and converged, plus the offline fit (3.44)/(3.46) with --offline). The ground-truth
-latency is estimated as ``time_offset.pose`` with the calibrated models. ``--overlay`` writes
-the offline (else online) 3D kin+ estimate as a vehicle YAML overlay.
+(online and converged, plus the offline fit (3.44)/(3.46) with --offline). The calibrators
+learn from the moving intervals (--min-distance); the table is over all intervals (standing
+still included, minus ground-truth jumps with --max-speed). The ground-truth latency is
+estimated as ``time_offset.pose`` with the calibrated models. ``--overlay`` writes the offline
+(else online) 3D kin+ estimate as a vehicle YAML overlay.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 __all__ = ["register", "run"]
@@ -33,8 +36,17 @@ def register(subparsers: Any) -> None:
                    metavar="NAMES", help="Q' Cholesky entries to estimate ('' for none)")
     p.add_argument("--interval", type=float, default=2.0, metavar="S",
                    help="interval length [s] (default 2)")
-    p.add_argument("--min-distance", type=float, default=0.0, metavar="M",
-                   help="skip intervals with a shorter ground-truth path [m] (default 0)")
+    p.add_argument("--min-distance", type=float, default=0.5, metavar="M",
+                   help="moving filter: calibrate only on intervals whose ground-truth path is "
+                   "at least this long [m] (default 0.5; 0 uses all)")
+    p.add_argument("--max-speed", type=float, default=None, metavar="M_PER_S",
+                   help="drop intervals with a ground-truth step faster than this [m/s] "
+                   "(re-localization jumps) from calibration and evaluation (default: keep)")
+    p.add_argument("--inputs", default="", metavar="NAMES",
+                   help="measured inputs of the 3D models: roll_pitch (IMU orientation), "
+                   "gyro_yaw (gyro yaw rate); comma-separated (default none; slower)")
+    p.add_argument("--iterations", type=int, default=1, metavar="N",
+                   help="Gauss-Newton iterations per online update (1 = EKF; default 1)")
     p.add_argument("--dt", type=float, default=0.05, metavar="S", help="step size [s] (0.05)")
     p.add_argument("--pose-std", default=None, metavar="ROT,POS",
                    help="override the ground-truth covariance: std [rad],[m]")
@@ -66,17 +78,25 @@ def run(args: argparse.Namespace) -> int:
         except ValueError:
             raise ParameterError(f"--pose-std: expected ROT,POS, got {args.pose_std!r}") from None
         log = with_pose_std(log, rot, pos)
-    iv = select_intervals(log.pose_time, IntervalPolicy("time", args.interval,
-                                                        min_distance=args.min_distance),
+    if args.iterations < 1:
+        raise ParameterError(f"--iterations: must be >= 1, got {args.iterations}")
+    vmax = math.inf if args.max_speed is None else args.max_speed
+    iv = select_intervals(log.pose_time, IntervalPolicy("time", args.interval, max_speed=vmax),
                           log.pose[:, 4:7])
-    if len(iv) == 0:
-        raise ParameterError(f"{args.bag}: no {args.interval} s intervals in the ground truth")
+    ivc = select_intervals(log.pose_time, IntervalPolicy(
+        "time", args.interval, min_distance=args.min_distance, max_speed=vmax),
+        log.pose[:, 4:7])
+    if len(ivc) == 0:
+        raise ParameterError(f"{args.bag}: no {args.interval} s interval of the ground truth "
+                             f"moves --min-distance {args.min_distance} m; nothing to calibrate")
     params = [n for n in args.params.split(",") if n]
     noise = [n for n in args.noise.split(",") if n]
-    rows, info = compare_models(model, log, iv, params=params, noise=noise, dt=args.dt,
-                                offline=args.offline)
+    rows, info = compare_models(model, log, iv, calibration_intervals=ivc, params=params,
+                                noise=noise, dt=args.dt, offline=args.offline,
+                                iterations=args.iterations,
+                                inputs=[n for n in args.inputs.split(",") if n])
     data = {"bag": args.bag, "vehicle": model.name, "intervals": len(iv),
-            "interval_s": args.interval,
+            "calibration_intervals": len(ivc), "interval_s": args.interval,
             "rows": [{"model": r.model, "mean_pos_m": r.pos, "mean_yaw_rad": r.yaw,
                       "values": r.values} for r in rows], "details": info}
     if args.overlay:
@@ -86,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
                                  note=f"{key} on {args.bag}"))
 
     def text(d: dict) -> str:
-        lines = [f"{d['bag']}: {d['intervals']} intervals of {d['interval_s']} s",
+        lines = [f"{d['bag']}: {d['intervals']} intervals of {d['interval_s']} s "
+                 f"({d['calibration_intervals']} moving ones calibrate)",
                  f"{'model':28s} {'mean pos (m)':>12s} {'mean yaw (rad)':>14s}"]
         lines += [f"{r['model']:28s} {r['mean_pos_m']:12.4f} {r['mean_yaw_rad']:14.4f}"
                   for r in d["rows"]]

@@ -161,7 +161,8 @@ def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
 
 
 def read_streams(path: str | Path, topics: Mapping[str, str], kinds: Mapping[str, str],
-                 optional: tuple[str, ...] = ()) -> BagStreams:
+                 optional: tuple[str, ...] = (),
+                 window: tuple[float, float] | None = None) -> BagStreams:
     """Read several streams from a bag in one pass.
 
     Args:
@@ -169,6 +170,8 @@ def read_streams(path: str | Path, topics: Mapping[str, str], kinds: Mapping[str
         topics: role -> topic name, e.g. ``{"encoders": "/joint_states", "imu": "/imu/data"}``.
         kinds: role -> stream kind (``joint_states``, ``imu``, ``pose``, ``twist``).
         optional: roles that may be absent from the bag.
+        window: ``(start, stop)`` [s] after the bag's first message (receive time): read only
+            the messages received in ``[start, stop)``; None reads all.
 
     Raises:
         BagError: the bag is unreadable, a required topic is missing (the message lists the bag's
@@ -192,7 +195,16 @@ def read_streams(path: str | Path, topics: Mapping[str, str], kinds: Mapping[str
             chosen[topic] = (role, kind)
         rows: dict[str, list] = {role: [] for role, _ in chosen.values()}
         conns = [c for c in reader.connections if c.topic in chosen]
-        for conn, t_ns, raw in reader.messages(connections=conns):
+        span = {}
+        if window is not None:
+            a, b = (float(v) for v in window)
+            if not (math.isfinite(a) and a >= 0 and b > a):
+                raise BagError(f"{path}: window: need 0 <= start < stop [s], got {window}")
+            t0 = int(reader.start_time)
+            span = {"start": t0 + int(round(a * 1e9)),
+                    "stop": t0 + int(round(b * 1e9)) if math.isfinite(b) else None}
+            span = {k: v for k, v in span.items() if v is not None}
+        for conn, t_ns, raw in reader.messages(connections=conns, **span):
             role, _kind = chosen[conn.topic]
             try:
                 msg = reader.deserialize(raw, conn.msgtype)

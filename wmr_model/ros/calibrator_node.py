@@ -37,6 +37,12 @@ most ``push.max_relative_std`` times |value| (or at most ``push.max_std``) are s
 target's ``set_parameters`` service. A target that refuses a name (not declared there) is told
 once and not sent that name again.
 
+Intervals: ``interval.*`` (policy, :class:`~wmr_model.calibration.intervals.IntervalPolicy`);
+``interval.min_distance`` (default 0.5 m) is the moving filter - intervals whose ground-truth
+path is shorter are skipped - and ``interval.max_speed`` (default 0 = off) skips intervals with
+a ground-truth jump. Memory: the filter keeps its last ``history_size`` (default 1000) update
+records; ``~/state`` counts all intervals.
+
 All timing of the calibration comes from message stamps; the node clock paces diagnostics and
 pushes only. Run: ``ros2 run wmr_model calibrator_node --ros-args -p vehicle:=warthog``.
 """
@@ -63,7 +69,7 @@ from scipy.stats import chi2
 from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger
 
-from wmr_model.calibration.intervals import IntervalPolicy
+from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, IntervalPolicy
 from wmr_model.calibration.online import DEFAULT_OUTLIER_PROBABILITY, OnlineCalibrator
 from wmr_model.calibration.overlay import overlay_yaml
 from wmr_model.calibration.predictors import ModelPredictor
@@ -174,10 +180,14 @@ class CalibratorNode(Node):
                                  upper=1e4, read_only=True),
             "max_duration": declare(self, "interval.max_duration", 60.0, "[s] longest "
                                     "distance interval", lower=1e-3, upper=1e5, read_only=True),
-            "min_distance": declare(self, "interval.min_distance", 0.0, "[m] skip intervals "
-                                    "with a shorter ground-truth path (standing still says "
-                                    "nothing about slip and pulls Q' to zero)", lower=0.0,
+            "min_distance": declare(self, "interval.min_distance", MOVING_MIN_DISTANCE,
+                                    "[m] moving filter: skip intervals with a shorter "
+                                    "ground-truth path (standing still says nothing about "
+                                    "slip and pulls Q' to zero); 0 keeps all", lower=0.0,
                                     upper=1e4, read_only=True),
+            "max_speed": declare(self, "interval.max_speed", 0.0, "[m/s] skip intervals with "
+                                 "a ground-truth step faster than this (re-localization "
+                                 "jumps); 0 keeps all", lower=0.0, upper=1e4, read_only=True),
         }
         self.outlier_probability = declare(
             self, "outlier_probability", DEFAULT_OUTLIER_PROBABILITY, "[-] intervals whose "
@@ -190,6 +200,10 @@ class CalibratorNode(Node):
         self.qprime_bound_intervals = declare(self, "qprime_bound_intervals", 20, "accepted "
                                               "updates the Q' bound applies for", lower=0,
                                               upper=1_000_000, read_only=True)
+        self.history_size = declare(self, "history_size", 1000, "update records kept in "
+                                    "memory (oldest dropped; counts in ~/state are not "
+                                    "affected); bounds the node's memory on long runs",
+                                    lower=1, upper=10_000_000, read_only=True)
         self.iterations = declare(self, "iterations", 1, "Gauss-Newton iterations per update "
                                   "(1: EKF; 2-3 help a time offset)", lower=1, upper=20,
                                   read_only=True)
@@ -335,14 +349,17 @@ class CalibratorNode(Node):
                                     outlier_threshold=threshold, qprime_bound=bound,
                                     qprime_bound_intervals=int(self.qprime_bound_intervals),
                                     stochastic=bool(self.noise),
-                                    iterations=int(self.iterations))
+                                    iterations=int(self.iterations),
+                                    max_history=int(self.history_size))
 
         iv = self.interval
         policy = IntervalPolicy(kind=iv["kind"], length=float(iv["length"]),
                                 overlap=iv["overlap"],
                                 tolerance=None if iv["tolerance"] < 0 else float(iv["tolerance"]),
                                 max_duration=float(iv["max_duration"]),
-                                min_distance=float(iv["min_distance"]))
+                                min_distance=float(iv["min_distance"]),
+                                max_speed=(math.inf if iv["max_speed"] <= 0
+                                           else float(iv["max_speed"])))
         joints = [model.joint_names[int(k)] for k in model.actuated_joints]
         return StreamCalibrator(make, joints, policy,
                                 encoder_map=dict(model.options.get("encoder_map", {}) or {}),
@@ -451,8 +468,8 @@ class CalibratorNode(Node):
         msg.last_innovation = [] if rec is None else np.asarray(rec.r, dtype=float).tolist()
         msg.last_nis = 0.0 if rec is None else float(rec.mahalanobis)
         msg.last_accepted = False if rec is None else bool(rec.accepted)
-        msg.interval_count = len(cal.history)
-        msg.rejected_count = sum(1 for h in cal.history if not h.accepted)
+        msg.interval_count = int(cal.n_updates)
+        msg.rejected_count = int(cal.n_rejected)
         self.pub_state.publish(msg)
 
     def _target_service(self, target: str) -> str:
@@ -534,7 +551,7 @@ class CalibratorNode(Node):
         path = Path(self.save_path).expanduser() if self.save_path else self._default_save_path()
         try:
             text = overlay_yaml(self.model.name, cal.estimate, cal.std, note=(
-                f"online IPEM ({self.get_fully_qualified_name()}), {len(cal.history)} intervals,"
+                f"online IPEM ({self.get_fully_qualified_name()}), {cal.n_updates} intervals,"
                 f" {cal.n_accepted} accepted"))
             write_text_atomically(path, text)
         except (OSError, WmrError, ValueError) as exc:

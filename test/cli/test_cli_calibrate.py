@@ -1,0 +1,62 @@
+"""`wmr calibrate` from the command line: Table 3.3 rows, --json, overlay, one-line errors."""
+
+import json
+
+import pytest
+import yaml
+
+from wmr_model.cli import main
+
+
+@pytest.fixture(scope="module")
+def bag(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cal") / "run"
+    assert main(["synth", "--out", str(path), "--duration", "30", "--seed", "2",
+                 "--truth-rate", "10"]) == 0
+    return path
+
+
+def test_calibrate_prints_rows_and_writes_an_overlay(bag, tmp_path, capsys):
+    capsys.readouterr()
+    overlay = tmp_path / "overlay.yaml"
+    args = ["calibrate", str(bag), "--vehicle", "warthog", "--pose-topic",
+            "/ground_truth/odom", "--params", "slip.p2,slip.p6", "--min-distance", "0.5",
+            "--max-speed", "5", "--iterations", "2", "--overlay", str(overlay), "--json"]
+    assert main(args) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [r["model"] for r in d["rows"]] == [
+        "diff drive", "diff drive+ online", "diff drive+ converged", "3D kin.",
+        "3D kin.+ online", "3D kin.+ converged"]
+    assert 0 < d["calibration_intervals"] <= d["intervals"]
+    assert all(r["mean_pos_m"] >= 0 and r["mean_yaw_rad"] >= 0 for r in d["rows"])
+    est = d["details"]["3D kin.+"]["estimate"]
+    assert set(est) == {"slip.p2", "slip.p6", "noise.U.wz_wz", "noise.U.vx_vx",
+                        "noise.U.vy_vy"}
+    text = yaml.safe_load(overlay.read_text())
+    assert "slip.p6" in json.dumps(text)
+    # the text table: one line per row
+    assert main(args[:-3]) == 0
+    out = capsys.readouterr().out
+    assert "3D kin.+ converged" in out and "moving ones calibrate" in out
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--pose-std", "0.01"], "--pose-std: expected ROT,POS"),
+    (["--iterations", "0"], "--iterations: must be >= 1"),
+    (["--min-distance", "1e6"], "nothing to calibrate"),
+    (["--params", "slip.p9"], "slip.p9"),
+    (["--inputs", "compass"], "prediction inputs"),
+])
+def test_bad_input_is_one_line(bag, capsys, extra, needle):
+    capsys.readouterr()
+    assert main(["calibrate", str(bag), "--vehicle", "warthog", "--pose-topic",
+                 "/ground_truth/odom", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("wmr: error: ") and needle in err, err
+
+
+def test_missing_topic_names_it(bag, capsys):
+    capsys.readouterr()
+    assert main(["calibrate", str(bag), "--vehicle", "warthog"]) == 2  # default /icp/odom
+    err = capsys.readouterr().err.strip()
+    assert "'/icp/odom'" in err and "/ground_truth/odom" in err
