@@ -213,11 +213,11 @@ def wheel_slip_velocity(A, v_b_slip, nw, vc_xy):
 
 @njit
 def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                  joint_offset, track_frame, track_drive, track_path, track_act,
-                                  tkind, tparams, tgrid, q, known, qdot_known,
-                                  sigma, vc_xy, I_frame, gravity, p, slip_axes, enhanced,
-                                  T_world, T_contact, dz, contact_angle, A, v, qdot, Ic,
-                                  f_cg, c, v_b_slip, vc_slip):
+                                  joint_offset, loop_closure, track_frame, track_drive, track_path,
+                                  track_act, tkind, tparams, tgrid, q, known, qdot_known, sigma,
+                                  vc_xy, I_frame, gravity, p, slip_axes, enhanced, T_world,
+                                  T_contact, dz, contact_angle, A, v, qdot, Ic, f_cg, c, v_b_slip,
+                                  vc_slip):
     """Joint-space velocity with body-level slip, (2.44)-(2.52) then (2.38).
 
     1. least-squares (no added slip) solve of (2.37)-(2.38) with the given ``vc_xy`` (nw, 2);
@@ -236,8 +236,8 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
     Returns the residual norm of the final solve.
     """
     res = joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                               joint_offset, track_frame, track_drive, track_path, track_act,
-                               tkind, tparams, tgrid, q, known, qdot_known, sigma, vc_xy,
+                               joint_offset, loop_closure, track_frame, track_drive, track_path,
+                               track_act, tkind, tparams, tgrid, q, known, qdot_known, sigma, vc_xy,
                                T_world, T_contact, dz, contact_angle, A, v, qdot)
     Ib = composite_inertias(parent, I_frame, T_world, Ic)
     m, cc = inertia_mass_com(Ib)

@@ -24,6 +24,9 @@ nw     wheels
 ntp    track contact patches (all tracks; 0 for wheeled vehicles)
 nc     contacts = nw + ntp: wheels first, then track patches (rows 3k..3k+2 of A)
 ncj    holonomic joint constraints (2.25), (E.1)
+nlc    loop closures (closed kinematic chains between two frames of the tree)
+nlr    loop-closure constraint rows (3 per point, 2 per point-on-axis, 1 per distance)
+nhc    holonomic constraint rows = ncj + nlr (linear joint rows first, then loop rows)
 =====  ====================================================================
 """
 
@@ -50,8 +53,14 @@ __all__ = [
     "FREE",
     "REVOLUTE",
     "PRISMATIC",
+    "LOOP_POINT",
+    "LOOP_POINT_ON_AXIS",
+    "LOOP_DISTANCE",
+    "LOOP_TYPES",
+    "LOOP_WIDTH",
     "FrameSpec",
     "JointConstraintSpec",
+    "LoopClosureSpec",
     "SensorSpec",
     "TrackSpec",
     "VehicleSpec",
@@ -63,6 +72,17 @@ FREE = 0
 REVOLUTE = 1
 PRISMATIC = 2
 _JOINT_TYPES = {"revolute": REVOLUTE, "continuous": REVOLUTE, "prismatic": PRISMATIC}
+
+#: Loop-closure kinds and their number of constraint rows (:class:`LoopClosureSpec`).
+LOOP_POINT = 0
+LOOP_POINT_ON_AXIS = 1
+LOOP_DISTANCE = 2
+LOOP_TYPES = {"point": LOOP_POINT, "point_on_axis": LOOP_POINT_ON_AXIS,
+              "distance": LOOP_DISTANCE}
+_LOOP_ROWS = {LOOP_POINT: 3, LOOP_POINT_ON_AXIS: 2, LOOP_DISTANCE: 1}
+#: Columns of ``VehicleModel.loop_closure``: ``[kind, frame_a, frame_b, point_a (3),
+#: point_b (3), e1 (3), e2 (3), length]`` (points and directions in their frame's coordinates).
+LOOP_WIDTH = 16
 
 
 @dataclass
@@ -105,11 +125,47 @@ class JointConstraintSpec:
 
     Covers Rocky 7's rocker differential (2.25) (``{"D1": 1, "D2": 1}``, b = 0) and the
     "joint = natural displacement" constraints of (E.1) (``{"linkFL": 1}``, b = natural value).
+    In the dynamics each is a spring-damper (2.74) ``f = -K c - D dc/dt + preload``:
+    ``stiffness`` K and ``damping`` D (None: the simulation default) and ``preload``, the
+    generalized force at c = 0 [N m or N] (a suspension spring's static load, so that the
+    natural displacement b is also the static pose).
     """
 
     name: str
     coefficients: dict[str, float]
     offset: float = 0.0
+    stiffness: float | None = None
+    damping: float | None = None
+    preload: float = 0.0
+
+
+@dataclass
+class LoopClosureSpec:
+    """A loop closure: a holonomic constraint between two frames of the tree (closed chain).
+
+    Both frames belong to the same tree, so the constraint depends on the joint displacements
+    only; it is enforced with the Baumgarte-stabilized holonomic rows of (2.26), (2.36).
+
+    Attributes:
+        name: unique name.
+        kind: ``"point"`` (``point_a`` of ``frame_a`` coincides with ``point_b`` of ``frame_b``,
+            3 rows), ``"point_on_axis"`` (``point_a`` lies on the line through ``point_b`` along
+            ``axis_b`` of ``frame_b``, 2 rows) or ``"distance"`` (the two points are ``length``
+            apart, 1 row: a massless link with ball joints at both ends, e.g. a tie rod).
+        frame_a, frame_b: frame names (the body or joint frames).
+        point_a, point_b: points in their frame's coordinates [m].
+        axis_b: direction in ``frame_b`` coordinates (``point_on_axis`` only).
+        length: [m] (``distance`` only); None: the distance at zero joint displacement.
+    """
+
+    name: str
+    kind: str
+    frame_a: str
+    point_a: tuple[float, float, float]
+    frame_b: str
+    point_b: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    axis_b: tuple[float, float, float] | None = None
+    length: float | None = None
 
 
 @dataclass
@@ -171,6 +227,7 @@ class VehicleSpec:
     options: dict[str, Any] = field(default_factory=dict)
     source: str = "<spec>"
     tracks: list[TrackSpec] = field(default_factory=list)
+    loop_closures: list[LoopClosureSpec] = field(default_factory=list)
 
 
 def _ro(a: np.ndarray) -> np.ndarray:
@@ -200,6 +257,13 @@ class VehicleModel:
         chain: (nw, nf) bool, True where a frame lies on the wheel's chain to the body (2.19).
         A_joint: (ncj, nv) holonomic joint constraint Jacobian (2.26); constant.
         joint_offset: (ncj,) right-hand constants b of the constraints.
+        joint_stiffness, joint_damping: (ncj,) spring-damper of each joint constraint in the
+            dynamics (2.74) [N m/rad or N/m, N m s/rad or N s/m]; NaN: the simulation default.
+        joint_preload: (ncj,) generalized spring force at c = 0 [N m or N].
+        loop_closure: (nlc, LOOP_WIDTH) loop closures (:class:`LoopClosureSpec`), rows
+            ``[kind, frame_a, frame_b, point_a, point_b, e1, e2, length]``; for
+            ``point_on_axis`` e1, e2 are unit vectors normal to the axis in ``frame_b``.
+        loop_closure_names: (nlc,) names.
         sensor_frame: dict name -> (frame index, (4, 4) transform in that frame).
         track_names: (nt,) track names; track_of: (ntp,) int64 track index of each patch.
         track_frame: (ntp,) int64 frame carrying each contact patch.
@@ -238,6 +302,11 @@ class VehicleModel:
     track_path: np.ndarray = field(
         default_factory=lambda: _ro(np.zeros((0, TRACK_PATCH_POINTS, 6))))
     track_act: np.ndarray = field(default_factory=lambda: _ro(_default_activation()))
+    joint_stiffness: np.ndarray = field(default_factory=lambda: _ro(np.zeros(0)))
+    joint_damping: np.ndarray = field(default_factory=lambda: _ro(np.zeros(0)))
+    joint_preload: np.ndarray = field(default_factory=lambda: _ro(np.zeros(0)))
+    loop_closure: np.ndarray = field(default_factory=lambda: _ro(np.zeros((0, LOOP_WIDTH))))
+    loop_closure_names: tuple[str, ...] = ()
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
@@ -279,6 +348,21 @@ class VehicleModel:
     def ncj(self) -> int:
         """Number of holonomic joint constraints."""
         return self.A_joint.shape[0]
+
+    @property
+    def nlc(self) -> int:
+        """Number of loop closures."""
+        return self.loop_closure.shape[0]
+
+    @property
+    def nlr(self) -> int:
+        """Number of loop-closure constraint rows (3 point, 2 point-on-axis, 1 distance)."""
+        return int(sum(_LOOP_ROWS[int(k)] for k in self.loop_closure[:, 0]))
+
+    @property
+    def nhc(self) -> int:
+        """Holonomic constraint rows ncj + nlr (joint constraints, then loop closures)."""
+        return self.ncj + self.nlr
 
     # ---- names and index sets ----------------------------------------------------------------
     @property
@@ -344,7 +428,7 @@ class VehicleModel:
         """Arrays the compiled kinematics kernels take, in their argument order.
 
         ``(parent, joint_type, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-        track_frame, track_drive, track_path, track_act)``.
+        loop_closure, track_frame, track_drive, track_path, track_act)``.
         """
         return (
             self.parent,
@@ -355,11 +439,47 @@ class VehicleModel:
             self.wheel_radius,
             self.A_joint,
             self.joint_offset,
+            self.loop_closure,
             self.track_frame,
             self.track_drive,
             self.track_path,
             self.track_act,
         )
+
+    def holonomic_jacobian(self, q: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Holonomic constraint residual c (nhc,) and Jacobian dc/dqdot' (nhc, nv) at ``q``.
+
+        Joint constraint rows (2.25) first, then loop-closure rows; ``q`` (nq,) defaults to the
+        neutral state. See :func:`wmr_model.kinematics.kernels.holonomic_constraints`.
+        """
+        from wmr_model.kinematics.kernels import forward_kinematics, holonomic_constraints
+
+        q = self.neutral_state() if q is None else np.ascontiguousarray(q, dtype=float)
+        T_world = np.empty((self.nf, 4, 4))
+        forward_kinematics(self.parent, self.joint_type, self.axis, self.T0, q, T_world)
+        c = np.empty(self.nhc)
+        J = np.empty((self.nhc, self.nv))
+        holonomic_constraints(self.parent, self.joint_type, self.axis, self.A_joint,
+                              self.joint_offset, self.loop_closure, q, T_world, c, J)
+        return c, J
+
+    def independent_dof(self, q: np.ndarray | None = None, *,
+                        joint_constraints: bool = False) -> int:
+        """Independent degrees of freedom nv - rank(dc/dqdot') at ``q`` (default neutral).
+
+        Counts the loop closures' rows; with ``joint_constraints`` the linear joint constraints
+        too (those are compliant spring-dampers in the dynamics, rigid in the kinematics).
+        Redundant rows (e.g. the out-of-plane row of a planar four-bar's point closure) do not
+        reduce the count. Rank by SVD with relative tolerance 1e-9.
+        """
+        _, J = self.holonomic_jacobian(q)
+        if not joint_constraints:
+            J = J[self.ncj:]
+        if J.shape[0] == 0:
+            return self.nv
+        s = np.linalg.svd(J, compute_uv=False)
+        rank = int(np.sum(s > 1e-9 * max(float(s[0]), 1e-300)))
+        return self.nv - rank
 
     def describe(self) -> str:
         """Human-readable tree, wheels, actuated joints and constraints (for ``wmr check``)."""
@@ -389,10 +509,26 @@ class VehicleModel:
         walk(0, 0)
         act = ", ".join(self.joint_names[k] for k in self.actuated_joints)
         lines.append("  actuated joints: " + act)
-        for n, row, b in zip(self.joint_constraint_names, self.A_joint, self.joint_offset):
+        for r, (n, row, b) in enumerate(zip(self.joint_constraint_names, self.A_joint,
+                                            self.joint_offset)):
             terms = " + ".join(
                 f"{row[6 + k]:g}*{self.joint_names[k]}" for k in np.flatnonzero(row[6:]))
-            lines.append(f"  constraint {n}: {terms} = {b:g}")
+            spring = ""
+            if self.joint_stiffness.size and not np.isnan(self.joint_stiffness[r]):
+                spring = (f" (spring {self.joint_stiffness[r]:g}, damper "
+                          f"{self.joint_damping[r]:g}, preload {self.joint_preload[r]:g})")
+            lines.append(f"  constraint {n}: {terms} = {b:g}{spring}")
+        kinds = {v: k for k, v in LOOP_TYPES.items()}
+        for n, row in zip(self.loop_closure_names, self.loop_closure):
+            a, b = self.frame_names[int(row[1])], self.frame_names[int(row[2])]
+            extra = f", length {row[15]:.4f} m" if int(row[0]) == LOOP_DISTANCE else ""
+            lines.append(f"  loop closure {n}: {kinds[int(row[0])]} {a} - {b}{extra}")
+        if self.nlc:
+            c, _ = self.holonomic_jacobian()
+            lines.append(
+                f"  independent DOF: {self.independent_dof()} of nv = {self.nv} (loop closures), "
+                f"{self.independent_dof(joint_constraints=True)} with the joint constraints; "
+                f"loop residual at zero joints {np.abs(c[self.ncj:]).max():.2e}")
         for s, (fi, _) in self.sensor_frame.items():
             lines.append(f"  sensor {s} on {self.frame_names[fi]}")
         for t, tn in enumerate(self.track_names):
@@ -563,6 +699,9 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
     ncj = len(spec.joint_constraints)
     A_joint = np.zeros((ncj, nv))
     joint_offset = np.zeros(ncj)
+    joint_stiffness = np.full(ncj, np.nan)
+    joint_damping = np.full(ncj, np.nan)
+    joint_preload = np.zeros(ncj)
     cnames = []
     for r, c in enumerate(spec.joint_constraints):
         where = f"{src}: joint constraint {c.name!r}"
@@ -577,6 +716,18 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
         if not math.isfinite(float(c.offset)):
             raise ModelError(f"{where}: offset must be finite, got {c.offset}")
         joint_offset[r] = float(c.offset)
+        for what, val, arr in (("stiffness", c.stiffness, joint_stiffness),
+                               ("damping", c.damping, joint_damping)):
+            if val is None:
+                continue
+            if not (math.isfinite(float(val)) and float(val) >= 0):
+                raise ModelError(f"{where}: {what} must be >= 0, got {val}")
+            arr[r] = float(val)
+        if not math.isfinite(float(c.preload)):
+            raise ModelError(f"{where}: preload must be finite, got {c.preload}")
+        if c.preload != 0 and not joint_stiffness[r] > 0:
+            raise ModelError(f"{where}: a preload needs the constraint's own stiffness > 0")
+        joint_preload[r] = float(c.preload)
         cnames.append(c.name)
 
     sensors: dict[str, tuple[int, np.ndarray]] = {}
@@ -590,6 +741,7 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
         sensors[s.name] = (index[s.parent], _ro(T))
 
     track = _compile_tracks(spec, index, parent, joint_type)
+    loops, loop_names = _compile_loop_closures(spec, index, parent, T0)
 
     return VehicleModel(
         name=spec.name,
@@ -614,8 +766,75 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
         joint_constraint_names=tuple(cnames),
         sensor_frame=sensors,
         options=dict(spec.options),
+        joint_stiffness=_ro(joint_stiffness),
+        joint_damping=_ro(joint_damping),
+        joint_preload=_ro(joint_preload),
+        loop_closure=_ro(loops),
+        loop_closure_names=loop_names,
         **track,
     )
+
+
+def _compile_loop_closures(spec: VehicleSpec, index: dict[str, int], parent: np.ndarray,
+                           T0: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Validate ``spec.loop_closures`` into rows of ``VehicleModel.loop_closure``."""
+    src = spec.source
+    nf = parent.shape[0]
+    T_zero = np.tile(np.eye(4), (nf, 1, 1))  # frames at zero joint displacement (Alg. 1)
+    for i in range(1, nf):
+        T_zero[i] = T_zero[int(parent[i])] @ T0[i]
+    rows = np.zeros((len(spec.loop_closures), LOOP_WIDTH))
+    names: list[str] = []
+    for r, lc in enumerate(spec.loop_closures):
+        where = f"{src}: loop closure {lc.name!r}"
+        if not isinstance(lc.name, str) or not lc.name:
+            raise ModelError(f"{src}: a loop closure has an empty name")
+        if lc.name in names:
+            raise ModelError(f"{where}: defined twice")
+        names.append(lc.name)
+        if lc.kind not in LOOP_TYPES:
+            raise ModelError(f"{where}: type must be one of {list(LOOP_TYPES)}, got {lc.kind!r}")
+        for key, fr in (("frame_a", lc.frame_a), ("frame_b", lc.frame_b)):
+            if fr not in index:
+                raise ModelError(f"{where}: {key} {fr!r} is not a frame of this vehicle; "
+                                 f"frames are {list(index)}")
+        fa, fb = index[lc.frame_a], index[lc.frame_b]
+        if fa == fb:
+            raise ModelError(f"{where}: frame_a and frame_b are the same frame {lc.frame_a!r}")
+        kind = LOOP_TYPES[lc.kind]
+        pa = _vec3(lc.point_a, "point_a", where)
+        pb = _vec3(lc.point_b, "point_b", where)
+        rows[r, 0:3] = (kind, fa, fb)
+        rows[r, 3:6] = pa
+        rows[r, 6:9] = pb
+        if kind == LOOP_POINT_ON_AXIS:
+            if lc.axis_b is None:
+                raise ModelError(f"{where}: type point_on_axis needs axis_b")
+            ax = _vec3(lc.axis_b, "axis_b", where)
+            na = float(np.linalg.norm(ax))
+            if na < 1e-9:
+                raise ModelError(f"{where}: axis_b must be nonzero, got {ax.tolist()}")
+            ax = ax / na
+            helper = np.eye(3)[int(np.argmin(np.abs(ax)))]
+            e1 = np.cross(ax, helper)
+            e1 /= np.linalg.norm(e1)
+            rows[r, 9:12] = e1
+            rows[r, 12:15] = np.cross(ax, e1)
+        elif lc.axis_b is not None:
+            raise ModelError(f"{where}: axis_b is only used by type point_on_axis")
+        if kind == LOOP_DISTANCE:
+            if lc.length is None:
+                d = (T_zero[fa, :3, :3] @ pa + T_zero[fa, :3, 3]
+                     - T_zero[fb, :3, :3] @ pb - T_zero[fb, :3, 3])
+                length = float(np.linalg.norm(d))
+            else:
+                length = float(lc.length)
+            if not (math.isfinite(length) and length > 0):
+                raise ModelError(f"{where}: length must be > 0 m, got {length}")
+            rows[r, 15] = length
+        elif lc.length is not None:
+            raise ModelError(f"{where}: length is only used by type distance")
+    return rows, tuple(names)
 
 
 def _compile_tracks(spec: VehicleSpec, index: dict[str, int], parent: np.ndarray,

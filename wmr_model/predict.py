@@ -20,7 +20,15 @@ TRACTION_LIMIT    2     reserved for traction-limited models (dynamics); never s
 WHEEL_LIFTOFF     4     some wheel's contact height error Δz (2.8) above
                         ``liftoff_threshold`` (default 0.02 m): the kinematics could not keep
                         it on the terrain
+JOINT_LIMIT       8     dynamics only (:func:`joint_limit_flags`): a passive joint (e.g. a
+                        suspension arm) within :data:`JOINT_LIMIT_FRACTION` of its range from
+                        a limit - suspension travel at its bump or droop stop
 ================  ====  ============================================================
+
+For dynamic predictions (:func:`wmr_model.dynamics.simulate_dynamics`) the planner-facing
+quantities are the wheel loads (normal contact forces), the suspension travel (passive joint
+displacements, ``q[..., 7:]``) and the tip-over margin of :func:`dynamic_stability_margin`,
+which includes the inertial load of the body's acceleration.
 """
 
 from __future__ import annotations
@@ -45,7 +53,11 @@ __all__ = [
     "TIPOVER_RISK",
     "TRACTION_LIMIT",
     "WHEEL_LIFTOFF",
+    "JOINT_LIMIT",
+    "JOINT_LIMIT_FRACTION",
     "FIDELITIES",
+    "dynamic_stability_margin",
+    "joint_limit_flags",
     "DEFAULT_LIFTOFF_THRESHOLD",
     "Prediction",
     "predict",
@@ -56,6 +68,10 @@ __all__ = [
 TIPOVER_RISK = 1
 TRACTION_LIMIT = 2
 WHEEL_LIFTOFF = 4
+JOINT_LIMIT = 8
+#: JOINT_LIMIT: a passive joint closer than this fraction of its range to a limit (5 %: e.g.
+#: 1.2 cm of a 24 cm suspension stroke, well past normal travel, before the stop is reached).
+JOINT_LIMIT_FRACTION = 0.05
 
 FIDELITIES = ("kinematic", "enhanced")
 
@@ -297,3 +313,68 @@ def predict_twist(model: VehicleModel, terrain: Terrain, q0: np.ndarray, segment
     qseed = q0a if q0a.ndim == 1 else q0a[0]
     return predict(model, terrain, q0, twist_commands(model, segments, dt, q=qseed), dt,
                    **kwargs)
+
+
+def dynamic_stability_margin(model: VehicleModel, terrain: Terrain, q: np.ndarray,
+                             qdot: np.ndarray, dt: float) -> np.ndarray:
+    """Tip-over stability margin (T+1,) [m] along a dynamic trajectory.
+
+    ``q`` (T+1, nq), ``qdot`` (T+1, nv) at step ``dt`` [s]. At each state the cg force is the
+    vehicle's weight minus its inertial load ``m a`` (``a`` the body origin's world
+    acceleration by central differences of ``R_b v_b``), passed to
+    :func:`wmr_model.enhanced.stability_margin` with the contact frames of that state
+    (quasi-static: rotational inertia is left out). Negative: the resultant leaves the support
+    polygon.
+    """
+    from wmr_model.enhanced import stability_margin
+    from wmr_model.inertia import composite_inertias, inertia_mass_com
+    from wmr_model.kinematics.kernels import contact_detection, forward_kinematics
+    from wmr_model.spatial import quat_to_rot
+
+    q = np.ascontiguousarray(q, dtype=float)
+    qdot = np.ascontiguousarray(qdot, dtype=float)
+    n = q.shape[0]
+    R = np.stack([quat_to_rot(np.ascontiguousarray(o)) for o in q[:, 0:4]])
+    v_world = np.einsum("tij,tj->ti", R, qdot[:, 3:6])
+    acc = np.gradient(v_world, dt, axis=0) if n > 1 else np.zeros_like(v_world)
+    g_world = np.array([0.0, 0.0, -float(np.linalg.norm(_gravity(model)))])
+    I_frame = model_frame_inertias(model)
+    T_world = np.empty((model.nf, 4, 4))
+    T_contact = np.empty((model.nc, 4, 4))
+    dz = np.empty(model.nc)
+    ang = np.empty(model.nc)
+    Ic = np.empty((model.nf, 6, 6))
+    tk, tp, tg = terrain.kernel_args()
+    out = np.empty(n)
+    f_cg = np.zeros(6)
+    for i in range(n):
+        forward_kinematics(model.parent, model.joint_type, model.axis, model.T0, q[i], T_world)
+        contact_detection(model.parent, model.T0, model.wheel_frame, model.wheel_radius,
+                          model.track_frame, model.track_path, tk, tp, tg, T_world, T_contact,
+                          dz, ang)
+        m, c = inertia_mass_com(composite_inertias(model.parent, I_frame, T_world, Ic))
+        f_cg[3:] = R[i].T @ (m * (g_world - acc[i]))
+        out[i] = stability_margin(T_world, T_contact, c, f_cg)
+    return out
+
+
+def joint_limit_flags(model: VehicleModel, q: np.ndarray) -> np.ndarray:
+    """(..., ) bool: some passive non-wheel joint of ``q`` (..., nq) within
+    :data:`JOINT_LIMIT_FRACTION` of its range from a finite limit (suspension at a stop)."""
+    q = np.asarray(q, dtype=float)
+    wheels = set(model.wheel_joints.tolist())
+    out = np.zeros(q.shape[:-1], dtype=bool)
+    for k in model.passive_joints:
+        lo, hi = float(model.lower[k + 1]), float(model.upper[k + 1])
+        if k in wheels or not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+            continue
+        band = JOINT_LIMIT_FRACTION * (hi - lo)
+        th = q[..., 7 + k]
+        out |= (th <= lo + band) | (th >= hi - band)
+    return out
+
+
+def _gravity(model: VehicleModel) -> np.ndarray:
+    from wmr_model.dynamics.api import gravity_of
+
+    return gravity_of(model)

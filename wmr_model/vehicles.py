@@ -2,7 +2,9 @@
 
 Shipped vehicles are a URDF ``urdf/<name>.urdf`` plus its sidecar ``config/vehicles/<name>.yaml``
 (thesis vehicles: ``rocky7`` Table 2.2; ``landtamer``, ``zoe``, ``crusher``, ``recbot`` Tables
-E.1-E.4; plus ``diffdrive`` and ``warthog``). They are looked up, in order, in
+E.1-E.4; plus ``diffdrive``, ``warthog``, and the HMMWV-class ``hmmwv`` with closed-chain
+suspension and steering and its one-joint-per-corner form ``hmmwv_embedded``,
+:mod:`wmr_model.hmmwv`). They are looked up, in order, in
 
 1. the source tree (``<repo>/urdf``, ``<repo>/config/vehicles``),
 2. ``<sys.prefix>/share/wmr_model/`` (pip/colcon install into an environment),
@@ -37,7 +39,8 @@ __all__ = [
 ]
 
 #: The vehicles this package ships, in documentation order.
-SHIPPED_VEHICLES = ("rocky7", "landtamer", "zoe", "crusher", "recbot", "diffdrive", "warthog")
+SHIPPED_VEHICLES = ("rocky7", "landtamer", "zoe", "crusher", "recbot", "diffdrive", "warthog",
+                    "hmmwv", "hmmwv_embedded")
 #: Shipped tracked vehicles (sidecar ``tracks:``); ``list_vehicles(include_tracked=True)``.
 SHIPPED_TRACKED_VEHICLES = ("absolem",)
 

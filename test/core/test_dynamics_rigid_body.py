@@ -129,7 +129,8 @@ def test_shape_errors_name_the_argument():
 # ---- Pinocchio oracle --------------------------------------------------------------------------
 # Vehicles whose URDF wheel joints already spin about +y, so the loader keeps the URDF frames and
 # joint signs (diffdrive's wheels are re-expressed and are left out).
-PIN_VEHICLES = ("rocky7", "zoe", "landtamer", "crusher", "recbot", "warthog")
+PIN_VEHICLES = ("rocky7", "zoe", "landtamer", "crusher", "recbot", "warthog", "hmmwv",
+                "hmmwv_embedded")
 
 
 def _pinocchio_maps(pin, pm, m, q, qdot):

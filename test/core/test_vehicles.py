@@ -46,7 +46,7 @@ def _actuated(model) -> set[str]:
 
 def test_all_shipped_vehicles_are_listed_and_compile():
     assert list_vehicles() == list(SHIPPED_VEHICLES)
-    assert len(SHIPPED_VEHICLES) == 7
+    assert len(SHIPPED_VEHICLES) == 9  # 7 + the HMMWV closed-chain and embedded forms (issue 11)
     for name in SHIPPED_VEHICLES:
         urdf, sidecar = vehicle_files(name)
         assert urdf.name == f"{name}.urdf" and sidecar.name == f"{name}.yaml"
@@ -230,7 +230,7 @@ def _ns(**kw) -> argparse.Namespace:
     return argparse.Namespace(**kw)
 
 
-def test_cli_vehicles_json_lists_all_seven(capsys):
+def test_cli_vehicles_json_lists_all_nine(capsys):
     from wmr_model.cli import vehicles as cli_vehicles
 
     assert cli_vehicles.run(_ns(json=True)) == 0
@@ -270,4 +270,4 @@ def test_wmr_main_exit_codes(capsys):
     err = capsys.readouterr().err
     assert err.startswith("wmr: error: ") and "cycle.urdf" in err and err.count("\n") == 1
     assert cli.main(["vehicles", "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 7
+    assert len(json.loads(capsys.readouterr().out)) == 9

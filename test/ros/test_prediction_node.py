@@ -285,7 +285,9 @@ def _check_dynamic(resp, trajs, m, req):
     assert len(resp.pose_covariances) == C * T1 * 36
     assert not np.any(np.array(resp.pose_covariances))
     flags = np.array(resp.flags).reshape(C, T1)
-    assert not np.any(flags & ~np.uint8(2 | 4))  # only TRACTION_LIMIT / WHEEL_LIFTOFF
+    # TIPOVER_RISK (1, margin with the inertial load), TRACTION_LIMIT, WHEEL_LIFTOFF and
+    # JOINT_LIMIT (8, a passive joint at its stop) are the DYNAMIC flags
+    assert not np.any(flags & ~np.uint8(1 | 2 | 4 | 8))
     return flags
 
 

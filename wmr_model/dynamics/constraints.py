@@ -6,7 +6,8 @@ starts and records index rows stably):
 =================  ==========================================================================
 ``3k .. 3k+2``     wheel k contact constraint (Algorithm 2, 2.24), contact coordinates
 ``3nw + a``        actuated joint a (2.56): a unit row at the joint's rate
-``3nw + na + r``   holonomic joint constraint r (2.26)
+``3nw + na + r``   holonomic constraint r (2.26): joint constraints (r < ncj, spring-dampers
+                   (2.74)), then loop-closure rows (ideal: their velocity is prescribed)
 =================  ==========================================================================
 
 ``active`` (nc,) marks rows that take part this step (wheel rows drop out when the wheel is far
@@ -31,9 +32,13 @@ INDEPENDENCE_RTOL = 1e-9
 
 
 @njit
-def assemble_constraints(parent, jtype, axis, wheel_frame, A_joint, act_joints, T_world,
+def assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_world,
                          T_contact, A):
-    """Stacked constraint matrix ``A`` (nc, nv), (2.55); nc = 3 nw + na + ncj."""
+    """Stacked constraint matrix ``A`` (nc, nv), (2.55); nc = 3 nw + na + nhc.
+
+    ``J_hol`` (nhc, nv): holonomic constraint rows of
+    :func:`wmr_model.kinematics.kernels.holonomic_constraints` at the same state.
+    """
     nw = wheel_frame.shape[0]
     na = act_joints.shape[0]
     nv = A.shape[1]
@@ -44,8 +49,8 @@ def assemble_constraints(parent, jtype, axis, wheel_frame, A_joint, act_joints, 
         A[3 * k:3 * k + 3, :] = blk
     for a in range(na):
         A[3 * nw + a, 6 + act_joints[a]] = 1.0
-    for r in range(A_joint.shape[0]):
-        A[3 * nw + na + r, :] = A_joint[r, :]
+    for r in range(J_hol.shape[0]):
+        A[3 * nw + na + r, :] = J_hol[r, :]
 
 
 @njit

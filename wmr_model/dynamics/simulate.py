@@ -25,25 +25,37 @@ from wmr_model.dynamics.integrate import symplectic_euler
 from wmr_model.dynamics.rnea import bias_force, bias_force_fused
 from wmr_model.errors import ParameterError, check_shape
 from wmr_model.inertia import model_frame_inertias
-from wmr_model.kinematics.kernels import joint_constraint_residual, wheel_contact
+from wmr_model.kinematics.kernels import (
+    holonomic_constraints,
+    loop_closure_rows,
+    project_loop_closures,
+    wheel_contact,
+)
 from wmr_model.model import VehicleModel
 from wmr_model.terrain import Terrain
 
 __all__ = ["DynamicsTrajectory", "dynamics_step", "simulate_loop", "simulate_dynamics",
-           "CONTACT_MARGIN"]
+           "joint_spring_dampers", "CONTACT_MARGIN", "LOOP_STIFFNESS", "LOOP_DAMPING"]
 
 # Wheels whose contact height error exceeds this [m] are out of contact and their constraint
 # rows are dropped for the step (§2.4.3); within it a wheel in the air is kept and the force
 # balance finds the velocities at which its (zero) model force is met.
 CONTACT_MARGIN = 0.05
+# Loop closures in the dynamics are the joint constraints' spring-dampers (2.74) made stiff, per
+# unit m g: 1e4 m g per metre and 1e3 m g s/m. The damper dominates over a step (D > K dt for
+# dt < 0.1 s), so a closure carrying the vehicle's weight moves apart at ~1e-3 m/s at most; the
+# coordinate projection after each step (kernels.project_loop_closures) removes the position
+# residual. Options loop_stiffness [N/m], loop_damping [N s/m] override them.
+LOOP_STIFFNESS = 1e4
+LOOP_DAMPING = 1e3
 
 
 @njit
 def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                  I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables, caxes,
-                  act_joints, akinds, aparams, jK, jD, q, qdot, u, dt, v_prev, fused,
-                  single_step, max_iter, tol, T_world, T_contact, dz, contact_angle, Ic, M, c,
-                  A, fmodel, q_next, qdot_next):
+                  loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables,
+                  caxes, act_joints, akinds, aparams, jK, jD, q, qdot, u, dt, v_prev, fused,
+                  single_step, max_iter, tol, T_world, T_contact, dz, contact_angle, Ic, M, c, A,
+                  fmodel, q_next, qdot_next):
     """One step of the constrained dynamics with force balance; returns (iterations, L).
 
     ``v_prev`` (nc,) holds the previous step's constraint-row velocities (warm start, §2.4.4)
@@ -51,8 +63,8 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
     """
     nw = wheel_frame.shape[0]
     na = act_joints.shape[0]
-    ncj = A_joint.shape[0]
     nc, nv = A.shape
+    nh = nc - 3 * nw - na
     crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M)
     wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
                   T_contact, dz, contact_angle)
@@ -60,7 +72,11 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
         bias_force_fused(np.ascontiguousarray(Ic[0]), gravity, q, qdot, c)
     else:
         bias_force(parent, jtype, axis, T0, I_frame, gravity, q, qdot, T_world, c)
-    assemble_constraints(parent, jtype, axis, wheel_frame, A_joint, act_joints, T_world,
+    c_hol = np.empty(nh)
+    J_hol = np.empty((nh, nv))
+    holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure, q, T_world,
+                          c_hol, J_hol)
+    assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_world,
                          T_contact, A)
     active = np.ones(nc, dtype=np.bool_)
     forced = np.zeros(nc, dtype=np.bool_)
@@ -101,8 +117,7 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
     AIq = AI @ qdot
     qd0 = qdot + dt * Minv_tc - G @ (AIq - dt * d_const)
     lam0 = Cinv @ (d_const - AIq / dt)
-    cjoint = np.empty(ncj)
-    joint_constraint_residual(A_joint, joint_offset, q, cjoint)
+    cjoint = c_hol.copy()  # joint constraints and loop closures: spring-dampers (2.74)
     x = np.empty(nx)
     ix = 0
     for a in range(nI):
@@ -123,20 +138,22 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
             s += A[r, j] * qdot_next[j]
         v_prev[r] = s
     symplectic_euler(q, qdot_next, dt, q_next)
+    if loop_closure.shape[0] > 0:
+        project_loop_closures(parent, jtype, axis, T0, loop_closure, cols, q_next, T_world)
     return it, L
 
 
 @njit
 def simulate_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                  I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables, caxes,
-                  act_joints, akinds, aparams, jK, jD, q0, qdot0, U, dt, fused, single_step,
+                  loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables,
+                  caxes, act_joints, akinds, aparams, jK, jD, q0, qdot0, U, dt, fused, single_step,
                   max_iter, tol, Q, QD, IT, COST, FC, DZ):
     """Compiled loop over ``U`` (T, na) commands: writes Q (T+1, nq), QD (T+1, nv), IT (T,),
     COST (T,), FC (T, nw, 3) contact forces, DZ (T, nw) contact height errors."""
     nf = parent.shape[0]
     nw = wheel_frame.shape[0]
     na = act_joints.shape[0]
-    nc = 3 * nw + na + A_joint.shape[0]
+    nc = 3 * nw + na + A_joint.shape[0] + loop_closure_rows(loop_closure)
     nv = qdot0.shape[0]
     T_world = np.empty((nf, 4, 4))
     T_contact = np.empty((nw, 4, 4))
@@ -158,16 +175,20 @@ def simulate_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
             crba(parent, jtype, axis, T0, I_frame, Q[t], T_world, Ic, M)
             wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid,
                           T_world, T_contact, dz, ang)
-            assemble_constraints(parent, jtype, axis, wheel_frame, A_joint, act_joints,
+            nh = nc - 3 * nw - na
+            c_hol = np.empty(nh)
+            J_hol = np.empty((nh, nv))
+            holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure,
+                                  Q[t], T_world, c_hol, J_hol)
+            assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints,
                                  T_world, T_contact, A)
             v_prev[:] = A @ QD[0]
             first = False
         it, L = dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                              joint_offset, I_frame, gravity, tkind, tparams, tgrid, ckinds,
-                              cparams, ctables, caxes, act_joints, akinds, aparams, jK, jD,
+                              joint_offset, loop_closure, I_frame, gravity, tkind, tparams, tgrid,
+                              ckinds, cparams, ctables, caxes, act_joints, akinds, aparams, jK, jD,
                               Q[t], QD[t], U[t], dt, v_prev, fused, single_step, max_iter, tol,
-                              T_world, T_contact, dz, ang, Ic, M, c, A, fmodel, Q[t + 1],
-                              QD[t + 1])
+                              T_world, T_contact, dz, ang, Ic, M, c, A, fmodel, Q[t + 1], QD[t + 1])
         IT[t] = it
         COST[t] = L
         for k in range(nw):
@@ -218,6 +239,35 @@ def _actuators(model: VehicleModel, actuator: str | Mapping[str, str],
     return kinds, params
 
 
+def joint_spring_dampers(model: VehicleModel, mg: float, joint_stiffness: float | None,
+                         joint_damping: float | None
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Spring-dampers (2.74) of the holonomic rows: stiffness, damping (nhc,), offset (ncj,).
+
+    A joint constraint's own ``stiffness``/``damping`` (sidecar ``joint_constraints``, e.g. a
+    suspension spring) wins; the others take ``joint_stiffness``/``joint_damping``, else
+    ``model.options``, else 10 m g and m g (per unit of the constraint: rad or m). A
+    ``preload`` P (force at c = 0) shifts the spring's rest point: ``f = -K c + P = -K (c -
+    P/K)``, i.e. the dynamics use the offset ``b + P/K`` (the kinematics keep b). Loop-closure
+    rows follow with :data:`LOOP_STIFFNESS` and :data:`LOOP_DAMPING` times m g (options
+    ``loop_stiffness``, ``loop_damping``).
+    """
+    Kj = joint_stiffness if joint_stiffness is not None else model.options.get(
+        "joint_stiffness", 10.0 * mg)
+    Dj = joint_damping if joint_damping is not None else model.options.get(
+        "joint_damping", 1.0 * mg)
+    jK = np.where(np.isnan(model.joint_stiffness), float(Kj), model.joint_stiffness)
+    jD = np.where(np.isnan(model.joint_damping), float(Dj), model.joint_damping)
+    pre = model.joint_preload
+    shift = np.divide(pre, jK, out=np.zeros(model.ncj), where=pre != 0.0)
+    nl = model.nlr
+    Kl = float(model.options.get("loop_stiffness", LOOP_STIFFNESS * mg))
+    Dl = float(model.options.get("loop_damping", LOOP_DAMPING * mg))
+    return (np.ascontiguousarray(np.concatenate([jK, np.full(nl, Kl)]), dtype=float),
+            np.ascontiguousarray(np.concatenate([jD, np.full(nl, Dl)]), dtype=float),
+            np.ascontiguousarray(model.joint_offset + shift, dtype=float))
+
+
 def check_dynamics_inputs(model: VehicleModel, q0: np.ndarray, qdot0: np.ndarray,
                           commands: np.ndarray, dt: float
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -258,7 +308,10 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
             joint name -> kind (missing: ideal); actuator_params: ``Kp``, ``f_max``,
             ``tau_stall``, ``w_noload``.
         joint_stiffness, joint_damping: spring-damper of the holonomic joint constraints (2.74)
-            [N m/rad, N m s/rad]; default ``options`` or 10 m g and m g.
+            [N m/rad, N m s/rad]; default ``options`` or 10 m g and m g; a constraint's own
+            sidecar ``stiffness``/``damping`` wins (:func:`joint_spring_dampers`). Loop
+            closures are stiff spring-dampers (:data:`LOOP_STIFFNESS`) whose position residual
+            is projected away after each step.
         fused_bias: use the fused-body bias force (2.89) instead of Algorithm 4.
         single_step: one Newton step per time step (§2.4.4).
         tol: force-balance tolerance on |e| [N]; default 1e-6 m g.
@@ -268,12 +321,7 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
     mg = model.total_mass * float(np.linalg.norm(g))
     cs = contact_setup(model, contact_model, contact_params, float(np.linalg.norm(g)))
     akinds, aparams = _actuators(model, actuator, actuator_params)
-    Kj = joint_stiffness if joint_stiffness is not None else model.options.get(
-        "joint_stiffness", 10.0 * mg)
-    Dj = joint_damping if joint_damping is not None else model.options.get(
-        "joint_damping", 1.0 * mg)
-    jK = np.full(model.ncj, float(Kj))
-    jD = np.full(model.ncj, float(Dj))
+    jK, jD, offset = joint_spring_dampers(model, mg, joint_stiffness, joint_damping)
     tol = 1e-6 * mg if tol is None else float(tol)
     T = U.shape[0]
     Q = np.empty((T + 1, model.nq))
@@ -284,7 +332,7 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
     DZ = np.empty((T, model.nw))
     tk, tp, tg = terrain.kernel_args()
     simulate_loop(model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
-                  model.wheel_radius, model.A_joint, model.joint_offset,
+                  model.wheel_radius, model.A_joint, offset, model.loop_closure,
                   model_frame_inertias(model), g, tk, tp, tg, cs.kinds, cs.params, cs.tables,
                   cs.axes, model.actuated_joints.astype(np.int64), akinds, aparams, jK, jD, q0,
                   qdot0, U, float(dt), bool(fused_bias), bool(single_step), int(max_iter), tol,

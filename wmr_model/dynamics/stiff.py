@@ -16,6 +16,11 @@ classes: ``BDF``, the variable-order multistep family of MATLAB's ode15s, ``Rada
 ``LSODA``); the thesis used MATLAB's
 ode15s/ode23s/ode23tb with ``RelTol = 1e-2`` and ``MaxStep = 0.04 s``, the defaults here.
 
+Loop closures (closed kinematic chains) enter like the joint constraints, as the stiff
+spring-dampers of :func:`~wmr_model.dynamics.simulate.joint_spring_dampers` on the rows of
+:func:`~wmr_model.kinematics.kernels.holonomic_constraints` (``jK``, ``jD`` have nhc entries);
+there is no projection here, so they stay a penalty.
+
 Ideal actuators have no force law, so they cannot be used here (§2.5.2 uses a P controller).
 Commands are a zero-order hold of the same ``(T, na)`` array as :func:`simulate_dynamics`; the
 solver is restarted wherever a command changes so that it never steps across a discontinuity.
@@ -41,10 +46,10 @@ from wmr_model.dynamics.api import gravity_of
 from wmr_model.dynamics.constraints import assemble_constraints
 from wmr_model.dynamics.crba import crba
 from wmr_model.dynamics.rnea import bias_force
-from wmr_model.dynamics.simulate import _actuators, check_dynamics_inputs
+from wmr_model.dynamics.simulate import _actuators, check_dynamics_inputs, joint_spring_dampers
 from wmr_model.errors import ParameterError
 from wmr_model.inertia import model_frame_inertias
-from wmr_model.kinematics.kernels import joint_constraint_residual, state_derivative, wheel_contact
+from wmr_model.kinematics.kernels import holonomic_constraints, state_derivative, wheel_contact
 from wmr_model.model import VehicleModel
 from wmr_model.terrain import Terrain
 
@@ -61,9 +66,9 @@ _FD_REL_STEP = 6e-6
 
 @njit
 def stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                     I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables, caxes,
-                     act_joints, akinds, aparams, jK, jD, x, u, T_world, T_contact, dz,
-                     contact_angle, Ic, M, c, A, fc_out, xdot):
+                     loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
+                     ctables, caxes, act_joints, akinds, aparams, jK, jD, x, u, T_world, T_contact,
+                     dz, contact_angle, Ic, M, c, A, fc_out, xdot):
     """Right-hand side ``xdot`` (nq + nv,) of the stiff ODE at ``x = [q; qdot']``, commands u.
 
     ``fc_out`` (nw, 3) receives the contact forces on the wheels (contact coordinates). The
@@ -83,7 +88,12 @@ def stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint
     wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
                   T_contact, dz, contact_angle)
     bias_force(parent, jtype, axis, T0, I_frame, gravity, q, qd, T_world, c)
-    assemble_constraints(parent, jtype, axis, wheel_frame, A_joint, act_joints, T_world,
+    nh = jK.shape[0]
+    c_hol = np.empty(nh)
+    J_hol = np.empty((nh, nv))
+    holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure, q, T_world,
+                          c_hol, J_hol)
+    assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_world,
                          T_contact, A)
     tau = -c
     vc = np.empty(3)
@@ -105,17 +115,13 @@ def stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint
         j = 6 + act_joints[a]
         f, _ = actuator_force(akinds[a], aparams[a], qd[j], u[a])
         tau[j] += f
-    ncj = A_joint.shape[0]
-    if ncj > 0:
-        cj = np.empty(ncj)
-        joint_constraint_residual(A_joint, joint_offset, q, cj)
-        for r in range(ncj):
-            cd = 0.0
-            for j in range(nv):
-                cd += A_joint[r, j] * qd[j]
-            f = -jK[r] * cj[r] - jD[r] * cd
-            for j in range(nv):
-                tau[j] += A_joint[r, j] * f
+    for r in range(nh):
+        cd = 0.0
+        for j in range(nv):
+            cd += J_hol[r, j] * qd[j]
+        f = -jK[r] * c_hol[r] - jD[r] * cd
+        for j in range(nv):
+            tau[j] += J_hol[r, j] * f
     qdd = np.linalg.solve(M, tau)
     state_derivative(x[:nq], qd, xdot[:nq])
     xdot[nq:] = qdd
@@ -123,8 +129,8 @@ def stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint
 
 @njit
 def stiff_jacobian(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                   I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables, caxes,
-                   act_joints, akinds, aparams, jK, jD, x, u, T_world, T_contact, dz,
+                   loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables,
+                   caxes, act_joints, akinds, aparams, jK, jD, x, u, T_world, T_contact, dz,
                    contact_angle, Ic, M, c, A, fc_out, Jx):
     """Central-difference Jacobian ``Jx`` (nx, nx) of :func:`stiff_derivative` at ``x``."""
     nx = x.shape[0]
@@ -134,13 +140,13 @@ def stiff_jacobian(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, 
     for i in range(nx):
         h = _FD_REL_STEP * (1.0 + abs(x[i]))
         xp[i] = x[i] + h
-        stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                         joint_offset, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
+        stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                         loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
                          ctables, caxes, act_joints, akinds, aparams, jK, jD, xp, u, T_world,
                          T_contact, dz, contact_angle, Ic, M, c, A, fc_out, fp)
         xp[i] = x[i] - h
-        stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                         joint_offset, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
+        stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                         loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
                          ctables, caxes, act_joints, akinds, aparams, jK, jD, xp, u, T_world,
                          T_contact, dz, contact_angle, Ic, M, c, A, fc_out, fm)
         xp[i] = x[i]
@@ -205,20 +211,15 @@ def simulate_stiff(model: VehicleModel, terrain: Terrain, q0: np.ndarray, qdot0:
     gn = float(np.linalg.norm(g))
     mg = model.total_mass * gn
     cs = contact_setup(model, contact_model, contact_params, gn)
-    Kj = joint_stiffness if joint_stiffness is not None else model.options.get(
-        "joint_stiffness", 10.0 * mg)
-    Dj = joint_damping if joint_damping is not None else model.options.get(
-        "joint_damping", 1.0 * mg)
-    jK = np.full(model.ncj, float(Kj))
-    jD = np.full(model.ncj, float(Dj))
+    jK, jD, offset = joint_spring_dampers(model, mg, joint_stiffness, joint_damping)
     tk, tp, tg = terrain.kernel_args()
     nf, nw, nv, nq = model.nf, model.nw, model.nv, model.nq
     ws = (np.empty((nf, 4, 4)), np.empty((nw, 4, 4)), np.empty(nw), np.empty(nw),
           np.empty((nf, 6, 6)), np.empty((nv, nv)), np.empty(nv),
-          np.empty((3 * nw + U.shape[1] + model.ncj, nv)), np.empty((nw, 3)))
+          np.empty((3 * nw + U.shape[1] + model.nhc, nv)), np.empty((nw, 3)))
     const = (model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
-             model.wheel_radius, model.A_joint, model.joint_offset, model_frame_inertias(model),
-             g, tk, tp, tg, cs.kinds, cs.params, cs.tables, cs.axes,
+             model.wheel_radius, model.A_joint, offset, model.loop_closure,
+             model_frame_inertias(model), g, tk, tp, tg, cs.kinds, cs.params, cs.tables, cs.axes,
              model.actuated_joints.astype(np.int64), akinds, aparams, jK, jD)
     T = U.shape[0]
     X = np.empty((T + 1, nq + nv))

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["write_report", "table_text", "REPORT_FILES"]
+__all__ = ["write_report", "table_text", "REPORT_FILES", "write_lane_change_plots",
+           "LANE_CHANGE_PLOTS"]
 
 #: Files :func:`write_report` writes.
 REPORT_FILES = ("report.md", "report.html", "path.png", "error_time.png", "parameters.png",
@@ -245,3 +246,69 @@ def write_report(result, out_dir: str | Path, *, plots: bool = True) -> dict[str
     if plots:
         _plots(result, d)
     return {n: d / n for n in REPORT_FILES if (d / n).exists()}
+
+
+#: Files :func:`write_lane_change_plots` writes (seed 002, Figs. 11-14).
+LANE_CHANGE_PLOTS = ("lane_change_speed.png", "lane_change_attitude.png",
+                     "lane_change_lateral.png", "lane_change_yaw_rate.png",
+                     "lane_change_loads.png")
+
+
+def write_lane_change_plots(runs, out_dir: str | Path) -> dict[str, Path]:
+    """Scenario 2 plots of seed 002 for one or more :class:`wmr_model.hmmwv.HmmwvRun`.
+
+    Speed (Fig. 11), roll/pitch/yaw (Fig. 12), lateral acceleration (Fig. 13), yaw rate
+    (Fig. 14), plus wheel loads and suspension travel; each run (e.g. the closed-chain and
+    embedded models) is one line per panel. Returns name -> path of :data:`LANE_CHANGE_PLOTS`.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    meta = {"Software": None}
+    styles = ("-", "--", ":", "-.")
+
+    def save(fig, name: str) -> None:
+        fig.tight_layout()
+        fig.savefig(d / name, dpi=110, metadata=meta)
+        plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for k, r in enumerate(runs):
+        ax.plot(r.t, r.speed, styles[k % 4], label=r.vehicle)
+    ax.set_xlabel("time [s]")
+    ax.set_ylabel("speed [m/s]")
+    ax.legend()
+    save(fig, LANE_CHANGE_PLOTS[0])
+    fig, axs = plt.subplots(3, 1, figsize=(7, 7), sharex=True)
+    for k, r in enumerate(runs):
+        for ax, key in zip(axs, ("roll", "pitch", "yaw")):
+            ax.plot(r.t, np.degrees(getattr(r, key)), styles[k % 4], label=r.vehicle)
+            ax.set_ylabel(f"{key} [deg]")
+    axs[0].legend()
+    axs[-1].set_xlabel("time [s]")
+    save(fig, LANE_CHANGE_PLOTS[1])
+    for name, key, unit in ((LANE_CHANGE_PLOTS[2], "lateral_acceleration", "m/s^2"),
+                            (LANE_CHANGE_PLOTS[3], "yaw_rate", "rad/s")):
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        for k, r in enumerate(runs):
+            ax.plot(r.t, getattr(r, key), styles[k % 4], label=r.vehicle)
+        ax.set_xlabel("time [s]")
+        ax.set_ylabel(f"{key.replace('_', ' ')} [{unit}]")
+        ax.legend()
+        save(fig, name)
+    fig, axs = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    for k, r in enumerate(runs):
+        for w, c in enumerate(("FL", "FR", "RL", "RR")):
+            lab = f"{r.vehicle} {c}"
+            axs[0].plot(r.t[:-1], r.wheel_load[:, w], styles[k % 4], lw=1, label=lab)
+            axs[1].plot(r.t, r.travel[:, w], styles[k % 4], lw=1, label=lab)
+    axs[0].set_ylabel("wheel load [N]")
+    axs[1].set_ylabel("suspension travel [m]")
+    axs[1].set_xlabel("time [s]")
+    axs[0].legend(fontsize=7, ncol=2)
+    save(fig, LANE_CHANGE_PLOTS[4])
+    return {n: d / n for n in LANE_CHANGE_PLOTS}

@@ -23,6 +23,18 @@ Sidecar schema, ``version: 1`` (the only version so far; a missing ``version`` m
     joint_constraints:              # sum(coef * theta) - offset = 0, offset in m or rad
       - {name: diff_coupling, terms: {left_diff_unit_joint: 1, right_diff_unit_joint: 1},
          offset: 0}
+      - {name: spring_FL, terms: {lower_arm_FL: 1}, offset: 0,
+         stiffness: 5.0e4, damping: 4.0e3,   # optional spring-damper of this constraint in the
+         preload: -2.0e3}           #   dynamics (2.74) [N m/rad, N m s/rad], default: options;
+                                    #   preload = force at c = 0 [N m or N] (needs stiffness)
+    loop_closures:                  # closed kinematic chains between two frames of the tree
+      - {name: upper_ball_FL, type: point,  # point | point_on_axis | distance
+         frame_a: upper_arm_FL, point_a: [0, 0.3, 0],  # frame = joint name, body link or link
+         frame_b: upright_FL, point_b: [0, 0, 0.35]}   # points in the frame's coordinates [m]
+      - {name: tie_rod_FL, type: distance, frame_a: rack, point_a: [0, 0.5, 0],
+         frame_b: knuckle_FL, point_b: [-0.2, -0.1, 0], length: 0.4}  # default length: the
+                                    #   distance at zero joint displacement
+      # point_on_axis adds axis_b: [x, y, z] (direction in frame_b)
     sensors:                        # sensor frames, by URDF link or by parent + pose
       imu: {link: imu_link}
       gps: {parent: base_link, xyz: [0.1, 0, 0.5], rpy: [0, 0, 0]}
@@ -77,6 +89,8 @@ __all__ = [
     "SensorEntry",
     "TrackEntry",
     "TRACK_KEYS",
+    "LoopClosureEntry",
+    "LOOP_CLOSURE_KEYS",
     "load_sidecar",
     "read_yaml",
 ]
@@ -95,7 +109,10 @@ SIDECAR_KEYS = (
     "options",
     "parameters",
     "tracks",
+    "loop_closures",
 )
+LOOP_CLOSURE_KEYS = ("name", "type", "frame_a", "point_a", "frame_b", "point_b", "axis_b",
+                     "length")
 TRACK_KEYS = ("link", "sprocket", "sprocket_radius", "sprocket_xyz", "idler_radius",
               "idler_xyz", "road_wheels", "width", "samples", "drive_radius")
 
@@ -137,6 +154,20 @@ class TrackEntry:
 
 
 @dataclass
+class LoopClosureEntry:
+    """Sidecar loop closure; frames may be links (resolved by the URDF loader) or frames."""
+
+    name: str
+    kind: str
+    frame_a: str
+    point_a: tuple[float, float, float]
+    frame_b: str
+    point_b: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    axis_b: tuple[float, float, float] | None = None
+    length: float | None = None
+
+
+@dataclass
 class Sidecar:
     """Parsed and type-checked sidecar (joint names are checked against the URDF later)."""
 
@@ -146,6 +177,9 @@ class Sidecar:
     wheels: dict[str, WheelEntry] | None = None
     actuated: list[str] | None = None
     joint_constraints: list[tuple[str, dict[str, float], float]] = field(default_factory=list)
+    joint_constraint_springs: dict[str, tuple[float | None, float | None, float]] = field(
+        default_factory=dict)
+    loop_closures: list[LoopClosureEntry] = field(default_factory=list)
     sensors: list[SensorEntry] = field(default_factory=list)
     encoder_map: dict[str, list[str]] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
@@ -236,9 +270,13 @@ def name_list(value: Any, where: str) -> list[str]:
 
 
 def parse_joint_constraints(
-    value: Any, where: str
+    value: Any, where: str, *, allow_spring: bool = False
 ) -> list[tuple[str, dict[str, float], float]]:
-    """``[{name, terms: {joint: coef}, offset}]`` -> list of (name, terms, offset)."""
+    """``[{name, terms: {joint: coef}, offset}]`` -> list of (name, terms, offset).
+
+    With ``allow_spring`` the items may also carry ``stiffness`` and ``damping`` (read by
+    :func:`parse_joint_constraint_springs`).
+    """
     if value is None:
         return []
     if not isinstance(value, list):
@@ -248,7 +286,9 @@ def parse_joint_constraints(
     for i, item in enumerate(value):
         w = f"{where}[{i}]"
         c = expect_mapping(item, w)
-        check_keys(c, ("name", "terms", "offset"), w)
+        keys = ("name", "terms", "offset") + (("stiffness", "damping", "preload")
+                                              if allow_spring else ())
+        check_keys(c, keys, w)
         name = c.get("name", f"constraint{i}")
         if not isinstance(name, str) or not name:
             raise ModelError(f"{w}.name must be a non-empty string, got {name!r}")
@@ -261,6 +301,78 @@ def parse_joint_constraints(
         coefs = {j: finite_number(a, f"{w} ({name}).terms.{j}") for j, a in terms.items()}
         offset = finite_number(c.get("offset", 0.0), f"{w} ({name}).offset")
         out.append((name, coefs, offset))
+    return out
+
+
+def parse_joint_constraint_springs(
+    value: Any, where: str
+) -> dict[str, tuple[float | None, float | None, float]]:
+    """``(stiffness, damping, preload)`` of each joint constraint that gives any, by name.
+
+    Stiffness and damping are >= 0 (None when absent), preload any finite number (0 when
+    absent). Call after :func:`parse_joint_constraints` (which checked the list's structure).
+    """
+    out: dict[str, tuple[float | None, float | None, float]] = {}
+    for i, item in enumerate(value or []):
+        name = item.get("name", f"constraint{i}")
+        vals: list[float | None] = []
+        for key in ("stiffness", "damping"):
+            v = item.get(key)
+            if v is not None:
+                v = finite_number(v, f"{where}[{i}] ({name}).{key}")
+                if v < 0:
+                    raise ModelError(f"{where}[{i}] ({name}).{key} must be >= 0, got {v}")
+            vals.append(v)
+        pre = finite_number(item.get("preload", 0.0), f"{where}[{i}] ({name}).preload")
+        if vals[0] is not None or vals[1] is not None or pre != 0.0:
+            out[name] = (vals[0], vals[1], pre)
+    return out
+
+
+def _parse_loop_closures(value: Any, where: str) -> list[LoopClosureEntry]:
+    """``[{name, type, frame_a, point_a, frame_b, point_b, axis_b, length}]``."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ModelError(f"{where} must be a list of {{name, type, frame_a, point_a, frame_b, "
+                         f"...}}, got {value!r}")
+    out: list[LoopClosureEntry] = []
+    for i, item in enumerate(value):
+        w = f"{where}[{i}]"
+        m = expect_mapping(item, w)
+        check_keys(m, LOOP_CLOSURE_KEYS, w)
+        name = m.get("name")
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"{w}.name must be a non-empty string, got {name!r}")
+        if any(e.name == name for e in out):
+            raise ModelError(f"{w}: loop closure name {name!r} is used twice")
+        w = f"{w} ({name})"
+        kind = m.get("type")
+        if kind not in ("point", "point_on_axis", "distance"):
+            raise ModelError(f"{w}.type must be one of ['point', 'point_on_axis', 'distance'], "
+                             f"got {kind!r}")
+        for key in ("frame_a", "frame_b"):
+            v = m.get(key)
+            if not isinstance(v, str) or not v:
+                raise ModelError(f"{w}.{key} must be a frame or link name, got {v!r}")
+        if m.get("point_a") is None:
+            raise ModelError(f"{w}.point_a is required")
+        axis = m.get("axis_b")
+        if kind == "point_on_axis" and axis is None:
+            raise ModelError(f"{w}.axis_b is required for type point_on_axis")
+        if kind != "point_on_axis" and axis is not None:
+            raise ModelError(f"{w}.axis_b is only used by type point_on_axis")
+        length = m.get("length")
+        if length is not None:
+            if kind != "distance":
+                raise ModelError(f"{w}.length is only used by type distance")
+            length = finite_number(length, f"{w}.length")
+            if length <= 0:
+                raise ModelError(f"{w}.length must be > 0 m, got {length}")
+        out.append(LoopClosureEntry(
+            name=name, kind=kind, frame_a=m["frame_a"], point_a=vec3(m["point_a"], f"{w}.point_a"),
+            frame_b=m["frame_b"], point_b=vec3(m.get("point_b", [0, 0, 0]), f"{w}.point_b"),
+            axis_b=None if axis is None else vec3(axis, f"{w}.axis_b"), length=length))
     return out
 
 
@@ -425,8 +537,11 @@ def load_sidecar(src: str | os.PathLike[str] | Mapping[str, Any] | None) -> Side
     if data.get("actuated") is not None:
         sc.actuated = name_list(data["actuated"], f"{name}: actuated")
     sc.joint_constraints = parse_joint_constraints(
-        data.get("joint_constraints"), f"{name}: joint_constraints"
+        data.get("joint_constraints"), f"{name}: joint_constraints", allow_spring=True
     )
+    sc.joint_constraint_springs = parse_joint_constraint_springs(
+        data.get("joint_constraints"), f"{name}: joint_constraints")
+    sc.loop_closures = _parse_loop_closures(data.get("loop_closures"), f"{name}: loop_closures")
     sc.sensors = parse_sensors(data.get("sensors"), f"{name}: sensors", allow_link=True)
     emap = expect_mapping(data.get("encoder_map"), f"{name}: encoder_map")
     sc.encoder_map = {k: name_list(v, f"{name}: encoder_map.{k}") for k, v in emap.items()}

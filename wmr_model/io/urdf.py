@@ -41,7 +41,14 @@ import numpy as np
 
 from wmr_model.errors import ModelError
 from wmr_model.io.sidecar import Sidecar, WheelEntry, load_sidecar
-from wmr_model.model import FrameSpec, JointConstraintSpec, SensorSpec, TrackSpec, VehicleSpec
+from wmr_model.model import (
+    FrameSpec,
+    JointConstraintSpec,
+    LoopClosureSpec,
+    SensorSpec,
+    TrackSpec,
+    VehicleSpec,
+)
 from wmr_model.spatial import euler_to_rot
 
 __all__ = ["load_urdf", "read_urdf_text", "combine_inertias", "rpy_from_rot"]
@@ -376,7 +383,9 @@ def load_urdf(
         for jn in terms:
             if jn not in frames:
                 raise _unknown(sc, f"joint_constraints ({cname})", jn, label, known_joints)
-        constraints.append(JointConstraintSpec(cname, dict(terms), offset))
+        k, d, pre = sc.joint_constraint_springs.get(cname, (None, None, 0.0))
+        constraints.append(JointConstraintSpec(cname, dict(terms), offset, k, d, pre))
+    loops = _loop_closures(sc, label, frames, links, host, T_host, body)
 
     sensors: list[SensorSpec] = []
     for s in sc.sensors:
@@ -444,7 +453,43 @@ def load_urdf(
         options=options,
         source=source,
         tracks=tracks,
+        loop_closures=loops,
     )
+
+
+def _loop_closures(sc: Sidecar, label: str, frames: dict[str, dict[str, Any]],
+                   links: dict[str, Any], host: dict[str, str], T_host: dict[str, np.ndarray],
+                   body: str) -> list[LoopClosureSpec]:
+    """Sidecar ``loop_closures`` -> LoopClosureSpec with points and axes in model frames.
+
+    A frame name may be a model frame (a movable joint's name or the body link) or any link
+    (merged into its host frame by fixed joints; its points move with it).
+    """
+    out = []
+    for lc in sc.loop_closures:
+        w = f"{sc.source}: loop_closures ({lc.name})"
+        ends = []
+        for key, ref in (("frame_a", lc.frame_a), ("frame_b", lc.frame_b)):
+            if ref in frames or ref == body:
+                ends.append((ref, np.eye(4)))
+            elif ref in links:
+                ends.append((host[ref], T_host[ref]))
+            else:
+                raise ModelError(f"{w}.{key}: {ref!r} is neither a movable joint nor a link of "
+                                 f"{label}; joints are {sorted(frames)}, links {sorted(links)}")
+        (fa, Ta), (fb, Tb) = ends
+
+        def tf(T: np.ndarray, p: tuple[float, float, float]) -> tuple[float, float, float]:
+            x, y, z = T[:3, :3] @ np.asarray(p) + T[:3, 3]
+            return (float(x), float(y), float(z))
+
+        axis = None
+        if lc.axis_b is not None:
+            ax = Tb[:3, :3] @ np.asarray(lc.axis_b)
+            axis = (float(ax[0]), float(ax[1]), float(ax[2]))
+        out.append(LoopClosureSpec(lc.name, lc.kind, fa, tf(Ta, lc.point_a), fb,
+                                   tf(Tb, lc.point_b), axis, lc.length))
+    return out
 
 
 def _tracks(sc: Sidecar, label: str, frames: dict[str, dict[str, Any]], joints: dict[str, Any],

@@ -68,8 +68,8 @@ class KinematicsData:
         dz: (nc,) contact height errors Δz [m] (2.8).
         contact_angle: (nc,) contact angles δ [rad] (2.9); for a track patch its fractional
             sub-point coordinate (:func:`wmr_model.kinematics.kernels.track_contact`).
-        A: (3 nc + ncj, nv) stacked constraint matrix (2.34).
-        v: (3 nc + ncj,) right-hand side (2.34)-(2.36).
+        A: (3 nc + nhc, nv) stacked constraint matrix (2.34); nhc = ncj + nlr holonomic rows.
+        v: (3 nc + nhc,) right-hand side (2.34)-(2.36).
         qdot: (nv,) joint-space velocity.
         residual: |A qdot - v| of the last solve.
     """
@@ -86,7 +86,7 @@ class KinematicsData:
 
 def create_data(model: VehicleModel) -> KinematicsData:
     """Allocate a :class:`KinematicsData` workspace for ``model`` (contacts: nc = nw + ntp)."""
-    m = 3 * model.nc + model.ncj
+    m = 3 * model.nc + model.nhc
     return KinematicsData(
         T_world=np.zeros((model.nf, 4, 4)),
         T_contact=np.zeros((model.nc, 4, 4)),
@@ -146,9 +146,9 @@ def constraint_system(model: VehicleModel, data: KinematicsData, q: np.ndarray, 
     q = _state(model, q)
     vc = np.zeros((model.nc, 2)) if vc_xy is None else _array(vc_xy, (model.nc, 2), "vc_xy")
     K.constraint_system(model.parent, model.joint_type, model.axis, model.wheel_frame,
-                        model.A_joint, model.joint_offset, model.track_frame, model.track_drive,
-                        model.track_path, model.track_act, q, data.T_world, data.T_contact,
-                        data.dz, data.contact_angle, sigma, vc, data.A, data.v)
+                        model.A_joint, model.joint_offset, model.loop_closure, model.track_frame,
+                        model.track_drive, model.track_path, model.track_act, q, data.T_world,
+                        data.T_contact, data.dz, data.contact_angle, sigma, vc, data.A, data.v)
     return data.A, data.v
 
 
@@ -246,6 +246,8 @@ def initialize_contact(model: VehicleModel, terrain: Terrain, q: np.ndarray | No
 
     Returns:
         ``(q, rms)``: the fitted state (nq,) and sqrt of the final objective L (2.28) [m].
+        With loop closures the free joints are then projected onto the closures
+        (:func:`K.project_loop_closures`), so they hold exactly; ``rms`` is the fit's.
     """
     q0 = model.neutral_state() if q is None else _state(model, q)
     free = initialization_free(model) if free is None else _array(free, (model.nv,), "free", bool)
@@ -255,6 +257,9 @@ def initialize_contact(model: VehicleModel, terrain: Terrain, q: np.ndarray | No
     err = K.initialize_terrain_contact(
         *model.kinematic_arrays(), tk, tp, tg, q0, free, int(max_iter), float(tol),
         data.T_world, data.T_contact, data.dz, data.contact_angle, q_out)
+    if model.nlc:  # closures exact (the fit trades them against contact on uneven ground)
+        K.project_loop_closures(model.parent, model.joint_type, model.axis, model.T0,
+                                model.loop_closure, free, q_out, data.T_world)
     return q_out, float(err)
 
 

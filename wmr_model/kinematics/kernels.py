@@ -13,6 +13,10 @@ Argument names used below:
     (nw,), (nw,).
 ``A_joint, joint_offset``
     (ncj, nv), (ncj,): holonomic joint constraints (2.26), c = A_joint[:, 6:] theta - offset.
+``loop_closure``
+    (nlc, LOOP_WIDTH): loop closures between two frames of the tree
+    (:class:`wmr_model.model.LoopClosureSpec`); with the joint constraints they make the nhc
+    holonomic rows of :func:`holonomic_constraints`.
 ``track_frame, track_drive, track_path, track_act``
     track contact patches (:mod:`wmr_model.tracks`): (ntp,) carrying frame, (ntp,) drive joint
     frame, (ntp, M, 6) sub-point positions and belt velocity per unit drive rate in the carrying
@@ -37,7 +41,7 @@ import math
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.model import PRISMATIC, REVOLUTE
+from wmr_model.model import LOOP_DISTANCE, LOOP_POINT, PRISMATIC, REVOLUTE
 from wmr_model.spatial import (
     omega_euler_rates_inv,
     quat_exp_body,
@@ -277,6 +281,31 @@ def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, 
 
 
 @njit
+def chain_point_jacobian(parent, jtype, axis, T_world, i, p, sign, W):
+    """Add ``sign`` times the joint columns of the world velocity of point ``p`` (3,).
+
+    ``p`` (world coordinates) moves with frame ``i``; the loop runs from frame ``i`` up the
+    chain to the body (2.19): a revolute joint contributes ``axis x (p - r_j)`` (Algorithm 2
+    line 6), a prismatic joint its axis (line 8). Body columns are not touched. ``W`` (3, nv).
+    """
+    a = np.empty(3)
+    while i > 0:
+        for r in range(3):
+            a[r] = (T_world[i, r, 0] * axis[i, 0] + T_world[i, r, 1] * axis[i, 1]
+                    + T_world[i, r, 2] * axis[i, 2])
+        if jtype[i] == REVOLUTE:
+            d = p - T_world[i, :3, 3]
+            W[0, 5 + i] += sign * (a[1] * d[2] - a[2] * d[1])
+            W[1, 5 + i] += sign * (a[2] * d[0] - a[0] * d[2])
+            W[2, 5 + i] += sign * (a[0] * d[1] - a[1] * d[0])
+        elif jtype[i] == PRISMATIC:
+            W[0, 5 + i] += sign * a[0]
+            W[1, 5 + i] += sign * a[1]
+            W[2, 5 + i] += sign * a[2]
+        i = parent[i]
+
+
+@njit
 def wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, out):
     """Wheel Jacobian of wheel ``k``: ``A_wheel qdot = v_c`` in contact coordinates, Algorithm 2.
 
@@ -288,22 +317,7 @@ def wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, out)
     """
     rc = T_contact[k, :3, 3]
     W = np.zeros((3, out.shape[1]))
-    i = wheel_frame[k]
-    a = np.empty(3)
-    while i > 0:
-        for r in range(3):
-            a[r] = (T_world[i, r, 0] * axis[i, 0] + T_world[i, r, 1] * axis[i, 1]
-                    + T_world[i, r, 2] * axis[i, 2])
-        if jtype[i] == REVOLUTE:
-            d = rc - T_world[i, :3, 3]
-            W[0, 5 + i] = a[1] * d[2] - a[2] * d[1]
-            W[1, 5 + i] = a[2] * d[0] - a[0] * d[2]
-            W[2, 5 + i] = a[0] * d[1] - a[1] * d[0]
-        elif jtype[i] == PRISMATIC:
-            W[0, 5 + i] = a[0]
-            W[1, 5 + i] = a[1]
-            W[2, 5 + i] = a[2]
-        i = parent[i]
+    chain_point_jacobian(parent, jtype, axis, T_world, wheel_frame[k], rc, 1.0, W)
     Rb = T_world[0, :3, :3]
     d = rc - T_world[0, :3, 3]
     # [d]_x^T R_b = -[d]_x R_b: column j is -(d x R_b[:, j]) = R_b[:, j] x d
@@ -453,8 +467,167 @@ def joint_constraint_residual(A_joint, joint_offset, q, c):
 
 
 @njit
-def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, track_frame,
-                      track_drive, track_path, track_act, q, T_world, T_contact, dz,
+def _loop_rows_of(kind):
+    """Constraint rows of one loop closure: 3 point, 1 distance, 2 point on axis."""
+    if kind == LOOP_POINT:
+        return 3
+    if kind == LOOP_DISTANCE:
+        return 1
+    return 2
+
+
+@njit
+def loop_closure_rows(loop_closure):
+    """Number of constraint rows nlr of the loop closures."""
+    n = 0
+    for l in range(loop_closure.shape[0]):
+        n += _loop_rows_of(int(loop_closure[l, 0]))
+    return n
+
+
+@njit
+def _frame_point(T, p, out):
+    """World coordinates of point ``p`` (3,) given in the frame with transform ``T``."""
+    for r in range(3):
+        out[r] = T[r, 0] * p[0] + T[r, 1] * p[1] + T[r, 2] * p[2] + T[r, 3]
+
+
+@njit
+def holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure, q, T_world,
+                          c, Jc):
+    """Holonomic constraint residuals ``c`` (nhc,) and Jacobian ``Jc`` (nhc, nv), (2.25)-(2.26).
+
+    Rows ``0..ncj-1`` are the linear joint constraints (``A_joint``, constant). Then each loop
+    closure between point ``a`` of frame ``f_a`` and point ``b`` of frame ``f_b`` (``T_world``
+    from Algorithm 1 for ``q``), with ``d = r_a - r_b`` in world coordinates:
+
+    * point: ``c = R_b^T d`` (3 rows, body coordinates so that c depends on theta only);
+    * point on axis: ``c_k = e_k . d`` for the two unit normals ``e_k`` of the axis, carried by
+      ``f_b`` (2 rows);
+    * distance: ``c = |d| - L`` (1 row).
+
+    The Jacobian rows follow from the chain point Jacobians (Algorithm 2) of the two points,
+    ``J_d = J_a - J_b`` (joint columns); a normal carried by ``f_b`` adds, for each revolute
+    joint j on its chain, ``a_j . (e_k x d)`` (``de_k/dt = w_fb x e_k``). The body columns are
+    zero (a rigid motion of the whole tree leaves every row unchanged), so the rows enter (2.36)
+    like ``A_joint``: ``Jc qdot = -sigma c``.
+    """
+    ncj = A_joint.shape[0]
+    nv = Jc.shape[1]
+    if ncj > 0:
+        joint_constraint_residual(A_joint, joint_offset, q, c)
+        for r in range(ncj):
+            for j in range(nv):
+                Jc[r, j] = A_joint[r, j]
+    ra = np.empty(3)
+    rb = np.empty(3)
+    d = np.empty(3)
+    e = np.empty(3)
+    ax = np.empty(3)
+    Jd = np.empty((3, nv))
+    row = ncj
+    for l in range(loop_closure.shape[0]):
+        kind = int(loop_closure[l, 0])
+        fa = int(loop_closure[l, 1])
+        fb = int(loop_closure[l, 2])
+        _frame_point(T_world[fa], loop_closure[l, 3:6], ra)
+        _frame_point(T_world[fb], loop_closure[l, 6:9], rb)
+        for r in range(3):
+            d[r] = ra[r] - rb[r]
+        Jd[:, :] = 0.0
+        chain_point_jacobian(parent, jtype, axis, T_world, fa, ra, 1.0, Jd)
+        chain_point_jacobian(parent, jtype, axis, T_world, fb, rb, -1.0, Jd)
+        if kind == LOOP_POINT:
+            for k in range(3):
+                c[row + k] = (T_world[0, 0, k] * d[0] + T_world[0, 1, k] * d[1]
+                              + T_world[0, 2, k] * d[2])
+                for j in range(nv):
+                    Jc[row + k, j] = (T_world[0, 0, k] * Jd[0, j] + T_world[0, 1, k] * Jd[1, j]
+                                      + T_world[0, 2, k] * Jd[2, j])
+        elif kind == LOOP_DISTANCE:
+            n = math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+            c[row] = n - loop_closure[l, 15]
+            n = max(n, 1e-12)  # coincident points: direction undefined (|d| = L > 0 normally)
+            for j in range(nv):
+                Jc[row, j] = (d[0] * Jd[0, j] + d[1] * Jd[1, j] + d[2] * Jd[2, j]) / n
+        else:
+            for k in range(2):
+                el = loop_closure[l, 9 + 3 * k:12 + 3 * k]
+                for r in range(3):
+                    e[r] = (T_world[fb, r, 0] * el[0] + T_world[fb, r, 1] * el[1]
+                            + T_world[fb, r, 2] * el[2])
+                c[row + k] = e[0] * d[0] + e[1] * d[1] + e[2] * d[2]
+                for j in range(nv):
+                    Jc[row + k, j] = e[0] * Jd[0, j] + e[1] * Jd[1, j] + e[2] * Jd[2, j]
+                x0 = e[1] * d[2] - e[2] * d[1]  # e x d, dotted with f_b's revolute axes
+                x1 = e[2] * d[0] - e[0] * d[2]
+                x2 = e[0] * d[1] - e[1] * d[0]
+                i = fb
+                while i > 0:
+                    if jtype[i] == REVOLUTE:
+                        for r in range(3):
+                            ax[r] = (T_world[i, r, 0] * axis[i, 0] + T_world[i, r, 1] * axis[i, 1]
+                                     + T_world[i, r, 2] * axis[i, 2])
+                        Jc[row + k, 5 + i] += ax[0] * x0 + ax[1] * x1 + ax[2] * x2
+                    i = parent[i]
+        nrow = _loop_rows_of(kind)
+        for r in range(row, row + nrow):
+            for j in range(6):
+                Jc[r, j] = 0.0
+        row += nrow
+
+
+# Loop-closure projection (:func:`project_loop_closures`): Gauss-Newton iterations and the
+# residual [m] at which they stop. Baumgarte stabilization (2.36) alone leaves a residual of the
+# order of the O(dt^2) drift per step divided by sigma dt (1e-5 m for a suspension at dt = 0.01 s);
+# the projection takes it to round-off in one or two iterations since the drift per step is small.
+LOOP_PROJECTION_ITERATIONS = 4
+LOOP_PROJECTION_TOL = 1e-12
+
+
+@njit
+def project_loop_closures(parent, jtype, axis, T0, loop_closure, movable, q, T_world):
+    """Move the joints of ``q`` (in place) onto the loop-closure manifold c(theta) = 0.
+
+    Minimum-norm Gauss-Newton steps ``dtheta = -J^+ c`` on the loop rows of
+    :func:`holonomic_constraints` (SVD pseudoinverse, so redundant rows are harmless) over the
+    joints with ``movable[6 + k]`` True (``movable`` (nv,) bool: commanded joints stay where
+    the integration put them). Joints that no closure involves (wheel spin, ...) have zero
+    columns and do not move either. This
+    coordinate projection after each integration step complements the Baumgarte term (2.36);
+    ``T_world`` (nf, 4, 4) is overwritten. Returns the final max |c| [m].
+    """
+    nlr = loop_closure_rows(loop_closure)
+    nv = q.shape[0] - 1
+    if nlr == 0:
+        return 0.0
+    empty_A = np.zeros((0, nv))
+    empty_b = np.zeros(0)
+    c = np.empty(nlr)
+    Jc = np.empty((nlr, nv))
+    cmax = 0.0
+    for it in range(LOOP_PROJECTION_ITERATIONS + 1):
+        forward_kinematics(parent, jtype, axis, T0, q, T_world)
+        holonomic_constraints(parent, jtype, axis, empty_A, empty_b, loop_closure, q, T_world, c,
+                              Jc)
+        cmax = 0.0
+        for r in range(nlr):
+            cmax = max(cmax, abs(c[r]))
+        if cmax <= LOOP_PROJECTION_TOL or it == LOOP_PROJECTION_ITERATIONS:
+            break
+        for j in range(6, nv):
+            if not movable[j]:
+                for r in range(nlr):
+                    Jc[r, j] = 0.0
+        dth = np.linalg.lstsq(np.ascontiguousarray(Jc[:, 6:]), -c, rcond=1e-10)[0]
+        for k in range(nv - 6):
+            q[7 + k] += dth[k]
+    return cmax
+
+
+@njit
+def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, loop_closure,
+                      track_frame, track_drive, track_path, track_act, q, T_world, T_contact, dz,
                       contact_angle, sigma, vc_xy, A, v):
     """Stacked constraint system ``A qdot = v`` with Baumgarte stabilization, (2.33)-(2.36).
 
@@ -465,8 +638,9 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, t
     the activation rule of :mod:`wmr_model.tracks`: tangential rows scaled by ``w_t``
     (:func:`track_activation`), the normal row by ``w_n = w_min + (1 - w_min) w_t`` with its
     belt term by ``w_t`` and its Δz capped at ``d_off`` (a patch clear of the terrain keeps
-    only a faint pull of its rigid point). The last ncj rows are the holonomic joint constraints
-    with ``-sigma c`` (2.36). ``A`` (3 nc + ncj, nv), ``v`` written.
+    only a faint pull of its rigid point). The last nhc rows are the holonomic constraints
+    (:func:`holonomic_constraints`: joint constraints, then loop closures) with ``-sigma c``
+    (2.36). ``A`` (3 nc + nhc, nv), ``v`` written.
     """
     nw = wheel_frame.shape[0]
     ntp = track_frame.shape[0]
@@ -494,13 +668,13 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, t
         v[3 * c] = wt * vc_xy[c, 0]
         v[3 * c + 1] = wt * vc_xy[c, 1]
         v[3 * c + 2] = -wn * sigma * min(dz[c], track_act[1])
-    ncj = A_joint.shape[0]
-    if ncj > 0:
-        cj = np.empty(ncj)
-        joint_constraint_residual(A_joint, joint_offset, q, cj)
-        for r in range(ncj):
-            A[3 * nc + r, :] = A_joint[r, :]
-            v[3 * nc + r] = -sigma * cj[r]
+    nh = A.shape[0] - 3 * nc
+    if nh > 0:
+        ch = np.empty(nh)
+        holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure, q,
+                              T_world, ch, A[3 * nc:])
+        for r in range(nh):
+            v[3 * nc + r] = -sigma * ch[r]
 
 
 # Relative pivot below which the normal-equation Cholesky is treated as rank deficient and the
@@ -614,10 +788,10 @@ def contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_
 
 
 @njit
-def joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                         joint_offset, track_frame, track_drive, track_path, track_act, tkind,
-                         tparams, tgrid, q, known, qdot_known, sigma, vc_xy, T_world, T_contact,
-                         dz, contact_angle, A, v, qdot):
+def joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                         loop_closure, track_frame, track_drive, track_path, track_act, tkind,
+                         tparams, tgrid, q, known, qdot_known, sigma, vc_xy, T_world, T_contact, dz,
+                         contact_angle, A, v, qdot):
     """Forward position kinematics, collision detection and forward velocity kinematics.
 
     The three blocks of the simulation flowchart (Figure 2.6) for one state: Algorithm 1,
@@ -627,8 +801,8 @@ def joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_j
     forward_kinematics(parent, jtype, axis, T0, q, T_world)
     contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
                       tparams, tgrid, T_world, T_contact, dz, contact_angle)
-    constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, track_frame,
-                      track_drive, track_path, track_act, q, T_world, T_contact, dz,
+    constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, loop_closure,
+                      track_frame, track_drive, track_path, track_act, q, T_world, T_contact, dz,
                       contact_angle, sigma, vc_xy, A, v)
     return solve_partitioned(A, v, known, qdot_known, qdot)
 
@@ -698,8 +872,8 @@ def state_from_euler(xe):
 
 @njit
 def _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                    track_frame, track_path, track_act, tkind, tparams, tgrid, q, T_world,
-                    T_contact, dz, contact_angle, e):
+                    loop_closure, track_frame, track_path, track_act, tkind, tparams, tgrid, q,
+                    T_world, T_contact, dz, contact_angle, e):
     forward_kinematics(parent, jtype, axis, T0, q, T_world)
     contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
                       tparams, tgrid, T_world, T_contact, dz, contact_angle)
@@ -710,17 +884,19 @@ def _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
     for k in range(nw, nc):  # track patches: normal-row weight (Δz not capped, see below)
         wn = w_min + (1.0 - w_min) * track_activation(dz[k], track_act)
         e[k] = wn * dz[k]
-    ncj = A_joint.shape[0]
-    if ncj > 0:
-        c = np.empty(ncj)
-        joint_constraint_residual(A_joint, joint_offset, q, c)
+    nh = e.shape[0] - nc
+    if nh > 0:
+        c = np.empty(nh)
+        Jh = np.empty((nh, T_world.shape[0] + 5))
+        holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure, q,
+                              T_world, c, Jh)
         e[nc:] = c
 
 
 @njit
 def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                               joint_offset, track_frame, track_drive, track_path, track_act,
-                               tkind, tparams, tgrid, q0, free, max_iter, tol, T_world,
+                               joint_offset, loop_closure, track_frame, track_drive, track_path,
+                               track_act, tkind, tparams, tgrid, q0, free, max_iter, tol, T_world,
                                T_contact, dz, contact_angle, q_out):
     """Initialize terrain contact by Newton's method with a line search, (2.27)-(2.32).
 
@@ -729,7 +905,8 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
     theta], mask ``free`` (nv,) bool; typically z, roll, pitch and passive joints). The
     Jacobian of Δz is the z rows of the wheel Jacobians mapped to the coordinates, (2.29)-(2.32)
     (contact angle and terrain height changes are neglected, as in the thesis); the holonomic
-    joint constraints are appended to the objective. Track patches enter as ``w_n Δz`` with
+    constraints (joint constraints and loop closures, :func:`holonomic_constraints`) are
+    appended to the objective. Track patches enter as ``w_n Δz`` with
     their normal-row weight (:func:`constraint_system`; the weight's own derivative is
     neglected like the contact angle's); Δz is not capped here so that a vehicle placed above
     the terrain still descends onto it. Gauss-Newton steps with a backtracking
@@ -738,9 +915,9 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
     nw = wheel_frame.shape[0]
     ntp = track_frame.shape[0]
     nc = nw + ntp
-    ncj = A_joint.shape[0]
+    nh = A_joint.shape[0] + loop_closure_rows(loop_closure)
     nv = T_world.shape[0] + 5
-    m = nc + ncj
+    m = nc + nh
     nfree = 0
     for j in range(nv):
         if free[j]:
@@ -749,8 +926,8 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
     e = np.empty(m)
     q = state_from_euler(x)
     _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                    track_frame, track_path, track_act, tkind, tparams, tgrid, q, T_world,
-                    T_contact, dz, contact_angle, e)
+                    loop_closure, track_frame, track_path, track_act, tkind, tparams, tgrid, q,
+                    T_world, T_contact, dz, contact_angle, e)
     L = np.dot(e, e)
     blk = np.empty((3, nv))
     belt = np.empty(3)
@@ -770,8 +947,9 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
             blk[2, 5 + track_drive[k]] -= belt[2]  # geometry only: the belt term moves no point
             wn = track_act[2] + (1.0 - track_act[2]) * track_activation(dz[nw + k], track_act)
             Aq[nw + k, :] = wn * blk[2, :]
-        for r in range(ncj):
-            Aq[nc + r, :] = A_joint[r, :]
+        if nh > 0:
+            holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure,
+                                  state_from_euler(x), T_world, e[nc:].copy(), Aq[nc:])
         M[:, :] = 0.0
         M[0:3, 0:3] = omega_euler_rates_inv(x[0], x[1])
         for r in range(3):
@@ -799,8 +977,8 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
                     c += 1
             qt = state_from_euler(xt)
             _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                            joint_offset, track_frame, track_path, track_act, tkind, tparams,
-                            tgrid, qt, T_world, T_contact, dz, contact_angle, et)
+                            joint_offset, loop_closure, track_frame, track_path, track_act, tkind,
+                            tparams, tgrid, qt, T_world, T_contact, dz, contact_angle, et)
             Lt = np.dot(et, et)
             if Lt <= L + 1e-4 * alpha * slope or Lt < L * (1.0 - 1e-12):
                 accepted = True
@@ -814,8 +992,8 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
     q = state_from_euler(x)
     q_out[:] = q
     _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                    track_frame, track_path, track_act, tkind, tparams, tgrid, q, T_world,
-                    T_contact, dz, contact_angle, e)
+                    loop_closure, track_frame, track_path, track_act, tkind, tparams, tgrid, q,
+                    T_world, T_contact, dz, contact_angle, e)
     return math.sqrt(np.dot(e, e))
 
 

@@ -24,7 +24,9 @@ from wmr_model.kinematics.kernels import (
     initialize_terrain_contact,
     integrate_euler,
     joint_space_velocity,
+    loop_closure_rows,
     normalize_state,
+    project_loop_closures,
     state_derivative,
 )
 from wmr_model.spatial import quat_mul, quat_to_rot
@@ -36,9 +38,10 @@ RK4 = 1
 
 @njit
 def _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                   track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q, known,
-                   qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p, slip_axes, enhanced, assess,
-                   noise, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip):
+                   loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
+                   tgrid, q, known, qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p, slip_axes,
+                   enhanced, assess, noise, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c,
+                   v_b_slip, vc_slip):
     """Joint-space velocity of one state: plain kinematics (2.38) or enhanced (2.44)-(2.52).
 
     ``noise`` (6,) is added to the body twist after the solve (process-noise samples for
@@ -46,26 +49,27 @@ def _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, 
     """
     if enhanced or assess:
         E.enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                        joint_offset, track_frame, track_drive, track_path,
-                                        track_act, tkind, tparams, tgrid, q, known, qdot_cmd, sigma,
-                                        vc_xy, I_frame, gravity, slip_p, slip_axes, enhanced,
-                                        T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c,
-                                        v_b_slip, vc_slip)
+                                        joint_offset, loop_closure, track_frame, track_drive,
+                                        track_path, track_act, tkind, tparams, tgrid, q, known,
+                                        qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p, slip_axes,
+                                        enhanced, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg,
+                                        c, v_b_slip, vc_slip)
     else:
         joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                             joint_offset, track_frame, track_drive, track_path, track_act, tkind,
-                             tparams, tgrid, q, known, qdot_cmd, sigma, vc_xy, T_world, T_contact,
-                             dz, ang, A, v, qdot)
+                             joint_offset, loop_closure, track_frame, track_drive, track_path,
+                             track_act, tkind, tparams, tgrid, q, known, qdot_cmd, sigma, vc_xy,
+                             T_world, T_contact, dz, ang, A, v, qdot)
     for j in range(noise.shape[0]):
         qdot[j] += noise[j]
 
 
 @njit
 def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                       track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0,
-                       known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame, gravity, slip_p,
-                       slip_axes, enhanced, assess, body_noise, Qprime, P0, propagate, q_traj,
-                       qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj):
+                       loop_closure, track_frame, track_drive, track_path, track_act, tkind,
+                       tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame,
+                       gravity, slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0,
+                       propagate, q_traj, qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj,
+                       margin_traj, P_traj):
     """Motion prediction over T steps (Figure 2.6 loop), kinematic or enhanced, Euler or RK4.
 
     The one simulation loop of the package; :func:`simulate_trajectory` is this loop with the
@@ -97,7 +101,7 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     nw = wheel_frame.shape[0] + track_frame.shape[0]  # contacts nc: wheels, track patches
     nv = nf + 5
     nq = nf + 6
-    m = 3 * nw + A_joint.shape[0]
+    m = 3 * nw + A_joint.shape[0] + loop_closure_rows(loop_closure)
     T_world = np.empty((nf, 4, 4))
     T_contact = np.empty((nw, 4, 4))
     dz = np.empty(nw)
@@ -133,10 +137,10 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
         if has_noise:
             noise = body_noise[t]
         _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                       track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q,
-                       known, qdot_cmd[t], sigma, vc_xy[t], I_frame, gravity, slip_p, slip_axes,
-                       enhanced, assess, noise, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg,
-                       c, v_b_slip, vc_slip)
+                       loop_closure, track_frame, track_drive, track_path, track_act, tkind,
+                       tparams, tgrid, q, known, qdot_cmd[t], sigma, vc_xy[t], I_frame, gravity,
+                       slip_p, slip_axes, enhanced, assess, noise, T_world, T_contact, dz, ang, A,
+                       v, qdot, Ic, f_cg, c, v_b_slip, vc_slip)
         dz_traj[t] = dz
         qdot_traj[t] = qdot
         contact_velocity_norms(A, qdot, nw, vc_norm[t])
@@ -155,37 +159,39 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
             qs[:] = q + 0.5 * dt * k1
             normalize_state(qs)
             _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, track_frame, track_drive, track_path, track_act, tkind,
-                           tparams, tgrid, qs, known, qdot_cmd[t], sigma, vc_xy[t], I_frame,
-                           gravity, slip_p, slip_axes, enhanced, False, noise, T_world, T_contact,
-                           dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
+                           joint_offset, loop_closure, track_frame, track_drive, track_path,
+                           track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
+                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
+                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
             state_derivative(qs, qd_s, k2)
             qs[:] = q + 0.5 * dt * k2
             normalize_state(qs)
             _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, track_frame, track_drive, track_path, track_act, tkind,
-                           tparams, tgrid, qs, known, qdot_cmd[t], sigma, vc_xy[t], I_frame,
-                           gravity, slip_p, slip_axes, enhanced, False, noise, T_world, T_contact,
-                           dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
+                           joint_offset, loop_closure, track_frame, track_drive, track_path,
+                           track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
+                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
+                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
             state_derivative(qs, qd_s, k3)
             qs[:] = q + dt * k3
             normalize_state(qs)
             _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, track_frame, track_drive, track_path, track_act, tkind,
-                           tparams, tgrid, qs, known, qdot_cmd[t], sigma, vc_xy[t], I_frame,
-                           gravity, slip_p, slip_axes, enhanced, False, noise, T_world, T_contact,
-                           dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
+                           joint_offset, loop_closure, track_frame, track_drive, track_path,
+                           track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
+                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
+                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
             state_derivative(qs, qd_s, k4)
             qn[:] = q + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
             normalize_state(qn)
         q[:] = qn
+        if loop_closure.shape[0] > 0:
+            project_loop_closures(parent, jtype, axis, T0, loop_closure, ~known, q, T_world)
         q_traj[t + 1] = q
     # contact height error (and stability) of the final state
     _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                   track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q, known,
-                   qdot_cmd[nsteps - 1], sigma, vc_xy[nsteps - 1], I_frame, gravity, slip_p,
-                   slip_axes, enhanced, assess, no_noise, T_world, T_contact, dz, ang, A, v, qdot,
-                   Ic, f_cg, c, v_b_slip, vc_slip)
+                   loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
+                   tgrid, q, known, qdot_cmd[nsteps - 1], sigma, vc_xy[nsteps - 1], I_frame,
+                   gravity, slip_p, slip_axes, enhanced, assess, no_noise, T_world, T_contact, dz,
+                   ang, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip)
     dz_traj[nsteps] = dz
     if stats:
         margin_traj[nsteps] = E.stability_margin(T_world, T_contact, c, f_cg)
@@ -193,10 +199,10 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
 
 @njit(parallel=True)
 def predict_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                  track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0, known,
-                  qdot_cmd, vc_xy, dt, sigma, integrator, I_frame, gravity, slip_p, slip_axes,
-                  enhanced, assess, body_noise, Qprime, P0, propagate, q_traj, qdot_traj, vc_norm,
-                  dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj):
+                  loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
+                  tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame, gravity,
+                  slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0, propagate, q_traj,
+                  qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj):
     """:func:`predict_trajectory` for N trajectories in parallel (``prange`` over N).
 
     Batched (leading N) arrays: ``q0``, ``qdot_cmd``, ``vc_xy``, ``slip_p`` (N, 6),
@@ -205,19 +211,19 @@ def predict_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
     """
     for n in prange(q0.shape[0]):
         predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, track_frame, track_drive, track_path, track_act, tkind,
-                           tparams, tgrid, q0[n], known, qdot_cmd[n], vc_xy[n], dt, sigma,
-                           integrator, I_frame, gravity, slip_p[n], slip_axes, enhanced, assess,
-                           body_noise[n], Qprime, P0[n], propagate, q_traj[n], qdot_traj[n],
+                           joint_offset, loop_closure, track_frame, track_drive, track_path,
+                           track_act, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n], vc_xy[n],
+                           dt, sigma, integrator, I_frame, gravity, slip_p[n], slip_axes, enhanced,
+                           assess, body_noise[n], Qprime, P0[n], propagate, q_traj[n], qdot_traj[n],
                            vc_norm[n], dz_traj[n], slip_traj[n], vc_slip_traj[n], margin_traj[n],
                            P_traj[n])
 
 
 @njit
 def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                        track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0,
-                        known, qdot_cmd, vc_xy, dt, sigma, integrator, q_traj, qdot_traj, vc_norm,
-                        dz_traj):
+                        loop_closure, track_frame, track_drive, track_path, track_act, tkind,
+                        tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, q_traj,
+                        qdot_traj, vc_norm, dz_traj):
     """Kinematic motion prediction over T steps (Figure 2.6 loop), Euler (2.39) or RK4.
 
     :func:`predict_trajectory` with enhanced kinematics, stability and covariance off.
@@ -231,19 +237,19 @@ def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_jo
     nf = parent.shape[0]
     nw = wheel_frame.shape[0] + track_frame.shape[0]  # contacts nc: wheels, track patches
     predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                       track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0,
-                       known, qdot_cmd, vc_xy, dt, sigma, integrator, np.zeros((nf, 6, 6)),
-                       np.zeros(3), np.zeros(6), np.zeros((4, 3)), False, False, np.zeros((0, 6)),
-                       np.zeros((6, 6)), np.zeros((6, 6)), False, q_traj, qdot_traj, vc_norm,
-                       dz_traj, np.zeros((0, 6)), np.zeros((0, nw, 2)), np.zeros(0),
-                       np.zeros((0, 6, 6)))
+                       loop_closure, track_frame, track_drive, track_path, track_act, tkind,
+                       tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator,
+                       np.zeros((nf, 6, 6)), np.zeros(3), np.zeros(6), np.zeros((4, 3)), False,
+                       False, np.zeros((0, 6)), np.zeros((6, 6)), np.zeros((6, 6)), False, q_traj,
+                       qdot_traj, vc_norm, dz_traj, np.zeros((0, 6)), np.zeros((0, nw, 2)),
+                       np.zeros(0), np.zeros((0, 6, 6)))
 
 
 @njit(parallel=True)
 def simulate_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                   track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0,
-                   known, qdot_cmd, vc_xy, dt, sigma, integrator, q_traj, qdot_traj, vc_norm,
-                   dz_traj):
+                   loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
+                   tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, q_traj, qdot_traj,
+                   vc_norm, dz_traj):
     """:func:`simulate_trajectory` for N trajectories in parallel.
 
     Batched shapes: ``q0`` (N, nq), ``qdot_cmd`` (N, T, nv), ``vc_xy`` (N, T, nw, 2); outputs
@@ -251,16 +257,16 @@ def simulate_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, 
     """
     for n in prange(q0.shape[0]):
         simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                            joint_offset, track_frame, track_drive, track_path, track_act, tkind,
-                            tparams, tgrid, q0[n], known, qdot_cmd[n], vc_xy[n], dt, sigma,
-                            integrator, q_traj[n], qdot_traj[n], vc_norm[n], dz_traj[n])
+                            joint_offset, loop_closure, track_frame, track_drive, track_path,
+                            track_act, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n], vc_xy[n],
+                            dt, sigma, integrator, q_traj[n], qdot_traj[n], vc_norm[n], dz_traj[n])
 
 
 @njit
 def simulate_unconstrained(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, track_frame, track_drive, track_path, track_act, tkind,
-                           tparams, tgrid, q0, body_velocity, joint_rates, free, dt, max_iter, tol,
-                           q_traj, vc_norm, dz_traj):
+                           joint_offset, loop_closure, track_frame, track_drive, track_path,
+                           track_act, tkind, tparams, tgrid, q0, body_velocity, joint_rates, free,
+                           dt, max_iter, tol, q_traj, vc_norm, dz_traj):
     """The conventional baseline of §2.5.1: unconstrained motion, then terrain fitting.
 
     Each step integrates the *nominal* body velocity ``body_velocity`` (T, 6) ``[w; v]`` in body
@@ -274,7 +280,7 @@ def simulate_unconstrained(parent, jtype, axis, T0, wheel_frame, wheel_radius, A
     nw = wheel_frame.shape[0] + track_frame.shape[0]  # contacts nc: wheels, track patches
     nv = nf + 5
     nq = nf + 6
-    m = 3 * nw + A_joint.shape[0]
+    m = 3 * nw + A_joint.shape[0] + loop_closure_rows(loop_closure)
     T_world = np.empty((nf, 4, 4))
     T_contact = np.empty((nw, 4, 4))
     dz = np.empty(nw)
@@ -292,17 +298,17 @@ def simulate_unconstrained(parent, jtype, axis, T0, wheel_frame, wheel_radius, A
     for t in range(body_velocity.shape[0]):
         # wheel Jacobians at the start of the step (for the implied contact speeds)
         joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                             joint_offset, track_frame, track_drive, track_path, track_act, tkind,
-                             tparams, tgrid, q, none_known, qdot, 0.0, zeros_xy, T_world, T_contact,
-                             dz, ang, A, v, qdot)
+                             joint_offset, loop_closure, track_frame, track_drive, track_path,
+                             track_act, tkind, tparams, tgrid, q, none_known, qdot, 0.0, zeros_xy,
+                             T_world, T_contact, dz, ang, A, v, qdot)
         dz_traj[t] = dz
         qdot[0:6] = body_velocity[t]
         qdot[6:] = joint_rates[t]
         integrate_euler(q, qdot, dt, qn)
         initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                   joint_offset, track_frame, track_drive, track_path, track_act,
-                                   tkind, tparams, tgrid, qn, free, max_iter, tol, T_world,
-                                   T_contact, dz, ang, qfit)
+                                   joint_offset, loop_closure, track_frame, track_drive, track_path,
+                                   track_act, tkind, tparams, tgrid, qn, free, max_iter, tol,
+                                   T_world, T_contact, dz, ang, qfit)
         # finite-difference joint-space velocity q -> qfit (body rates in body coordinates)
         _qdot_between(q, qfit, dt, qdot_fd)
         contact_velocity_norms(A, qdot_fd, nw, vc_norm[t])

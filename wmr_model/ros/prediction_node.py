@@ -42,7 +42,9 @@ WHEEL_LIFTOFF when some wheel has Δz > 0 or a normal force below
 :data:`LIFTOFF_FORCE_FRACTION` of its static load, TRACTION_LIMIT when some loaded wheel's
 tangential force reaches :data:`TRACTION_FRACTION` of its friction limit (piecewise-linear:
 ``mu_x``/``mu_y`` pyramid or ``mu_x`` cone; ROAMS without cohesion: ``tan(phi)``; Pacejka and
-Ishigami wheels have no closed-form limit and never set it). TIPOVER_RISK is not assessed.
+Ishigami wheels have no closed-form limit and never set it), TIPOVER_RISK when the tip-over
+margin with the inertial load (:func:`wmr_model.predict.dynamic_stability_margin`) is below 0,
+JOINT_LIMIT when a passive joint (suspension travel) is at a stop.
 There is no propagated covariance: ``pose_covariances`` are zeros (empty with
 ``propagate_covariance`` false) and the status message says so.
 
@@ -75,9 +77,13 @@ from wmr_model.model import VehicleModel
 from wmr_model.odometry import DEFAULT_QPRIME_U
 from wmr_model.parameters import SLIP_NAMES, check_value
 from wmr_model.predict import (
+    JOINT_LIMIT,
+    TIPOVER_RISK,
     TRACTION_LIMIT,
     WHEEL_LIFTOFF,
     Prediction,
+    dynamic_stability_margin,
+    joint_limit_flags,
     predict,
     twist_commands,
 )
@@ -383,9 +389,17 @@ def friction_limits(model: VehicleModel) -> tuple[np.ndarray, np.ndarray]:
     return mu, cone
 
 
-def dynamic_flags(model: VehicleModel, f_contact: np.ndarray, dz: np.ndarray) -> np.ndarray:
+def dynamic_flags(model: VehicleModel, f_contact: np.ndarray, dz: np.ndarray,
+                  q: np.ndarray | None = None, margin: np.ndarray | None = None,
+                  tipover_margin: float = 0.0) -> np.ndarray:
     """(T+1,) flags of one dynamic simulation from its (T, nw, 3) contact forces and (T, nw)
-    contact height errors; point t takes step t's values, the last point the last step's."""
+    contact height errors; point t takes step t's values, the last point the last step's.
+
+    With the states ``q`` (T+1, nq): JOINT_LIMIT where a passive joint (suspension) is at a
+    stop (:func:`wmr_model.predict.joint_limit_flags`); with the tip-over ``margin`` (T+1,)
+    [m] (:func:`wmr_model.predict.dynamic_stability_margin`): TIPOVER_RISK where it is below
+    ``tipover_margin``.
+    """
     T = f_contact.shape[0]
     g = float(np.linalg.norm(gravity_of(model)))
     load = model.total_mass * g / max(model.nw, 1)
@@ -400,7 +414,13 @@ def dynamic_flags(model: VehicleModel, f_contact: np.ndarray, dz: np.ndarray) ->
     limited = np.where(cone, circle, pyramid) & ~lifted & ~np.isnan(mu[:, 0])
     step = (np.where(lifted.any(axis=1), WHEEL_LIFTOFF, 0)
             | np.where(limited.any(axis=1), TRACTION_LIMIT, 0)).astype(np.uint8)
-    return np.concatenate([step, step[-1:]]) if T else np.zeros(1, dtype=np.uint8)
+    flags = np.concatenate([step, step[-1:]]) if T else np.zeros(1, dtype=np.uint8)
+    if q is not None:
+        flags |= np.where(joint_limit_flags(model, q), JOINT_LIMIT, 0).astype(np.uint8)
+    if margin is not None and T:  # like the other flags: point t from step t's start state
+        m = np.concatenate([margin[:T], margin[T - 1:T]])
+        flags |= np.where(m < tipover_margin, TIPOVER_RISK, 0).astype(np.uint8)
+    return flags
 
 
 def predict_dynamic(model: VehicleModel, terrain: Any, inputs: PredictionInputs, *,
@@ -415,7 +435,8 @@ def predict_dynamic(model: VehicleModel, terrain: Any, inputs: PredictionInputs,
         tr = simulate_dynamics(model, terrain, inputs.q0, qdot0, inputs.commands[c], inputs.dt,
                                actuator=DYNAMIC_ACTUATOR)
         q[c], qdot[c] = tr.q, tr.qdot
-        flags[c] = dynamic_flags(model, tr.f_contact, tr.dz)
+        margin = dynamic_stability_margin(model, terrain, tr.q, tr.qdot, inputs.dt)
+        flags[c] = dynamic_flags(model, tr.f_contact, tr.dz, tr.q, margin)
     cov = np.zeros((C, T + 1, 36)) if covariance else None
     return DynamicPrediction(q=q, qdot=qdot, flags=flags, ros_covariance=cov)
 
