@@ -91,15 +91,81 @@ def tables_2_6_2_7(quick: bool) -> list[dict]:
           "actuators; errors vs dt 0.01 on the same terrain")
     print(f"{'model':16s} {'dt':>5s} | {'time x1e-3':>10s} {'thesis':>7s} | {'pos err':>7s} "
           f"{'thesis':>7s} | {'yaw err':>7s} {'thesis':>7s} | {'iter':>6s} {'thesis':>6s} | "
-          f"{'max cost/mg':>11s}")
+          f"{'max cost/mg':>11s} {'steps > tol':>13s} {'rolled':>6s}")
     for r in rows:
         t = r["thesis"] or (None, None, None)
         print(f"{r['contact_model']:16s} {r['dt']:5.2f} | {r['normalized_time_e3']:10.3f} "
               f"{_fmt(r['thesis_normalized_time_e3'], '.3f'):>7s} | "
               f"{_fmt(r['position_error']):>7s} {_fmt(t[0]):>7s} | {_fmt(r['yaw_error']):>7s} "
               f"{_fmt(t[1]):>7s} | {r['mean_iterations']:6.3f} {_fmt(t[2], '.3f'):>6s} | "
-              f"{r['max_cost']:11.1e}")
+              f"{r['max_cost']:11.1e} {r['steps_over_tol']:5d}/{r['steps']:<7d} "
+              f"{r['rolled_over']:6d}")
     return rows
+
+
+def _per_call_us(fn, n: int) -> float:
+    """Fastest of three batches of ``n`` calls [us per call]."""
+    fn()
+    best = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, time.perf_counter() - t0)
+    return best / n * 1e6
+
+
+def step_profile(quick: bool) -> dict:
+    """Where a time step goes: Zoë on wmrde terrain 1, dt 0.04, per-step wall time of the whole
+    loop and per-call times of its parts (each call timed from Python, ~0.3 us call overhead)."""
+    from wmr_model.contact.models import contact_force, contact_setup
+    from wmr_model.dynamics.api import gravity_of
+    from wmr_model.dynamics.crba import crba
+    from wmr_model.dynamics.rnea import bias_force
+    from wmr_model.experiments import straight_wheel_rates
+    from wmr_model.inertia import model_frame_inertias
+    from wmr_model.kinematics.kernels import wheel_contact
+
+    m = load_vehicle("zoe")
+    ter = load_wmrde_benchmark_terrains()[0]
+    q0, qd0 = sc._moving_start(m, ter, 1.0)
+    u = straight_wheel_rates(m, 1.0)
+    n = 2000 if quick else 20000
+    out: dict = {"per_step_us": {}, "parts_us": {}}
+    for name in ("piecewise_linear", "pacejka", "ishigami"):
+        U = np.tile(u, (250, 1))
+        sc.simulate_dynamics(m, ter, q0, qd0, U, 0.04, contact_model=name)
+        best = math.inf
+        for _ in range(3 if quick else 10):  # fastest of several: the machine is shared
+            t0 = time.perf_counter()
+            tr = sc.simulate_dynamics(m, ter, q0, qd0, U, 0.04, contact_model=name)
+            best = min(best, time.perf_counter() - t0)
+        out["per_step_us"][name] = best / U.shape[0] * 1e6
+        cs = contact_setup(m, name)
+        args = (cs.kinds[0], cs.params[0], cs.tables[0], cs.axes[0], np.array([0.01, 0.02, 0.0]),
+                0.5, -0.01, np.empty(3), np.empty((3, 5)))
+        out["parts_us"][f"contact_force[{name}]"] = _per_call_us(
+            lambda a=args: contact_force(*a), n)
+    q, qd = tr.q[-1].copy(), tr.qdot[-1].copy()
+    If, g = model_frame_inertias(m), gravity_of(m)
+    Tw, Ic = np.empty((m.nf, 4, 4)), np.empty((m.nf, 6, 6))
+    M, c = np.empty((m.nv, m.nv)), np.empty(m.nv)
+    tk, tp, tg = ter.kernel_args()
+    Tc, dz, ang = np.empty((m.nw, 4, 4)), np.empty(m.nw), np.empty(m.nw)
+    out["parts_us"]["crba (with composite inertias)"] = _per_call_us(
+        lambda: crba(m.parent, m.joint_type, m.axis, m.T0, If, q, Tw, Ic, M), n)
+    out["parts_us"]["bias_force (rnea)"] = _per_call_us(
+        lambda: bias_force(m.parent, m.joint_type, m.axis, m.T0, If, g, q, qd, Tw, c), n)
+    out["parts_us"]["wheel_contact"] = _per_call_us(
+        lambda: wheel_contact(m.parent, m.T0, m.wheel_frame, m.wheel_radius, tk, tp, tg, Tw, Tc,
+                              dz, ang), n)
+    print("\nPer-step profile - Zoe, wmrde terrain 1, dt 0.04, 10 s (us per step; real time "
+          "is 40000 us)")
+    for k, v in out["per_step_us"].items():
+        print(f"  step [{k:16s}] {v:8.1f} us  ({40000.0 / v:6.0f} x real time)")
+    for k, v in out["parts_us"].items():
+        print(f"  {k:32s} {v:8.2f} us per call")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     result = {"machine": platform.processor() or platform.machine(),
               "python": sys.version.split()[0],
+              "step_profile": step_profile(args.quick),
               "landtamer_table_2_5": table_2_5(args.quick),
               **traction_and_rollover(),
               "zoe_tables_2_6_2_7": tables_2_6_2_7(args.quick)}

@@ -23,11 +23,12 @@ import numpy as np
 from wmr_model._jit import njit
 from wmr_model.errors import ShapeError
 from wmr_model.model import VehicleModel
-from wmr_model.spatial import plucker_force_from_transform, spatial_inertia, transform_inverse
+from wmr_model.spatial import spatial_inertia
 
 __all__ = [
     "frame_spatial_inertias",
     "composite_inertias",
+    "relative_transform",
     "inertia_mass_com",
     "composite_inertia",
     "model_frame_inertias",
@@ -43,6 +44,23 @@ def frame_spatial_inertias(mass, com, inertia, out):
     """
     for i in range(mass.shape[0]):
         out[i] = spatial_inertia(mass[i], com[i], np.ascontiguousarray(inertia[i]))
+
+
+@njit
+def relative_transform(T_world, p, i, R, t):
+    """Frame *i* in frame *p*'s coordinates, :math:`T_i^p = (T_p^w)^{-1} T_i^w = [R, t; 0, 1]`
+    (B.3), from the world transforms ``T_world`` (nf, 4, 4); writes ``R`` (3, 3) and ``t`` (3,)
+    without allocating."""
+    for r in range(3):
+        acc = 0.0
+        for k in range(3):
+            acc += T_world[p, k, r] * (T_world[i, k, 3] - T_world[p, k, 3])
+        t[r] = acc
+        for c in range(3):
+            acc = 0.0
+            for k in range(3):
+                acc += T_world[p, k, r] * T_world[i, k, c]
+            R[r, c] = acc
 
 
 @njit
@@ -66,11 +84,34 @@ def composite_inertias(parent, I_frame, T_world, Ic):
     nf = parent.shape[0]
     for i in range(nf):
         Ic[i] = I_frame[i]
+    Xf = np.zeros((6, 6))
+    XI = np.empty((6, 6))
+    R = np.empty((3, 3))
+    t = np.empty(3)
     for i in range(nf - 1, 0, -1):
         p = parent[i]
-        T_i_p = transform_inverse(np.ascontiguousarray(T_world[p])) @ T_world[i]
-        Xf = plucker_force_from_transform(T_i_p)
-        Ic[p] += Xf @ Ic[i] @ Xf.T
+        # Xf = [[R, skew(t) R], [0, R]] (B.12) of T_i^p = [R, t; 0, 1], formed in place
+        relative_transform(T_world, p, i, R, t)
+        for r in range(3):
+            for c in range(3):
+                Xf[r, c] = R[r, c]
+                Xf[3 + r, 3 + c] = R[r, c]
+        for c in range(3):
+            Xf[0, 3 + c] = t[1] * R[2, c] - t[2] * R[1, c]
+            Xf[1, 3 + c] = t[2] * R[0, c] - t[0] * R[2, c]
+            Xf[2, 3 + c] = t[0] * R[1, c] - t[1] * R[0, c]
+        for r in range(6):
+            for c in range(6):
+                acc = 0.0
+                for k in range(6):
+                    acc += Xf[r, k] * Ic[i, k, c]
+                XI[r, c] = acc
+        for r in range(6):
+            for c in range(6):
+                acc = 0.0
+                for k in range(6):
+                    acc += XI[r, k] * Xf[c, k]
+                Ic[p, r, c] += acc
     return Ic[0]
 
 

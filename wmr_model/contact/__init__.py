@@ -1,6 +1,7 @@
 """Wheel-ground contact models f(v_c, R w, Δz) -> f_c (Seegmiller 2014, eq. 2.71, App. C)."""
 
 from wmr_model.contact.models import (
+    BEKKER,
     ISHIGAMI,
     ISHIGAMI_DIRECT,
     MODEL_KINDS,
@@ -14,6 +15,7 @@ from wmr_model.contact.models import (
 )
 
 __all__ = [
+    "BEKKER",
     "ISHIGAMI",
     "ISHIGAMI_DIRECT",
     "MODEL_KINDS",

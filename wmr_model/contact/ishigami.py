@@ -41,7 +41,7 @@ from wmr_model._jit import njit
 from wmr_model.contact.piecewise_linear import DAMPING_ONSET_DEPTH
 
 __all__ = ["PARAM_NAMES", "TABLE_C2", "ishigami_direct", "ishigami_force", "build_table",
-           "lookup_force", "table_force"]
+           "lookup_force", "lookup", "table_force", "table_force_grad"]
 
 PARAM_NAMES = ("c", "phi", "Xc", "kc", "kphi", "n", "a0", "a1", "rho_d", "lam", "kx0", "kx1",
                "ky0", "ky1", "R", "b", "Vmin", "Kd")
@@ -138,19 +138,23 @@ def ishigami_force(params, vx, vy, vz, Rw, dz, fc):
     fc[2] = max(out[2] - _damping_ramp(h) * params[17] * vz, 0.0) if h > 0.0 else 0.0
 
 
-def build_table(params: np.ndarray, n_s: int = 41, n_beta: int = 19, n_dz: int = 21,
+def build_table(params: np.ndarray, n_s: int = 41, n_beta: int = 19, n_dz: int = 81,
                 dz_min: float | None = None, n_theta: int = N_THETA) -> tuple[np.ndarray,
                                                                              np.ndarray]:
     """Precompute the lookup table of :func:`ishigami_direct` (§2.4.4, App. C).
 
     Returns ``(table, axes)``: ``table`` (n_s, n_beta, n_dz, 3) of ``[fx, fy_mag, fz]`` and
     ``axes`` (6,) ``[s0, ds, beta0, dbeta, dz0, ddz]`` of the uniform grids s in [-1, 1],
-    |beta| in [0, pi/2 - 0.05], Δz in [dz_min, 0] (default -R/4).
+    |beta| in [0, pi/2 - 0.05], Δz in [dz_min, 0]. The default ``dz_min = -R`` covers every
+    sinkage the model accepts (h is clipped to [0, R]): on rough terrain a wheel briefly sinks
+    far past its static sinkage (Zoë on the wmrde terrains at dt 0.04: 0.145 m = 0.45 R), and a
+    table clamped at a shallower depth caps f_z there, so the force balance has no root. 81 Δz
+    nodes keep the 4 mm spacing of Zoë's wheel (R 0.325 m).
     """
     params = np.ascontiguousarray(params, dtype=float)
     R = float(params[14])
     if dz_min is None:
-        dz_min = -0.25 * R
+        dz_min = -R
     s_ax = np.linspace(-1.0, 1.0, n_s)
     b_ax = np.linspace(0.0, 0.5 * math.pi - 0.05, n_beta)
     z_ax = np.linspace(dz_min, 0.0, n_dz)
@@ -174,19 +178,6 @@ def _fill_table(params, s_ax, b_ax, z_ax, n_theta, table):
 
 
 @njit
-def _cell(u, n):
-    """Lower index in [0, n-2] and fraction in [0, 1] of grid coordinate u (clamped)."""
-    if u <= 0.0:
-        return 0, 0.0
-    if u >= n - 1:
-        return n - 2, 1.0
-    i = int(math.floor(u))
-    if i > n - 2:
-        i = n - 2
-    return i, u - i
-
-
-@njit
 def table_force(table, axes, s, beta_abs, dz, out):
     """Trilinear interpolation of the table at (s, |beta|, Δz); NaN in -> NaN out."""
     if s != s or beta_abs != beta_abs or dz != dz:
@@ -194,31 +185,125 @@ def table_force(table, axes, s, beta_abs, dz, out):
         out[1] = np.nan
         out[2] = np.nan
         return
-    i, fi = _cell((s - axes[0]) / axes[1], table.shape[0])
-    j, fj = _cell((beta_abs - axes[2]) / axes[3], table.shape[1])
-    k, fk = _cell((dz - axes[4]) / axes[5], table.shape[2])
+    table_force_grad(table, axes, s, beta_abs, dz, out, np.empty((3, 3)))
+
+
+@njit
+def _cell_d(u, n):
+    """Lower index in [0, n-2], fraction in [0, 1] of grid coordinate u (clamped) and
+    d(fraction)/du (0 where u is clamped)."""
+    if u <= 0.0:
+        return 0, 0.0, 0.0
+    if u >= n - 1:
+        return n - 2, 1.0, 0.0
+    i = int(math.floor(u))
+    if i > n - 2:
+        i = n - 2
+    return i, u - i, 1.0
+
+
+@njit
+def table_force_grad(table, axes, s, beta_abs, dz, out, grad):
+    """:func:`table_force` (finite inputs) and its gradient ``grad`` (3, 3) with respect to
+    ``(s, |beta|, Δz)``: the exact derivative of the trilinear interpolant inside a cell (the
+    side of the lower cell node on a cell face), zero along a clamped axis."""
+    i, fi, di = _cell_d((s - axes[0]) / axes[1], table.shape[0])
+    j, fj, dj_ = _cell_d((beta_abs - axes[2]) / axes[3], table.shape[1])
+    k, fk, dk_ = _cell_d((dz - axes[4]) / axes[5], table.shape[2])
+    di /= axes[1]
+    dj_ /= axes[3]
+    dk_ /= axes[5]
     for r in range(3):
         acc = 0.0
-        for di in range(2):
-            wi = fi if di else 1.0 - fi
-            for dj in range(2):
-                wj = fj if dj else 1.0 - fj
-                for dk in range(2):
-                    wk = fk if dk else 1.0 - fk
-                    acc += wi * wj * wk * table[i + di, j + dj, k + dk, r]
+        g0 = 0.0
+        g1 = 0.0
+        g2 = 0.0
+        for a in range(2):
+            wi = fi if a else 1.0 - fi
+            si = 1.0 if a else -1.0
+            for b in range(2):
+                wj = fj if b else 1.0 - fj
+                sj = 1.0 if b else -1.0
+                for c in range(2):
+                    wk = fk if c else 1.0 - fk
+                    sk = 1.0 if c else -1.0
+                    t = table[i + a, j + b, k + c, r]
+                    acc += wi * wj * wk * t
+                    g0 += si * wj * wk * t
+                    g1 += wi * sj * wk * t
+                    g2 += wi * wj * sk * t
         out[r] = acc
+        grad[r, 0] = g0 * di
+        grad[r, 1] = g1 * dj_
+        grad[r, 2] = g2 * dk_
+
+
+@njit
+def lookup(params, table, axes, vc, Rw, dz, fc, J):
+    """Contact force ``fc`` (3,) of :func:`lookup_force` and its analytic Jacobian ``J`` (3, 5)
+    with respect to ``[vx, vy, vz, Rw, dz]``: the interpolant's gradient
+    (:func:`table_force_grad`) chained through (C.19)-(C.20) and the floors and clips of
+    :func:`_slip_inputs` (zero derivative where an input is clipped)."""
+    vx, vy, vz = vc[0], vc[1], vc[2]
+    for r in range(3):
+        for k in range(5):
+            J[r, k] = 0.0
+    s, beta, h, sx, sy = _slip_inputs(params, vx, vy, Rw, dz)
+    if s != s or beta != beta or h != h:
+        for r in range(3):
+            fc[r] = np.nan
+        return
+    if h <= 0.0:
+        for r in range(3):
+            fc[r] = 0.0
+        return
+    vmin = params[16]
+    out = np.empty(3)
+    grad = np.empty((3, 3))
+    table_force_grad(table, axes, s, beta, -h, out, grad)
+    # d s / d(vx, Rw): s = -sx vx / max(|Rw|, vmin), clipped to [-1, 1]
+    ds_dvx = 0.0
+    ds_dRw = 0.0
+    s_raw = -sx * vx / max(abs(Rw), vmin)
+    if -1.0 < s_raw < 1.0:
+        if abs(Rw) > vmin:
+            ds_dvx = -sx / abs(Rw)
+            ds_dRw = vx / (Rw * Rw)
+        else:
+            ds_dvx = -sx / vmin
+    # d beta / d(vx, vy, Rw): beta = atan(|vy| / max(|vx + Rw|, vmin))
+    Vs = vx + Rw
+    Vx = max(abs(Vs), vmin)
+    b = abs(vy) / Vx
+    dbeta_db = 1.0 / (1.0 + b * b)
+    dbeta_dvy = dbeta_db * (1.0 if vy >= 0.0 else -1.0) / Vx
+    dbeta_dV = 0.0
+    if abs(Vs) > vmin:
+        dbeta_dV = -dbeta_db * b / Vx * (1.0 if Vs >= 0.0 else -1.0)
+    # d(table Δz)/d dz = 1 while 0 < -dz < R (h = -dz), else 0
+    dzt = 1.0 if -dz < params[14] else 0.0
+    ramp = _damping_ramp(h)
+    dramp = 1.0 / DAMPING_ONSET_DEPTH if h < DAMPING_ONSET_DEPTH else 0.0
+    dsy_dvy = -vmin * vmin / (vy * vy + vmin * vmin) ** 1.5
+    fz = out[2] - ramp * params[17] * vz
+    fc[0] = sx * out[0]
+    fc[1] = sy * out[1]
+    fc[2] = max(fz, 0.0)
+    for r in range(3):
+        sc = sx if r == 0 else (sy if r == 1 else 1.0)
+        if r == 2 and fz <= 0.0:
+            continue
+        J[r, 0] = sc * (grad[r, 0] * ds_dvx + grad[r, 1] * dbeta_dV)
+        J[r, 1] = sc * grad[r, 1] * dbeta_dvy
+        J[r, 3] = sc * (grad[r, 0] * ds_dRw + grad[r, 1] * dbeta_dV)
+        J[r, 4] = sc * grad[r, 2] * dzt
+    J[1, 1] += dsy_dvy * out[1]
+    if fz > 0.0:
+        J[2, 2] = -ramp * params[17]
+        J[2, 4] += dramp * params[17] * vz * dzt  # d(-ramp Kd vz)/d dz, h = -dz
 
 
 @njit
 def lookup_force(params, table, axes, vx, vy, vz, Rw, dz, fc):
-    s, beta, h, sx, sy = _slip_inputs(params, vx, vy, Rw, dz)
-    out = np.empty(3)
-    table_force(table, axes, s, beta, -h, out)
-    if h > 0.0:
-        fc[0] = sx * out[0]
-        fc[1] = sy * out[1]
-        fc[2] = max(out[2] - _damping_ramp(h) * params[17] * vz, 0.0)
-    else:
-        fc[0] = 0.0
-        fc[1] = 0.0
-        fc[2] = 0.0
+    """Contact force (3,) from the lookup table (:func:`lookup` without the Jacobian)."""
+    lookup(params, table, axes, np.array([vx, vy, vz]), Rw, dz, fc, np.empty((3, 5)))

@@ -8,7 +8,7 @@ Selection comes from the vehicle sidecar's ``options`` (or keyword overrides)::
 
     options:
       contact_model: pacejka            # piecewise_linear | coulomb_cone | pacejka | ishigami
-                                        # | ishigami_direct | roams
+                                        # | ishigami_direct | roams | bekker
       contact_params: {mu: 0.6}         # overrides of the model's named parameters
       wheel_contact:                    # optional per-wheel overrides
         FL: {contact_model: roams, contact_params: {c: 0.0}}
@@ -28,7 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from wmr_model import soil as _soil
 from wmr_model._jit import njit
+from wmr_model.contact import bekker as _bek
 from wmr_model.contact import ishigami as _ish
 from wmr_model.contact import pacejka as _pac
 from wmr_model.contact import piecewise_linear as _pl
@@ -36,7 +38,7 @@ from wmr_model.contact import roams as _roams
 from wmr_model.errors import ParameterError
 from wmr_model.model import VehicleModel
 
-__all__ = ["PIECEWISE_LINEAR", "PACEJKA", "ISHIGAMI", "ISHIGAMI_DIRECT", "ROAMS",
+__all__ = ["PIECEWISE_LINEAR", "PACEJKA", "ISHIGAMI", "ISHIGAMI_DIRECT", "ROAMS", "BEKKER",
            "MODEL_KINDS", "ContactSetup", "contact_force", "default_params", "contact_setup"]
 
 PIECEWISE_LINEAR = 0
@@ -44,12 +46,13 @@ PACEJKA = 1
 ISHIGAMI = 2
 ISHIGAMI_DIRECT = 3
 ROAMS = 4
+BEKKER = 5
 MODEL_KINDS = {"piecewise_linear": PIECEWISE_LINEAR, "coulomb_cone": PIECEWISE_LINEAR,
                "pacejka": PACEJKA, "ishigami": ISHIGAMI, "ishigami_direct": ISHIGAMI_DIRECT,
-               "roams": ROAMS}
+               "roams": ROAMS, "bekker": BEKKER}
 _NAMES = {PIECEWISE_LINEAR: _pl.PARAM_NAMES, PACEJKA: _pac.PARAM_NAMES,
           ISHIGAMI: _ish.PARAM_NAMES, ISHIGAMI_DIRECT: _ish.PARAM_NAMES,
-          ROAMS: _roams.PARAM_NAMES}
+          ROAMS: _roams.PARAM_NAMES, BEKKER: _bek.PARAM_NAMES}
 N_PARAMS = max(len(v) for v in _NAMES.values())
 
 # Static sinkage [m] and slip speed at which friction saturates [m/s] used to scale defaults.
@@ -64,10 +67,8 @@ DEFAULT_MU = 0.8
 @njit
 def _smooth_model_force(kind, params, table, axes, y, fc):
     """Force of a model without an analytic Jacobian at ``y = [vx, vy, vz, Rw, dz]``."""
-    if kind == PACEJKA:
-        _pac.pacejka_force(params, y[0], y[1], y[2], y[3], y[4], fc)
-    elif kind == ISHIGAMI:
-        _ish.lookup_force(params, table, axes, y[0], y[1], y[2], y[3], y[4], fc)
+    if kind == BEKKER:
+        _bek.bekker_force(params, y[0], y[1], y[2], y[3], y[4], fc)
     else:
         _ish.ishigami_force(params, y[0], y[1], y[2], y[3], y[4], fc)
 
@@ -81,13 +82,18 @@ FD_REL_STEP = 1e-6
 def contact_force(kind, params, table, axes, vc, Rw, dz, fc, J):
     """Contact force ``fc`` (3,) on the wheel in contact coordinates and ``J`` (3, 5), (2.71).
 
-    Piecewise-linear and ROAMS give analytic Jacobians; Pacejka and Ishigami (lookup table or
-    direct) use one central-difference Jacobian with respect to ``[vx, vy, vz, Rw, dz]``.
+    Piecewise-linear, ROAMS, Pacejka and the Ishigami lookup table give analytic Jacobians;
+    Ishigami direct and Bekker use one central-difference Jacobian with respect to
+    ``[vx, vy, vz, Rw, dz]``.
     """
     if kind == PIECEWISE_LINEAR:
         _pl.piecewise_linear(params, vc, Rw, dz, fc, J)
     elif kind == ROAMS:
         _roams.roams(params, vc, Rw, dz, fc, J)
+    elif kind == PACEJKA:
+        _pac.pacejka(params, vc, Rw, dz, fc, J)
+    elif kind == ISHIGAMI:
+        _ish.lookup(params, table, axes, vc, Rw, dz, fc, J)
     else:
         y = np.array([vc[0], vc[1], vc[2], Rw, dz])
         _smooth_model_force(kind, params, table, axes, y, fc)
@@ -130,7 +136,12 @@ def default_params(name: str, wheel_load: float, wheel_mass: float, radius: floa
         return {"kN": kN, "alphaN": 0.5 * kN, "n": n,
                 "dT": DEFAULT_MU * W / SATURATION_SLIP, "c": 0.0,
                 "phi": math.atan(DEFAULT_MU), "b": width if width > 0 else 0.4 * radius,
-                "R": radius}
+                "R": radius, "s": 1.0}
+    if name == "bekker":
+        return {**_soil.bekker_params("dry_sand"), "c1": _bek.WONG_REECE_C1,
+                "c2": _bek.WONG_REECE_C2, "R": radius,
+                "b": width if width > 0 else 0.4 * radius, "zc": 0.0, "j0": 0.0,
+                "Vmin": _ish.TABLE_C2["Vmin"], "Kd": Kd}
     raise ParameterError(f"contact_model must be one of {sorted(MODEL_KINDS)}, got {name!r}")
 
 

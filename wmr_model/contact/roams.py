@@ -14,29 +14,64 @@ force-balance form (2.71) has no extra state, so here the stick regime keeps onl
 :math:`\\vec F_T = -d_T \\vec v_c` (eq. 5 with eq. 6, spring term dropped), and the slip regime
 (eq. 3/8) applies when :math:`\\|\\vec F_T\\| > F_{Tmax}`: :math:`\\vec F_T = -F_{Tmax}\\,
 \\hat v_c`. With c = 0 this is Coulomb friction with :math:`\\mu = \\tan\\phi`, regularized
-below the slip speed :math:`F_{Tmax}/d_T`. The Gaussian soil randomness (eq. 11) is not
-modelled.
+below the slip speed :math:`F_{Tmax}/d_T`.
+
+Soil randomness (eqs. 11-13): the limit is scaled by a factor s,
+:math:`F_{Tmax} = s (c A + F_N \\tan\\phi)` (eq. 11), with s drawn from a Gaussian of mean 1
+and standard deviation :math:`s_{std} = p_1 - p_2 R_\\theta` (eq. 12), where
+:math:`R_\\theta = \\theta/\\phi` for :math:`\\theta \\le \\phi` and :math:`\\phi/\\theta`
+otherwise (eq. 13), θ the angle between terrain normal and vertical. The spread is smallest
+where the slope equals the friction angle and largest on flat ground or far steeper slopes.
+The kernel is deterministic and takes s as a parameter (default 1, the plain model);
+:func:`traction_scale_std` and :func:`sample_traction_scale` draw it, seeded, once per wheel per
+simulation segment (see :mod:`wmr_model.experiments_soil`).
 
 ``params`` layout (:data:`PARAM_NAMES`): ``[kN N/m^n, alphaN s/m, n, dT N s/m, c Pa, phi rad,
-b m, R m]``. Analytic Jacobian.
+b m, R m, s]``. Analytic Jacobian.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from wmr_model._jit import njit
+from wmr_model.errors import ParameterError
 
-__all__ = ["PARAM_NAMES", "roams"]
+__all__ = ["PARAM_NAMES", "roams", "traction_scale_std", "sample_traction_scale"]
 
-PARAM_NAMES = ("kN", "alphaN", "n", "dT", "c", "phi", "b", "R")
+PARAM_NAMES = ("kN", "alphaN", "n", "dT", "c", "phi", "b", "R", "s")
+
+
+def traction_scale_std(theta: np.ndarray | float, phi: float, p1: float,
+                       p2: float) -> np.ndarray:
+    """Standard deviation of the traction-limit scale factor, Sohl and Jain eqs. 12-13.
+
+    ``theta`` (...) angle between terrain normal and vertical [rad], ``phi`` friction angle
+    [rad] (> 0), ``p1`` maximum standard deviation, ``p2`` its reduction at theta = phi.
+    Returns ``p1 - p2 R`` (...), clipped at 0.
+    """
+    if not phi > 0.0:
+        raise ParameterError(f"phi must be > 0 rad for eq. 13, got {phi}")
+    th = np.abs(np.asarray(theta, dtype=float))
+    ratio = np.where(th <= phi, th / phi, phi / np.maximum(th, 1e-300))
+    return np.maximum(p1 - p2 * ratio, 0.0)
+
+
+def sample_traction_scale(theta: np.ndarray | float, phi: float, p1: float, p2: float,
+                          rng: np.random.Generator) -> np.ndarray:
+    """Scale factors s (...) ~ N(1, s_std(theta)) of eq. 11, clipped at 0 (the limit >= 0)."""
+    std = traction_scale_std(theta, phi, p1, p2)
+    return np.maximum(1.0 + std * rng.standard_normal(np.shape(std)), 0.0)
 
 
 @njit
 def roams(params, vc, Rw, dz, fc, J):
     """Contact force ``fc`` (3,) and Jacobian ``J`` (3, 5) w.r.t. ``[vx, vy, vz, Rw, dz]``."""
-    kN, aN, n, dT, coh, phi, b, R = (params[0], params[1], params[2], params[3], params[4],
-                                     params[5], params[6], params[7])
+    kN, aN, n, dT, coh, phi, b, R, sT = (params[0], params[1], params[2], params[3],
+                                         params[4], params[5], params[6], params[7],
+                                         params[8])
     for r in range(3):
         fc[r] = 0.0
         for k in range(5):
@@ -62,7 +97,7 @@ def roams(params, vc, Rw, dz, fc, J):
     if chord2 > 0.0 and d < R:
         dA_ddz = -2.0 * b * (R - d) / math.sqrt(chord2)  # d/d(dz) = -d/d(delta)
     tphi = math.tan(phi)
-    Fmax = coh * A + FN * tphi
+    Fmax = sT * (coh * A + FN * tphi)  # eq. 11
     vx, vy = vc[0], vc[1]
     v = math.sqrt(vx * vx + vy * vy)
     if dT * v <= Fmax:  # stick (damper) regime
@@ -79,8 +114,8 @@ def roams(params, vc, Rw, dz, fc, J):
     J[0, 1] = s * ux * uy
     J[1, 0] = s * ux * uy
     J[1, 1] = -s * (1.0 - uy * uy)
-    dF_dvz = tphi * dFN_dvz
-    dF_ddz = tphi * dFN_ddz + coh * dA_ddz
+    dF_dvz = sT * tphi * dFN_dvz
+    dF_ddz = sT * (tphi * dFN_ddz + coh * dA_ddz)
     J[0, 2] = -ux * dF_dvz
     J[1, 2] = -uy * dF_dvz
     J[0, 4] = -ux * dF_ddz

@@ -19,12 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.inertia import composite_inertias
+from wmr_model.inertia import composite_inertias, relative_transform
 from wmr_model.kinematics.kernels import forward_kinematics
 from wmr_model.model import REVOLUTE
-from wmr_model.spatial import plucker_force_from_transform, transform_inverse
 
-__all__ = ["motion_subspace", "parent_transforms", "crba"]
+__all__ = ["motion_subspace", "relative_transforms", "force_to_parent", "crba"]
 
 
 @njit
@@ -42,15 +41,32 @@ def motion_subspace(jtype, axis_i, S):
 
 
 @njit
-def parent_transforms(parent, T_world, T_up):
-    """Homogeneous transforms :math:`T_i^{p(i)}` (frame to parent) of every frame, (nf, 4, 4).
-
-    Derived from Algorithm 1's world transforms as :math:`(T_{p(i)}^w)^{-1} T_i^w`, the same
-    expression the composite-inertia pass uses, so both see identical Plücker transforms.
-    ``T_up[0]`` is left untouched.
-    """
+def relative_transforms(parent, T_world, R_up, p_up):
+    """Rotation ``R_up`` (nf, 3, 3) and origin ``p_up`` (nf, 3) of each frame in its parent's
+    coordinates, :math:`T_i^{p(i)} = (T_{p(i)}^w)^{-1} T_i^w = [R, p; 0, 1]` from Algorithm 1's
+    world transforms (:func:`wmr_model.inertia.relative_transform`, as the composite-inertia
+    pass). Index 0 is left untouched."""
     for i in range(1, parent.shape[0]):
-        T_up[i] = transform_inverse(np.ascontiguousarray(T_world[parent[i]])) @ T_world[i]
+        relative_transform(T_world, parent[i], i, R_up[i], p_up[i])
+
+
+@njit
+def force_to_parent(R, p, f, out):
+    """``out`` (6,) += the spatial force ``f`` (6,) of a frame expressed in its parent, (B.12):
+    ``[R n + p x (R f_lin); R f_lin]``, i.e. ``plucker_force_from_transform(T) @ f`` for
+    ``T = [R, p; 0, 1]`` without forming the 6 x 6 matrix."""
+    n0 = R[0, 0] * f[0] + R[0, 1] * f[1] + R[0, 2] * f[2]
+    n1 = R[1, 0] * f[0] + R[1, 1] * f[1] + R[1, 2] * f[2]
+    n2 = R[2, 0] * f[0] + R[2, 1] * f[1] + R[2, 2] * f[2]
+    l0 = R[0, 0] * f[3] + R[0, 1] * f[4] + R[0, 2] * f[5]
+    l1 = R[1, 0] * f[3] + R[1, 1] * f[4] + R[1, 2] * f[5]
+    l2 = R[2, 0] * f[3] + R[2, 1] * f[4] + R[2, 2] * f[5]
+    out[0] += n0 + p[1] * l2 - p[2] * l1
+    out[1] += n1 + p[2] * l0 - p[0] * l2
+    out[2] += n2 + p[0] * l1 - p[1] * l0
+    out[3] += l0
+    out[4] += l1
+    out[5] += l2
 
 
 @njit
@@ -60,7 +76,8 @@ def crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M):
     Lines 1-4 (composite inertias) are :func:`wmr_model.inertia.composite_inertias`; lines 5-22
     walk from each joint to the body carrying the force ``f^c = I_i^c S_i`` needed to accelerate
     that joint alone by one unit, transforming it to each ancestor with :math:`(X_{p}^{i})^T`
-    (B.12) and reading off ``S_j . f^c`` (line 18) or the whole 6-vector at the body (line 15).
+    (B.12, :func:`force_to_parent`) and reading off ``S_j . f^c`` (line 18) or the whole 6-vector
+    at the body (line 15).
     Line 12 as printed transforms with :math:`X_{p(i)}^i` at every level; the transform of the
     current frame *j* (:math:`X_{p(j)}^j`) is meant and used here.
 
@@ -69,19 +86,28 @@ def crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M):
     nf = parent.shape[0]
     forward_kinematics(parent, jtype, axis, T0, q, T_world)
     composite_inertias(parent, I_frame, T_world, Ic)
-    T_up = np.empty((nf, 4, 4))
-    parent_transforms(parent, T_world, T_up)
+    R_up = np.empty((nf, 3, 3))
+    p_up = np.empty((nf, 3))
+    relative_transforms(parent, T_world, R_up, p_up)
     M[:, :] = 0.0
     M[0:6, 0:6] = Ic[0]
     S = np.empty(6)
     Sj = np.empty(6)
+    fc = np.empty(6)
+    fp = np.empty(6)
     for i in range(1, nf):
         motion_subspace(jtype[i], axis[i], S)
-        fc = Ic[i] @ S
+        for r in range(6):
+            acc = 0.0
+            for k in range(6):
+                acc += Ic[i, r, k] * S[k]
+            fc[r] = acc
         M[i + 5, i + 5] = S @ fc
         j = i
         while j > 0:
-            fc = plucker_force_from_transform(np.ascontiguousarray(T_up[j])) @ fc
+            fp[:] = 0.0
+            force_to_parent(R_up[j], p_up[j], fc, fp)
+            fc[:] = fp
             j = parent[j]
             if j == 0:
                 for r in range(6):

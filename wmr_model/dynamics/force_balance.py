@@ -41,7 +41,8 @@ from wmr_model._jit import njit
 from wmr_model.contact.models import contact_force
 from wmr_model.dynamics.actuators import IDEAL, actuator_force
 
-__all__ = ["WOLFE_C1", "WOLFE_C2", "force_balance_error", "strong_wolfe", "force_balance"]
+__all__ = ["WOLFE_C1", "WOLFE_C2", "force_balance_error", "workspace", "strong_wolfe",
+           "gauss_newton_direction", "force_balance"]
 
 #: Strong Wolfe constants (D.2), (D.4), the example values of App. D.
 WOLFE_C1 = 1e-4
@@ -59,19 +60,20 @@ _MAX_KINK_HOPS = 5
 @njit
 def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint,
                         wheel_radius, wheel_joint, ckinds, cparams, ctables, caxes,
-                        akinds, aparams, act_joints, jK, jD, dt, e, Je, qdn, fmodel):
+                        akinds, aparams, act_joints, jK, jD, dt, e, Je, qdn, fmodel, work):
     """Error ``e`` (nv,) of (2.78) and its Jacobian ``Je`` (nv, nx) at inputs ``x`` (nx,).
 
     ``ctx_i`` (int rows): ``[I (nI), input position in I (nx), forced flag per I]`` packed as
     (3, nI); ``ctx_f`` (nc,) active row flags; ``ctx_m`` (nc,) row kind (0 wheel, 1 act,
     2 joint). Writes ``qdn`` (nv,) = qdot'[i+1] and ``fmodel`` (nc,); returns L = e.e.
+    ``work`` is the scratch of :func:`workspace` (nothing is allocated per call).
     """
     nc, nv = A.shape
     nI = ctx_i.shape[1]
     nx = x.shape[0]
     nw = wheel_radius.shape[0]
     na = act_joints.shape[0]
-    vI = np.empty(nI)
+    vI, lam, Dfq, fc, Jc, y = work
     ix = 0
     for a in range(nI):
         if ctx_i[2, a] == 1:
@@ -84,7 +86,11 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
         for a in range(nI):
             s += G[j, a] * vI[a]
         qdn[j] = s
-    lam = lam0 + (Cinv @ vI) / dt
+    for a in range(nI):
+        acc = 0.0
+        for b in range(nI):
+            acc += Cinv[a, b] * vI[b]
+        lam[a] = lam0[a] + acc / dt
     for j in range(nv):
         e[j] = 0.0
     for a in range(nI):
@@ -108,10 +114,7 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
                 Je[j, ix] += A[r, j] * cab
         ix += 1
     # model forces and d(A^T f)/d(qdot'[i+1])
-    Dfq = np.zeros((nv, nv))
-    fc = np.empty(3)
-    Jc = np.empty((3, 5))
-    y = np.empty(3)
+    Dfq[:, :] = 0.0
     for r in range(nc):
         fmodel[r] = 0.0
     for k in range(nw):
@@ -182,53 +185,123 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
             e[j] = 0.0
             for i in range(nx):
                 Je[j, i] = 0.0
-    return e @ e
+    L = 0.0
+    for i in range(nv):
+        L += e[i] * e[i]
+    return L
 
 
 @njit
-def _phi(x0, p, alpha, args_cache, e, Je, qdn, fmodel, xt):
+def workspace(nv, nI):
+    """Scratch arrays of :func:`force_balance_error`: ``(vI (nI,), lambda (nI,), df/dqdot'
+    (nv, nv), f_c (3,), J_c (3, 5), v_c (3,))``, allocated once per time step."""
+    return (np.empty(nI), np.empty(nI), np.empty((nv, nv)), np.empty(3), np.empty((3, 5)),
+            np.empty(3))
+
+
+@njit
+def _phi(x0, p, alpha, args_cache, e, Je, qdn, fmodel, xt, work):
+    """``L(x0 + alpha p)`` and its directional derivative ``2 e^T Je p``."""
     for i in range(x0.shape[0]):
         xt[i] = x0[i] + alpha * p[i]
     (ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint, wheel_radius, wheel_joint,
      ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD, dt) = args_cache
     L = force_balance_error(xt, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint,
                             wheel_radius, wheel_joint, ckinds, cparams, ctables, caxes, akinds,
-                            aparams, act_joints, jK, jD, dt, e, Je, qdn, fmodel)
-    dphi = 2.0 * (e @ (Je @ p))
-    return L, dphi
+                            aparams, act_joints, jK, jD, dt, e, Je, qdn, fmodel, work)
+    dphi = 0.0
+    for i in range(e.shape[0]):
+        acc = 0.0
+        for k in range(p.shape[0]):
+            acc += Je[i, k] * p[k]
+        dphi += e[i] * acc
+    return L, 2.0 * dphi
 
 
 @njit
-def strong_wolfe(x0, p, L0, dL0, args_cache, e, Je, qdn, fmodel, xt):
+def strong_wolfe(x0, p, L0, dL0, args_cache, e, Je, qdn, fmodel, xt, work):
     """Step length in (0, 1] meeting the strong Wolfe conditions (D.2), (D.4); App. D.
 
     Nocedal and Wright Alg. 3.5 with the first trial at the full Newton step (the upper bound),
-    and the zoom of Alg. 3.6 by bisection. Returns 0 if no decrease is found.
+    and the zoom of Alg. 3.6 by bisection. Returns ``(alpha, L(alpha), fresh)``, alpha 0 if no
+    decrease is found; ``fresh`` is True when the buffers ``e, Je, qdn, fmodel`` hold the
+    evaluation at the returned alpha (the last trial), so the caller need not repeat it.
     """
     a_prev, L_prev = 0.0, L0
     a = 1.0
-    L, dL = _phi(x0, p, a, args_cache, e, Je, qdn, fmodel, xt)
+    L, dL = _phi(x0, p, a, args_cache, e, Je, qdn, fmodel, xt, work)
     lo, hi, L_lo = 0.0, 0.0, L0
     if L > L0 + WOLFE_C1 * a * dL0:
         lo, hi, L_lo = a_prev, a, L_prev
     elif abs(dL) <= -WOLFE_C2 * dL0:
-        return a
+        return a, L, True
     elif dL >= 0.0:
         lo, hi, L_lo = a, a_prev, L
     else:
-        return a  # still descending at the upper bound alpha = 1
+        return a, L, True  # still descending at the upper bound alpha = 1
     for _ in range(_MAX_ZOOM):
         aj = 0.5 * (lo + hi)
-        Lj, dLj = _phi(x0, p, aj, args_cache, e, Je, qdn, fmodel, xt)
+        Lj, dLj = _phi(x0, p, aj, args_cache, e, Je, qdn, fmodel, xt, work)
         if Lj > L0 + WOLFE_C1 * aj * dL0 or Lj >= L_lo:
             hi = aj
         else:
             if abs(dLj) <= -WOLFE_C2 * dL0:
-                return aj
+                return aj, Lj, True
             if dLj * (hi - lo) >= 0.0:
                 hi = lo
             lo, L_lo = aj, Lj
-    return lo
+    return lo, L_lo, False
+
+
+@njit
+def gauss_newton_direction(Je, e, H, Lf, g, p):
+    """Newton direction (2.84) with the Gauss-Newton Hessian: ``(Je^T Je + r I) p = -Je^T e``.
+
+    ``r`` is :data:`_GN_REG` times the largest diagonal of ``Je^T Je``. Writes ``H`` (nx, nx),
+    ``g`` (nx,) = ``Je^T e`` (half of dL/dx) and ``p`` (nx,); solved by a Cholesky factor ``Lf``
+    (nx, nx) of the symmetric positive definite ``H``, without allocation (LU if round-off
+    spoils the factorization).
+    """
+    nv, nx = Je.shape
+    dmax = 0.0
+    for a in range(nx):
+        acc = 0.0
+        for i in range(nv):
+            acc += Je[i, a] * e[i]
+        g[a] = acc
+        for b in range(a + 1):
+            acc = 0.0
+            for i in range(nv):
+                acc += Je[i, a] * Je[i, b]
+            H[a, b] = acc
+            H[b, a] = acc
+        dmax = max(dmax, H[a, a])
+    for a in range(nx):
+        H[a, a] += _GN_REG * dmax + 1e-300
+    for j in range(nx):
+        d = H[j, j]
+        for k in range(j):
+            d -= Lf[j, k] * Lf[j, k]
+        if d <= 0.0:
+            p[:] = -np.linalg.solve(H, g)
+            return
+        d = math.sqrt(d)
+        Lf[j, j] = d
+        for i in range(j + 1, nx):
+            acc = H[i, j]
+            for k in range(j):
+                acc -= Lf[i, k] * Lf[j, k]
+            Lf[i, j] = acc / d
+    for i in range(nx):  # Lf y = -g
+        acc = -g[i]
+        for k in range(i):
+            acc -= Lf[i, k] * p[k]
+        p[i] = acc / Lf[i, i]
+    for i in range(nx - 1, -1, -1):  # Lf^T p = y
+        acc = p[i]
+        for k in range(i + 1, nx):
+            acc -= Lf[k, i] * p[k]
+        p[i] = acc / Lf[i, i]
 
 
 @njit
@@ -241,22 +314,23 @@ def force_balance(x, args_cache, max_iter, tol, single_step, e, Je, qdn, fmodel)
     """
     nx = x.shape[0]
     xt = np.empty(nx)
-    L, _ = _phi(x, np.zeros(nx), 0.0, args_cache, e, Je, qdn, fmodel, xt)
+    work = workspace(e.shape[0], args_cache[0].shape[1])
+    L, _ = _phi(x, np.zeros(nx), 0.0, args_cache, e, Je, qdn, fmodel, xt, work)
     it = 0
     hops = 0
+    H = np.empty((nx, nx))
+    Lf = np.empty((nx, nx))
+    g = np.empty(nx)
+    p = np.empty(nx)
     while it < max_iter and math.sqrt(L) > tol and nx > 0:
-        g = Je.T @ e
-        H = Je.T @ Je
-        dmax = 0.0
+        gauss_newton_direction(Je, e, H, Lf, g, p)
+        dL0 = 0.0
         for i in range(nx):
-            dmax = max(dmax, H[i, i])
-        for i in range(nx):
-            H[i, i] += _GN_REG * dmax + 1e-300
-        p = -np.linalg.solve(H, g)
-        dL0 = 2.0 * (g @ p)
+            dL0 += 2.0 * g[i] * p[i]
         if dL0 >= 0.0:
             break
-        alpha = strong_wolfe(x, p, L, dL0, args_cache, e, Je, qdn, fmodel, xt)
+        alpha, L_alpha, fresh = strong_wolfe(x, p, L, dL0, args_cache, e, Je, qdn, fmodel,
+                                             xt, work)
         it += 1
         if alpha <= 0.0:
             # No decrease along p: x sits on a kink of a piecewise model (saturation, contact
@@ -269,17 +343,20 @@ def force_balance(x, args_cache, max_iter, tol, single_step, e, Je, qdn, fmodel)
                 pmax = max(pmax, abs(p[i]))
                 xmax = max(xmax, abs(x[i]))
             if hops >= _MAX_KINK_HOPS or pmax == 0.0 or single_step:
-                L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt)
+                L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt, work)
                 break
             hops += 1
             h = _KINK_HOP * (1.0 + xmax) / pmax
             for i in range(nx):
                 x[i] += h * p[i]
-            L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt)
+            L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt, work)
             continue
         for i in range(nx):
-            x[i] += alpha * p[i]
-        L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt)
+            x[i] += alpha * p[i]  # bit for bit the trial point x0 + alpha p of the search
+        if fresh:
+            L = L_alpha
+        else:
+            L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt, work)
         if single_step:
             break
     return it, L

@@ -20,21 +20,27 @@ from __future__ import annotations
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.dynamics.crba import motion_subspace, parent_transforms
+from wmr_model.dynamics.crba import force_to_parent, motion_subspace, relative_transforms
 from wmr_model.kinematics.kernels import forward_kinematics
-from wmr_model.spatial import (
-    crf,
-    crm,
-    plucker_force_from_transform,
-    plucker_from_transform,
-    quat_to_rot,
-    transform_inverse,
-)
+from wmr_model.spatial import crf, quat_to_rot
 
 __all__ = ["GRAVITY", "rnea", "bias_force", "bias_force_fused"]
 
 #: Standard gravity in world coordinates [m/s^2] (REP-103: z up).
 GRAVITY = np.array([0.0, 0.0, -9.80665])
+
+
+@njit
+def _motion_to_child(R, p, m, out):
+    """``out`` (6,) = the parent's motion vector ``m`` (6,) in child coordinates, (B.11):
+    ``[R^T m_ang; R^T (m_lin + m_ang x p)]`` for the child's ``T = [R, p; 0, 1]`` in its parent
+    (``plucker_from_transform(transform_inverse(T)) @ m`` without the 6 x 6 matrix)."""
+    u0 = m[3] + m[1] * p[2] - m[2] * p[1]
+    u1 = m[4] + m[2] * p[0] - m[0] * p[2]
+    u2 = m[5] + m[0] * p[1] - m[1] * p[0]
+    for r in range(3):
+        out[r] = R[0, r] * m[0] + R[1, r] * m[1] + R[2, r] * m[2]
+        out[3 + r] = R[0, r] * u0 + R[1, r] * u1 + R[2, r] * u2
 
 
 @njit
@@ -63,32 +69,61 @@ def rnea(parent, jtype, axis, T0, I_frame, gravity, q, qdot, qddot, f_ext, T_wor
     """
     nf = parent.shape[0]
     forward_kinematics(parent, jtype, axis, T0, q, T_world)
-    T_up = np.empty((nf, 4, 4))
-    parent_transforms(parent, T_world, T_up)
+    R_up = np.empty((nf, 3, 3))
+    p_up = np.empty((nf, 3))
+    relative_transforms(parent, T_world, R_up, p_up)
     v = np.empty((nf, 6))
     a = np.empty((nf, 6))
     f = np.empty((nf, 6))
-    Rb = T_world[0, :3, :3]
-    gb = Rb.T @ gravity
     for r in range(3):
+        gb = 0.0  # R_b^T g
+        for k in range(3):
+            gb += T_world[0, k, r] * gravity[k]
         v[0, r] = qdot[r]
         v[0, 3 + r] = qdot[3 + r]
         a[0, r] = qddot[r]
-        a[0, 3 + r] = qddot[3 + r] - gb[r]
+        a[0, 3 + r] = qddot[3 + r] - gb
     S = np.empty(6)
     for i in range(1, nf):
-        X = plucker_from_transform(transform_inverse(np.ascontiguousarray(T_up[i])))
         motion_subspace(jtype[i], axis[i], S)
-        vJ = S * qdot[i + 5]
-        v[i] = X @ v[parent[i]] + vJ
-        a[i] = X @ a[parent[i]] + S * qddot[i + 5] + crm(v[i]) @ vJ
+        _motion_to_child(R_up[i], p_up[i], v[parent[i]], v[i])
+        _motion_to_child(R_up[i], p_up[i], a[parent[i]], a[i])
+        qd = qdot[i + 5]
+        for r in range(6):
+            v[i, r] += S[r] * qd
+            a[i, r] += S[r] * qddot[i + 5]
+        # v_i x_m (S qd): [w x sw; w x sv + v_lin x sw] qd
+        w0, w1, w2, l0, l1, l2 = v[i, 0], v[i, 1], v[i, 2], v[i, 3], v[i, 4], v[i, 5]
+        sw0, sw1, sw2, sv0, sv1, sv2 = S[0] * qd, S[1] * qd, S[2] * qd, S[3] * qd, S[4] * qd, \
+            S[5] * qd
+        a[i, 0] += w1 * sw2 - w2 * sw1
+        a[i, 1] += w2 * sw0 - w0 * sw2
+        a[i, 2] += w0 * sw1 - w1 * sw0
+        a[i, 3] += w1 * sv2 - w2 * sv1 + l1 * sw2 - l2 * sw1
+        a[i, 4] += w2 * sv0 - w0 * sv2 + l2 * sw0 - l0 * sw2
+        a[i, 5] += w0 * sv1 - w1 * sv0 + l0 * sw1 - l1 * sw0
+    Iv = np.empty(6)
     for i in range(nf):
-        Iv = I_frame[i] @ v[i]
-        f[i] = I_frame[i] @ a[i] + crf(v[i]) @ Iv - f_ext[i]
+        for r in range(6):
+            acc_v = 0.0
+            acc_a = 0.0
+            for k in range(6):
+                acc_v += I_frame[i, r, k] * v[i, k]
+                acc_a += I_frame[i, r, k] * a[i, k]
+            Iv[r] = acc_v
+            f[i, r] = acc_a - f_ext[i, r]
+        # v_i x_f (I_i v_i): [w x n + v_lin x f_lin; w x f_lin]
+        w0, w1, w2, l0, l1, l2 = v[i, 0], v[i, 1], v[i, 2], v[i, 3], v[i, 4], v[i, 5]
+        f[i, 0] += w1 * Iv[2] - w2 * Iv[1] + l1 * Iv[5] - l2 * Iv[4]
+        f[i, 1] += w2 * Iv[0] - w0 * Iv[2] + l2 * Iv[3] - l0 * Iv[5]
+        f[i, 2] += w0 * Iv[1] - w1 * Iv[0] + l0 * Iv[4] - l1 * Iv[3]
+        f[i, 3] += w1 * Iv[5] - w2 * Iv[4]
+        f[i, 4] += w2 * Iv[3] - w0 * Iv[5]
+        f[i, 5] += w0 * Iv[4] - w1 * Iv[3]
     for i in range(nf - 1, 0, -1):
         motion_subspace(jtype[i], axis[i], S)
         tau[i + 5] = S @ f[i]
-        f[parent[i]] += plucker_force_from_transform(np.ascontiguousarray(T_up[i])) @ f[i]
+        force_to_parent(R_up[i], p_up[i], f[i], f[parent[i]])
     for r in range(6):
         tau[r] = f[0, r]
     return tau
