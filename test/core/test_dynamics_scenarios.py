@@ -1,7 +1,8 @@
 """Thesis §2.5.2-2.5.3 dynamic scenarios: DAE vs the stiff ODE, loss of traction, rollover.
 
 Horizons and step sizes are those of the thesis except where noted: ramp-and-turn runs the DAE at
-0.01/0.04/0.20 s only (bench/bench_dynamics.py runs all five), the stiff ODE with BDF and Radau.
+0.01/0.04/0.10/0.20 s only (bench/bench_dynamics.py runs all five), the stiff ODE with BDF and
+Radau.
 """
 
 import math
@@ -22,7 +23,7 @@ MG_TOL = 1e-6  # force-balance tolerance, fraction of m g (simulate_dynamics' de
 
 @pytest.fixture(scope="module")
 def ramp_runs():
-    return sc.ramp_and_turn(step_sizes=(0.01, 0.04, 0.20), stiff_methods=("BDF", "Radau"))
+    return sc.ramp_and_turn(step_sizes=(0.01, 0.04, 0.10, 0.20), stiff_methods=("BDF", "Radau"))
 
 
 def test_ramp_and_turn_dae_matches_stiff_ode(ramp_runs):
@@ -36,10 +37,33 @@ def test_ramp_and_turn_dae_matches_stiff_ode(ramp_runs):
     for r in stiff:
         assert np.linalg.norm(np.array(r.final_position) - ref) < 0.1, r.method
         assert r.dt > 0.005  # adaptive steps, mean well above the thesis' ode15s 0.0025 s
-    assert np.linalg.norm(np.array(dae[0.04].final_position) - ref) < 0.1
+    for dt in (0.04, 0.10, 0.20):  # issue 5: every step size within 0.1 m of dt 0.01
+        assert np.linalg.norm(np.array(dae[dt].final_position) - ref) < 0.1, dt
     for r in dae.values():
         assert r.max_cost <= MG_TOL
         assert r.mean_iterations < 2.5
+
+
+def test_ramp_and_turn_timing_matches_thesis(ramp_runs):
+    """§2.5.2: ramp traversed from ~2 s to 10 s, then the turns; commands switch on the grid.
+
+    The turn must not start while a wheel is still landing off the ramp: the DAE resolves a
+    landing only to within one step, which then decides how the turn starts (scenarios.py).
+    """
+    run = next(r for r in ramp_runs if r.method == "dae" and r.dt == 0.01)
+    side = sc.RAMP_HEIGHT / math.tan(sc.RAMP_SLOPE)
+    x_end = sc.RAMP_START + 2.0 * side + sc.RAMP_TOP
+    x = run.contact_point[:, :, 0]
+    t_on = run.t[np.flatnonzero(x[:, 0] > sc.RAMP_START)[0]]
+    assert 1.8 < t_on < 2.2
+    before_turn = (run.t >= 9.9) & (run.t < 10.0)
+    assert np.all(x[before_turn] > x_end)  # every wheel past the ramp
+    assert np.all(run.f_contact[before_turn, :, 2] > 0.0)  # and on the ground
+    m = load_vehicle("landtamer")
+    for dt in (0.01, 0.02, 0.04, 0.10, 0.20):
+        U = sc.ramp_and_turn_commands(m, dt)
+        switch = np.flatnonzero(np.any(U[1:] != U[:-1], axis=1)) + 1
+        np.testing.assert_allclose(switch * dt, [1.0, 10.0, 15.0], atol=1e-9)
 
 
 def _windows(run):
