@@ -44,12 +44,12 @@ from wmr_model.contact.models import _params_vector, contact_setup, default_para
 from wmr_model.contact.roams import sample_traction_scale
 from wmr_model.deformable_terrain import DeformableTerrain
 from wmr_model.dynamics.api import crba, create_data, gravity_of
+from wmr_model.dynamics.scenarios import contact_kinematics
 from wmr_model.dynamics.simulate import DynamicsTrajectory, simulate_dynamics
 from wmr_model.errors import ParameterError
 from wmr_model.experiments import straight_wheel_rates
 from wmr_model.inertia import composite_inertia, inertia_mass_com
 from wmr_model.kinematics import initialize_contact
-from wmr_model.kinematics.kernels import forward_kinematics, wheel_contact, wheel_jacobian
 from wmr_model.model import VehicleModel
 from wmr_model.soil import Soil, bekker_params, get_soil
 from wmr_model.spatial import quat_from_euler, quat_to_rot
@@ -59,7 +59,6 @@ __all__ = ["SLOPES_DEG", "DIRECTIONS", "WheelState", "wheel_params", "sinkage_fo
            "wheel_equilibrium",
            "max_climbable_slope", "multipass", "SlopeRun", "start_state", "slip_vs_slope",
            "run_slope", "concatenate_segments", "EnergyBalance", "energy_balance",
-           "contact_velocities",
            "SoilFit", "calibrate_soil"]
 
 #: Slopes of seed 001's DTM/ROAMS test matrix [deg].
@@ -204,43 +203,6 @@ def start_state(model: VehicleModel, terrain: Terrain, yaw: float,
 
 
 @njit
-def _contact_velocity_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, tkind, tparams,
-                           tgrid, Q, QD, V):
-    nf = parent.shape[0]
-    nw = wheel_frame.shape[0]
-    nv = QD.shape[1]
-    T_world = np.empty((nf, 4, 4))
-    T_contact = np.empty((nw, 4, 4))
-    dz = np.empty(nw)
-    ang = np.empty(nw)
-    blk = np.empty((3, nv))
-    for i in range(Q.shape[0]):
-        forward_kinematics(parent, jtype, axis, T0, Q[i], T_world)
-        wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                      T_contact, dz, ang)
-        for k in range(nw):
-            wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
-            for r in range(3):
-                V[i, k, r] = blk[r] @ QD[i]
-
-
-def contact_velocities(model: VehicleModel, terrain: Terrain, q: np.ndarray,
-                       qdot: np.ndarray) -> np.ndarray:
-    """Contact point velocities v_c (N, nw, 3) in contact coordinates (Algorithm 2, 2.23).
-
-    ``q`` (N, nq) geometry, ``qdot`` (N, nv) velocities: pair ``q[t]`` with ``qdot[t + 1]`` of a
-    trajectory to get the velocities at which the step's contact forces were evaluated.
-    """
-    Q = np.ascontiguousarray(q, dtype=float)
-    QD = np.ascontiguousarray(qdot, dtype=float)
-    V = np.empty((Q.shape[0], model.nw, 3))
-    tk, tp, tg = terrain.kernel_args()
-    _contact_velocity_loop(model.parent, model.joint_type, model.axis, model.T0,
-                           model.wheel_frame, model.wheel_radius, tk, tp, tg, Q, QD, V)
-    return V
-
-
-@njit
 def _soil_torque_loop(params, V, W, R, DZ, T):
     out = np.empty(7)
     for i in range(V.shape[0]):
@@ -288,7 +250,7 @@ def energy_balance(model: VehicleModel, terrain: Terrain, tr: DynamicsTrajectory
     q, qd, fc = tr.q, tr.qdot, tr.f_contact
     T = fc.shape[0]
     dt = float(tr.t[1] - tr.t[0])
-    V = contact_velocities(model, terrain, q[i0:T], qd[i0 + 1:T + 1])
+    V = contact_kinematics(model, terrain, q[i0:T], qd[i0 + 1:T + 1])[0]
     w = qd[i0 + 1:T + 1, 6 + model.wheel_joints]
     motor = float(np.sum(model.wheel_radius * w * fc[i0:, :, 0]) * dt)
     dissipated = float(-np.sum(fc[i0:] * V) * dt)

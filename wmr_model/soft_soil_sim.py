@@ -56,10 +56,11 @@ import numpy as np
 from wmr_model.contact import bekker as bk
 from wmr_model.contact.models import contact_setup
 from wmr_model.deformable_terrain import DeformableTerrain
+from wmr_model.dynamics.scenarios import contact_kinematics
 from wmr_model.dynamics.simulate import DynamicsTrajectory, simulate_dynamics
 from wmr_model.errors import ParameterError, TerrainError, check_shape
 from wmr_model.experiments import straight_wheel_rates
-from wmr_model.experiments_soil import concatenate_segments, contact_velocities, start_state
+from wmr_model.experiments_soil import concatenate_segments, start_state
 from wmr_model.kinematics.api import create_data, forward_kinematics, wheel_contact
 from wmr_model.model import VehicleModel
 from wmr_model.soil import Soil, bekker_params, get_soil
@@ -239,7 +240,7 @@ def simulate_on_soil(model: VehicleModel, soil_map: DeformableTerrain, q0: np.nd
         seg = simulate_dynamics(mk, ter, q, qd, U[done:done + m], dt, **kw)
         P, C, X, H = _contacts(model, ter, seg.q[1:])
         params = contact_setup(mk, "bekker", base).params
-        V = contact_velocities(model, ter, seg.q[:-1], seg.qdot[1:])
+        V = contact_kinematics(model, ter, seg.q[:-1], seg.qdot[1:])[0]
         Rw = model.wheel_radius * seg.qdot[1:, 6 + model.wheel_joints]
         s_in = np.empty((m, nw))
         beta = np.empty((m, nw))

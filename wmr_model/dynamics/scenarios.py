@@ -40,6 +40,7 @@ from wmr_model.vehicles import load_vehicle, load_vehicle_spec
 
 __all__ = [
     "DynamicsRun",
+    "contact_kinematics",
     "FORCE_BALANCE_TOL",
     "LANDTAMER_KP",
     "RAMP_HEIGHT",
@@ -149,8 +150,8 @@ class DynamicsRun:
 
 
 @njit
-def _slip_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, Q, QD,
-               S, ALPHA, P):
+def _contact_kinematics_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, tkind, tparams,
+                             tgrid, Q, QD, V, P):
     nf = parent.shape[0]
     nw = wheel_frame.shape[0]
     nv = QD.shape[1]
@@ -165,13 +166,27 @@ def _slip_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, tkind, tparam
                       T_contact, dz, ang)
         for k in range(nw):
             wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
-            vx = blk[0] @ QD[i]
-            vy = blk[1] @ QD[i]
-            Vx = vx + wheel_radius[k] * QD[i, 5 + wheel_frame[k]]
-            S[i, k] = -vx / Vx if Vx != 0.0 else 0.0
-            ALPHA[i, k] = math.atan(vy / Vx) if Vx != 0.0 else 0.0
             for r in range(3):
+                V[i, k, r] = blk[r] @ QD[i]
                 P[i, k, r] = T_contact[k, r, 3]
+
+
+def contact_kinematics(model: VehicleModel, terrain: Terrain, q: np.ndarray,
+                       qdot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Contact point velocities and world contact points of every wheel (Algorithm 2, 2.23).
+
+    ``q`` (N, nq) gives the contact geometry, ``qdot`` (N, nv) the velocities: pair ``q[t]``
+    with ``qdot[t + 1]`` of a dynamics trajectory to get the velocities at which the step's
+    contact forces were evaluated. Returns ``(v_c, p)``: (N, nw, 3) in contact coordinates
+    [m/s] and (N, nw, 3) world points [m].
+    """
+    Q = np.ascontiguousarray(q, dtype=float)
+    QD = np.ascontiguousarray(qdot, dtype=float)
+    V, P = np.empty((Q.shape[0], model.nw, 3)), np.empty((Q.shape[0], model.nw, 3))
+    tk, tp, tg = terrain.kernel_args()
+    _contact_kinematics_loop(model.parent, model.joint_type, model.axis, model.T0,
+                             model.wheel_frame, model.wheel_radius, tk, tp, tg, Q, QD, V, P)
+    return V, P
 
 
 def wheel_slip(model: VehicleModel, terrain: Terrain, q: np.ndarray,
@@ -180,15 +195,16 @@ def wheel_slip(model: VehicleModel, terrain: Terrain, q: np.ndarray,
 
     ``q`` (N, nq), ``qdot`` (N, nv): the contact geometry of ``q[i]`` with the velocity
     ``qdot[i]``. Returns ``(s, alpha, p)``: (N, nw), (N, nw) [rad], (N, nw, 3) [m]. Slip ratio
-    ``s = -v_x / V_x`` is positive when the wheel drives (spins faster than it moves).
+    ``s = -v_x / V_x`` is positive when the wheel drives (spins faster than it moves); both are
+    0 where ``V_x = v_x + R w`` is exactly 0.
     """
-    Q = np.ascontiguousarray(q, dtype=float)
-    QD = np.ascontiguousarray(qdot, dtype=float)
-    n, nw = Q.shape[0], model.nw
-    S, A, P = np.empty((n, nw)), np.empty((n, nw)), np.empty((n, nw, 3))
-    tk, tp, tg = terrain.kernel_args()
-    _slip_loop(model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
-               model.wheel_radius, tk, tp, tg, Q, QD, S, A, P)
+    V, P = contact_kinematics(model, terrain, q, qdot)
+    vx, vy = V[..., 0], V[..., 1]
+    Vx = vx + model.wheel_radius * np.asarray(qdot, dtype=float)[:, 5 + model.wheel_frame]
+    moving = Vx != 0.0
+    den = np.where(moving, Vx, 1.0)
+    S = np.where(moving, -vx / den, 0.0)
+    A = np.where(moving, np.arctan(vy / den), 0.0)
     return S, A, P
 
 
