@@ -15,7 +15,7 @@ import pytest
 
 from wmr_model import kinematics as kin
 from wmr_model.dynamics.simulate import simulate_dynamics
-from wmr_model.errors import ModelError
+from wmr_model.errors import ModelError, ParameterError
 from wmr_model.io.sidecar import load_sidecar
 from wmr_model.io.urdf import load_urdf
 from wmr_model.model import compile_vehicle
@@ -247,3 +247,37 @@ def test_stiff_ode_baseline_with_penalty_closures_agrees_with_dae(cart) -> None:
     assert np.abs(cart.holonomic_jacobian(s.q[-1])[0]).max() < 5e-4
     assert np.abs(s.q[-1, 4:7] - d.q[-1, 4:7]).max() < 5e-3
     np.testing.assert_allclose(s.q[-1, 7:], d.q[-1, 7:], atol=5e-3)
+
+
+def test_ideal_closure_rows_hold_the_velocity_constraint_and_match_penalty(cart) -> None:
+    """loop_model "ideal": closure rows of A with their own multipliers (2.65), velocity -c/dt
+    (Baumgarte (2.36)); the velocity-level closure then holds to round-off, where the penalty
+    damper lets it open at (force)/D."""
+    q0, _ = kin.initialize_contact(cart, flat())
+    dt, T = 0.01, 150
+    U = np.zeros((T, 5))
+    U[:, :4] = 1.0
+    U[:, 4] = 4.0
+    ideal = simulate_dynamics(cart, flat(), q0, np.zeros(cart.nv), U, dt, loop_model="ideal")
+    pen = simulate_dynamics(cart, flat(), q0, np.zeros(cart.nv), U, dt, loop_model="penalty")
+    jc, jr, jk = (cart.joint_index(n) for n in ("coupler", "rocker", "crank"))
+    wrap = lambda a: (a + math.pi) % (2 * math.pi) - math.pi  # noqa: E731
+    mg = cart.total_mass * 9.80665
+    for i in range(T):
+        c, J = cart.holonomic_jacobian(ideal.q[i])
+        assert np.abs(c).max() < 1e-6
+        assert np.abs(J @ ideal.qdot[i + 1]).max() < 1e-9
+        th3, th4 = _joint_oracle(ideal.q[i, 7 + jk])
+        assert abs(wrap(ideal.q[i, 7 + jc] - th3)) < 1e-6
+        assert abs(wrap(ideal.q[i, 7 + jr] - th4)) < 1e-6
+    assert np.sqrt(ideal.cost.max()) < 1e-3 * mg
+    # the same motion as the penalty form (whose closure opens by < 1 mm/s)
+    assert np.abs(ideal.q - pen.q).max() < 1e-4
+
+
+def test_unknown_loop_model_is_rejected(cart) -> None:
+    q0, _ = kin.initialize_contact(cart, flat())
+    with pytest.raises(ParameterError, match=r"loop_model must be one of \['ideal', "
+                                             r"'penalty'\], got 'rigid'"):
+        simulate_dynamics(cart, flat(), q0, np.zeros(cart.nv), np.zeros((2, 5)), 0.01,
+                          loop_model="rigid")

@@ -7,7 +7,8 @@ starts and records index rows stably):
 ``3k .. 3k+2``     wheel k contact constraint (Algorithm 2, 2.24), contact coordinates
 ``3nw + a``        actuated joint a (2.56): a unit row at the joint's rate
 ``3nw + na + r``   holonomic constraint r (2.26): joint constraints (r < ncj, spring-dampers
-                   (2.74)), then loop-closure rows (ideal: their velocity is prescribed)
+                   (2.74)), then loop-closure rows (penalty spring-dampers, or ideal:
+                   velocity prescribed by Baumgarte (2.36), force free)
 =================  ==========================================================================
 
 ``active`` (nc,) marks rows that take part this step (wheel rows drop out when the wheel is far
@@ -23,7 +24,8 @@ import numpy as np
 from wmr_model._jit import njit
 from wmr_model.kinematics.kernels import wheel_jacobian
 
-__all__ = ["assemble_constraints", "qr_column_pivoting", "independent_rows"]
+__all__ = ["assemble_constraints", "qr_column_pivoting", "qr_priority_pivoting",
+           "independent_rows"]
 
 # |R(i, i)| below this fraction of |R(0, 0)| marks a dependent constraint row, (2.68). Rows of A
 # mix metres and radians; 1e-9 is far above round-off (1e-16 * condition of well-posed A) and far
@@ -59,22 +61,44 @@ def qr_column_pivoting(B, piv):
 
     ``B`` (m, n) is overwritten; ``piv`` (n,) receives the permutation ``e`` of (2.67).
     """
+    return qr_priority_pivoting(B, piv, 0, 0.0)
+
+
+@njit
+def qr_priority_pivoting(B, piv, npri, rtol):
+    """:func:`qr_column_pivoting` that pivots among the first ``npri`` columns first.
+
+    While a leading column's remaining norm exceeds ``rtol`` times the largest initial column
+    norm, the pivot is the largest of the leading columns; then ordinary pivoting resumes. The
+    leading columns thus span as much as they can before any other column is chosen, so a
+    prescribed (ideal) constraint row is never dropped in favour of a row that depends on it.
+    """
     m, n = B.shape
     norms = np.empty(n)
+    big = 0.0
     for j in range(n):
         piv[j] = j
         s = 0.0
         for i in range(m):
             s += B[i, j] * B[i, j]
         norms[j] = s
+        big = max(big, s)
+    floor = rtol * rtol * big
     kmax = min(m, n)
     diag = np.zeros(kmax)
     for k in range(kmax):
-        # pivot: remaining column of largest norm
         best = k
-        for j in range(k + 1, n):
-            if norms[j] > norms[best]:
-                best = j
+        if k < npri:
+            for j in range(k + 1, npri):
+                if norms[j] > norms[best]:
+                    best = j
+            if norms[best] <= floor:
+                npri = k  # the leading columns left depend on those chosen
+        if k >= npri:
+            best = k
+            for j in range(k + 1, n):
+                if norms[j] > norms[best]:
+                    best = j
         if best != k:
             for i in range(m):
                 t = B[i, k]
@@ -122,9 +146,12 @@ def independent_rows(A, active, cols, forced, indep):
     """Linearly independent subset of the active rows of ``A``, (2.66)-(2.68).
 
     QR with column pivoting of ``A[rows, cols]^T``; a row is independent when its pivot's
-    ``|R(i, i)| > INDEPENDENCE_RTOL |R(0, 0)|``. Rows with ``forced`` True (ideal actuators,
-    §2.4.4) are always included and left out of the decomposition, as are the columns they pin
-    (``cols`` False). Writes ``indep`` (nc,) bool; returns the number of independent rows.
+    ``|R(i, i)| > INDEPENDENCE_RTOL |R(0, 0)|``. Rows with ``forced`` True are prescribed
+    (ideal). A forced unit row on a column that ``cols`` leaves out (an ideal actuator, §2.4.4)
+    is always included and left out of the decomposition with its column. Other forced rows
+    (ideal loop closures) enter the decomposition first (:func:`qr_priority_pivoting`): they are
+    kept unless they depend on each other and the ideal actuators. Writes ``indep`` (nc,) bool;
+    returns the number of independent rows.
     """
     nc, nv = A.shape
     rows = np.empty(nc, dtype=np.int64)
@@ -132,8 +159,21 @@ def independent_rows(A, active, cols, forced, indep):
     for r in range(nc):
         indep[r] = False
         if active[r] and forced[r]:
-            indep[r] = True
-        elif active[r]:
+            nz = 0  # a unit row on a column left out: an ideal actuator
+            pinned = False
+            for j in range(nv):
+                if A[r, j] != 0.0:
+                    nz += 1
+                    pinned = A[r, j] == 1.0 and not cols[j]
+            pinned = pinned and nz == 1
+            if pinned:
+                indep[r] = True
+            else:
+                rows[nr] = r
+                nr += 1
+    npri = nr
+    for r in range(nc):
+        if active[r] and not forced[r]:
             rows[nr] = r
             nr += 1
     ncol = 0
@@ -154,10 +194,12 @@ def independent_rows(A, active, cols, forced, indep):
                 B[c, a] = A[rows[a], j]
             c += 1
     piv = np.empty(nr, dtype=np.int64)
-    diag = qr_column_pivoting(B, piv)
-    if diag.shape[0] == 0 or diag[0] == 0.0:
+    diag = qr_priority_pivoting(B, piv, npri, INDEPENDENCE_RTOL)
+    ref = 0.0
+    for k in range(diag.shape[0]):
+        ref = max(ref, abs(diag[k]))
+    if ref == 0.0:
         return count
-    ref = abs(diag[0])
     for k in range(diag.shape[0]):
         if abs(diag[k]) > INDEPENDENCE_RTOL * ref:
             indep[rows[piv[k]]] = True

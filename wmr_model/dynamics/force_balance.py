@@ -24,9 +24,11 @@ reads ``M qddot' = tau - c + A_I^T λ`` and ``f_model`` holds forces on the vehi
 force on the wheel, the actuator's torque on its joint), matching (2.78) term by term. (The
 printed (2.65)/(2.82) carry ``-A^T λ``, which would flip the sign of one side of (2.78).)
 
-Everything that does not depend on ``x`` is cached once per step (2.87-2.88): ``M^{-1} A_I^T``,
-``C^{-1}``, ``d_const`` and the affine maps ``qdot'[i+1] = qdot_0 + G v_I``, ``λ = λ_0 + C^{-1}
-v_I / Δt`` with ``G = M^{-1} A_I^T C^{-1}``. Newton's method (2.84) uses the Gauss-Newton Hessian
+Everything that does not depend on ``x`` is cached once per step (2.87-2.88), with Cholesky
+factors of M and C as the thesis suggests (:func:`wmr_model.dynamics.simulate.constraint_cache`):
+``M^{-1} A_I^T``, ``C^{-1}``, ``d_const``, the input maps of :func:`input_maps` and the affine
+maps ``qdot'[i+1] = qdot_0 + G v_I``, ``λ = λ_0 + C^{-1} v_I / Δt`` with ``G = M^{-1} A_I^T
+C^{-1}``. Newton's method (2.84) uses the Gauss-Newton Hessian
 ``2 J^T J`` of ``L`` (positive semidefinite; exact where the models are piecewise linear) and the
 strong-Wolfe line search of App. D (Nocedal and Wright Alg. 3.5 with bisection zoom, Alg. 3.6).
 """
@@ -41,8 +43,9 @@ from wmr_model._jit import njit
 from wmr_model.contact.models import contact_force
 from wmr_model.dynamics.actuators import IDEAL, actuator_force
 
-__all__ = ["WOLFE_C1", "WOLFE_C2", "force_balance_error", "workspace", "strong_wolfe",
-           "gauss_newton_direction", "force_balance"]
+__all__ = ["WOLFE_C1", "WOLFE_C2", "input_maps", "force_balance_error",
+           "workspace", "strong_wolfe",
+           "cholesky_factor", "cholesky_solve", "gauss_newton_direction", "force_balance"]
 
 #: Strong Wolfe constants (D.2), (D.4), the example values of App. D.
 WOLFE_C1 = 1e-4
@@ -58,14 +61,54 @@ _MAX_KINK_HOPS = 5
 
 
 @njit
+def input_maps(ctx_i, A, G, Cinv, dt, Je_lam, AG, Gx):
+    """The linear maps from the inputs ``x`` (nx,) that are constant over a step.
+
+    ``Je_lam`` (nv, nx) = d(A_I^T λ)/dx (λ is affine in x, (2.79)); ``Gx`` (nv, nx) =
+    dqdot'[i+1]/dx, the input columns of G; ``AG`` (nc, nx) = A Gx, the rows' velocity changes.
+    ``ctx_i`` as in :func:`force_balance_error`.
+    """
+    nI = ctx_i.shape[1]
+    nc, nv = A.shape
+    Je_lam[:, :] = 0.0
+    ix = 0
+    for b in range(nI):
+        if ctx_i[2, b] == 1:
+            continue
+        for a in range(nI):
+            if ctx_i[2, a] == 1:
+                continue
+            r = ctx_i[0, a]
+            cab = Cinv[a, b] / dt
+            for j in range(nv):
+                Je_lam[j, ix] += A[r, j] * cab
+        for j in range(nv):
+            Gx[j, ix] = G[j, b]
+        ix += 1
+    nx = ix
+    for r in range(nc):
+        for i in range(nx):
+            AG[r, i] = 0.0
+        for j in range(nv):
+            arj = A[r, j]
+            if arj != 0.0:
+                for i in range(nx):
+                    AG[r, i] += arj * Gx[j, i]
+
+
+@njit
 def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint,
                         wheel_radius, wheel_joint, ckinds, cparams, ctables, caxes,
-                        akinds, aparams, act_joints, jK, jD, dt, e, Je, qdn, fmodel, work):
+                        akinds, aparams, act_joints, jK, jD, dt, Je_lam, AG, Gx, Pfix, e, Je,
+                        qdn, fmodel, work):
     """Error ``e`` (nv,) of (2.78) and its Jacobian ``Je`` (nv, nx) at inputs ``x`` (nx,).
 
     ``ctx_i`` (int rows): ``[I (nI), input position in I (nx), forced flag per I]`` packed as
     (3, nI); ``ctx_f`` (nc,) active row flags; ``ctx_m`` (nc,) row kind (0 wheel, 1 act,
-    2 joint). Writes ``qdn`` (nv,) = qdot'[i+1] and ``fmodel`` (nc,); returns L = e.e.
+    2 joint); ``Je_lam``, ``AG``, ``Gx`` from :func:`input_maps`; ``Pfix`` (nfix, nv)
+    orthonormal rows spanning the prescribed rows other than ideal actuators (ideal loop
+    closures): ``e`` and ``Je`` are projected onto their orthogonal complement. Writes ``qdn``
+    (nv,) = qdot'[i+1] and ``fmodel`` (nc,); returns L = e.e.
     ``work`` is the scratch of :func:`workspace` (nothing is allocated per call).
     """
     nc, nv = A.shape
@@ -73,7 +116,7 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
     nx = x.shape[0]
     nw = wheel_radius.shape[0]
     na = act_joints.shape[0]
-    vI, lam, Dfq, fc, Jc, y = work
+    vI, lam, dfx, fc, Jc, y = work
     ix = 0
     for a in range(nI):
         if ctx_i[2, a] == 1:
@@ -99,22 +142,10 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
         r = ctx_i[0, a]
         for j in range(nv):
             e[j] += A[r, j] * lam[a]
-    # d(A_I^T lambda)/dx
-    Je[:, :] = 0.0
-    ix = 0
-    for b in range(nI):
-        if ctx_i[2, b] == 1:
-            continue
-        for a in range(nI):
-            if ctx_i[2, a] == 1:
-                continue
-            r = ctx_i[0, a]
-            cab = Cinv[a, b] / dt
-            for j in range(nv):
-                Je[j, ix] += A[r, j] * cab
-        ix += 1
-    # model forces and d(A^T f)/d(qdot'[i+1])
-    Dfq[:, :] = 0.0
+    for j in range(nv):  # d(A_I^T lambda)/dx, constant over the step
+        for i in range(nx):
+            Je[j, i] = Je_lam[j, i]
+    # model forces f and -d(A^T f)/dx = -A^T (df/dqdot'[i+1]) Gx
     for r in range(nc):
         fmodel[r] = 0.0
     for k in range(nw):
@@ -134,16 +165,19 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
         # df/dqdot' = Jc[:, 0:3] A_k + Jc[:, 3] R e_wj + Jc[:, 4] dt A_k[2]
         for rr in range(3):
             row_f = 3 * k + rr
+            c0 = Jc[rr, 0]
+            c1 = Jc[rr, 1]
+            c2 = Jc[rr, 2] + Jc[rr, 4] * dt
+            c3 = Jc[rr, 3] * wheel_radius[k]
+            for i in range(nx):
+                dfx[i] = (c0 * AG[3 * k, i] + c1 * AG[3 * k + 1, i] + c2 * AG[3 * k + 2, i]
+                          + c3 * Gx[wj, i])
             for j in range(nv):
-                dfr = (Jc[rr, 0] * A[3 * k, j] + Jc[rr, 1] * A[3 * k + 1, j]
-                       + (Jc[rr, 2] + Jc[rr, 4] * dt) * A[3 * k + 2, j])
-                if j == wj:
-                    dfr += Jc[rr, 3] * wheel_radius[k]
-                if dfr != 0.0:
-                    for i in range(nv):
-                        Dfq[i, j] += A[row_f, i] * dfr
-            for i in range(nv):
-                e[i] -= A[row_f, i] * fc[rr]
+                arj = A[row_f, j]
+                if arj != 0.0:
+                    e[j] -= arj * fc[rr]
+                    for i in range(nx):
+                        Je[j, i] -= arj * dfx[i]
     for a in range(na):
         r = 3 * nw + a
         if akinds[a] == IDEAL or not ctx_f[r]:
@@ -152,7 +186,8 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
         f, df = actuator_force(akinds[a], aparams[a], qdn[j], u[a])
         fmodel[r] = f
         e[j] -= f
-        Dfq[j, j] += df
+        for i in range(nx):
+            Je[j, i] -= df * Gx[j, i]
     for rj in range(cjoint.shape[0]):
         r = 3 * nw + na + rj
         cd = 0.0
@@ -161,22 +196,12 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
         f = -jK[rj] * (cjoint[rj] + dt * cd) - jD[rj] * cd
         fmodel[r] = f
         g = -(jK[rj] * dt + jD[rj])
-        for i in range(nv):
-            e[i] -= A[r, i] * f
-            if A[r, i] != 0.0:
-                for j in range(nv):
-                    Dfq[i, j] += A[r, i] * g * A[r, j]
-    # Je -= Dfq @ G[:, input]
-    ix = 0
-    for b in range(nI):
-        if ctx_i[2, b] == 1:
-            continue
-        for i in range(nv):
-            s = 0.0
-            for j in range(nv):
-                s += Dfq[i, j] * G[j, b]
-            Je[i, ix] -= s
-        ix += 1
+        for j in range(nv):
+            arj = A[r, j]
+            if arj != 0.0:
+                e[j] -= arj * f
+                for i in range(nx):
+                    Je[j, i] -= arj * g * AG[r, i]
     # Ideal actuators supply whatever torque their joint needs: those elements of e are zero
     # (§2.4.4), so actuator torque has no effect on the cost.
     for a in range(na):
@@ -185,6 +210,21 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
             e[j] = 0.0
             for i in range(nx):
                 Je[j, i] = 0.0
+    # Likewise ideal loop closures carry whatever force along their rows: only the part of e
+    # outside the span of those rows counts (with Pfix orthogonal to the ideal actuators' unit
+    # rows this is the projection onto the complement of all prescribed rows).
+    for f in range(Pfix.shape[0]):
+        s = 0.0
+        for j in range(nv):
+            s += Pfix[f, j] * e[j]
+        for j in range(nv):
+            e[j] -= s * Pfix[f, j]
+        for i in range(nx):
+            s = 0.0
+            for j in range(nv):
+                s += Pfix[f, j] * Je[j, i]
+            for j in range(nv):
+                Je[j, i] -= s * Pfix[f, j]
     L = 0.0
     for i in range(nv):
         L += e[i] * e[i]
@@ -193,9 +233,9 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
 
 @njit
 def workspace(nv, nI):
-    """Scratch arrays of :func:`force_balance_error`: ``(vI (nI,), lambda (nI,), df/dqdot'
-    (nv, nv), f_c (3,), J_c (3, 5), v_c (3,))``, allocated once per time step."""
-    return (np.empty(nI), np.empty(nI), np.empty((nv, nv)), np.empty(3), np.empty((3, 5)),
+    """Scratch arrays of :func:`force_balance_error`: ``(vI (nI,), lambda (nI,), df/dx (nI,),
+    f_c (3,), J_c (3, 5), v_c (3,))``, allocated once per time step (``nv`` is unused)."""
+    return (np.empty(nI), np.empty(nI), np.empty(nI), np.empty(3), np.empty((3, 5)),
             np.empty(3))
 
 
@@ -205,10 +245,12 @@ def _phi(x0, p, alpha, args_cache, e, Je, qdn, fmodel, xt, work):
     for i in range(x0.shape[0]):
         xt[i] = x0[i] + alpha * p[i]
     (ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint, wheel_radius, wheel_joint,
-     ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD, dt) = args_cache
+     ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD, dt,
+     Je_lam, AG, Gx, Pfix) = args_cache
     L = force_balance_error(xt, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint,
                             wheel_radius, wheel_joint, ckinds, cparams, ctables, caxes, akinds,
-                            aparams, act_joints, jK, jD, dt, e, Je, qdn, fmodel, work)
+                            aparams, act_joints, jK, jD, dt, Je_lam, AG, Gx, Pfix, e, Je, qdn,
+                            fmodel, work)
     dphi = 0.0
     for i in range(e.shape[0]):
         acc = 0.0
@@ -254,6 +296,46 @@ def strong_wolfe(x0, p, L0, dL0, args_cache, e, Je, qdn, fmodel, xt, work):
 
 
 @njit
+def cholesky_factor(H, Lf):
+    """Lower Cholesky factor ``Lf`` (n, n) of the symmetric ``H`` (n, n), ``H = Lf Lf^T``.
+
+    Only the lower triangle of ``Lf`` is written. Returns False (``Lf`` incomplete) when ``H``
+    is not positive definite to round-off.
+    """
+    n = H.shape[0]
+    for j in range(n):
+        d = H[j, j]
+        for k in range(j):
+            d -= Lf[j, k] * Lf[j, k]
+        if d <= 0.0:
+            return False
+        d = math.sqrt(d)
+        Lf[j, j] = d
+        for i in range(j + 1, n):
+            acc = H[i, j]
+            for k in range(j):
+                acc -= Lf[i, k] * Lf[j, k]
+            Lf[i, j] = acc / d
+    return True
+
+
+@njit
+def cholesky_solve(Lf, b, x):
+    """``x = (Lf Lf^T)^{-1} b`` by forward and back substitution; ``x`` may be ``b``."""
+    n = Lf.shape[0]
+    for i in range(n):  # Lf y = b
+        acc = b[i]
+        for k in range(i):
+            acc -= Lf[i, k] * x[k]
+        x[i] = acc / Lf[i, i]
+    for i in range(n - 1, -1, -1):  # Lf^T x = y
+        acc = x[i]
+        for k in range(i + 1, n):
+            acc -= Lf[k, i] * x[k]
+        x[i] = acc / Lf[i, i]
+
+
+@njit
 def gauss_newton_direction(Je, e, H, Lf, g, p):
     """Newton direction (2.84) with the Gauss-Newton Hessian: ``(Je^T Je + r I) p = -Je^T e``.
 
@@ -278,30 +360,12 @@ def gauss_newton_direction(Je, e, H, Lf, g, p):
         dmax = max(dmax, H[a, a])
     for a in range(nx):
         H[a, a] += _GN_REG * dmax + 1e-300
-    for j in range(nx):
-        d = H[j, j]
-        for k in range(j):
-            d -= Lf[j, k] * Lf[j, k]
-        if d <= 0.0:
-            p[:] = -np.linalg.solve(H, g)
-            return
-        d = math.sqrt(d)
-        Lf[j, j] = d
-        for i in range(j + 1, nx):
-            acc = H[i, j]
-            for k in range(j):
-                acc -= Lf[i, k] * Lf[j, k]
-            Lf[i, j] = acc / d
-    for i in range(nx):  # Lf y = -g
-        acc = -g[i]
-        for k in range(i):
-            acc -= Lf[i, k] * p[k]
-        p[i] = acc / Lf[i, i]
-    for i in range(nx - 1, -1, -1):  # Lf^T p = y
-        acc = p[i]
-        for k in range(i + 1, nx):
-            acc -= Lf[k, i] * p[k]
-        p[i] = acc / Lf[i, i]
+    if not cholesky_factor(H, Lf):
+        p[:] = -np.linalg.solve(H, g)
+        return
+    cholesky_solve(Lf, g, p)
+    for i in range(nx):
+        p[i] = -p[i]
 
 
 @njit

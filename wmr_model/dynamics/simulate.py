@@ -2,7 +2,10 @@
 
 Per step: forward kinematics and collision detection (Alg. 1, 2.8-2.9), joint-space inertia and
 bias force (Alg. 3-4, or 2.89), constraints (2.55) and their independent subset (2.66)-(2.68),
-force-balance optimization (2.75)-(2.84), then symplectic Euler (2.85)-(2.86).
+force-balance optimization (2.75)-(2.84), then symplectic Euler (2.85)-(2.86). The per-step
+constants of the force balance use Cholesky factors of M and C and substitution instead of
+explicit inverses (as §2.4.4 recommends), in a workspace allocated once per run
+(:func:`step_workspace`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,12 @@ from wmr_model.dynamics.actuators import ACTUATOR_KINDS, IDEAL
 from wmr_model.dynamics.api import gravity_of
 from wmr_model.dynamics.constraints import assemble_constraints, independent_rows
 from wmr_model.dynamics.crba import crba
-from wmr_model.dynamics.force_balance import force_balance
+from wmr_model.dynamics.force_balance import (
+    cholesky_factor,
+    cholesky_solve,
+    force_balance,
+    input_maps,
+)
 from wmr_model.dynamics.integrate import symplectic_euler
 from wmr_model.dynamics.rnea import bias_force, bias_force_fused
 from wmr_model.errors import ParameterError, check_shape
@@ -34,20 +42,136 @@ from wmr_model.kinematics.kernels import (
 from wmr_model.model import VehicleModel
 from wmr_model.terrain import Terrain
 
-__all__ = ["DynamicsTrajectory", "dynamics_step", "simulate_loop", "simulate_dynamics",
-           "joint_spring_dampers", "CONTACT_MARGIN", "LOOP_STIFFNESS", "LOOP_DAMPING"]
+__all__ = ["DynamicsTrajectory", "dynamics_step", "step_workspace", "constraint_cache",
+           "simulate_loop", "simulate_dynamics",
+           "joint_spring_dampers", "CONTACT_MARGIN", "LOOP_STIFFNESS", "LOOP_DAMPING",
+           "LOOP_MODELS", "DEFAULT_LOOP_MODEL"]
 
 # Wheels whose contact height error exceeds this [m] are out of contact and their constraint
 # rows are dropped for the step (§2.4.3); within it a wheel in the air is kept and the force
 # balance finds the velocities at which its (zero) model force is met.
 CONTACT_MARGIN = 0.05
-# Loop closures in the dynamics are the joint constraints' spring-dampers (2.74) made stiff, per
-# unit m g: 1e4 m g per metre and 1e3 m g s/m. The damper dominates over a step (D > K dt for
-# dt < 0.1 s), so a closure carrying the vehicle's weight moves apart at ~1e-3 m/s at most; the
-# coordinate projection after each step (kernels.project_loop_closures) removes the position
-# residual. Options loop_stiffness [N/m], loop_damping [N s/m] override them.
+# Penalty loop closures (loop_model "penalty") are the joint constraints' spring-dampers (2.74)
+# made stiff, per unit m g: 1e4 m g per metre and 1e3 m g s/m. The damper dominates over a step
+# (D > K dt for dt < 0.1 s), so a closure carrying the vehicle's weight moves apart at ~1e-3 m/s
+# at most; the coordinate projection after each step (kernels.project_loop_closures) removes the
+# position residual. Options loop_stiffness [N/m], loop_damping [N s/m] override them.
 LOOP_STIFFNESS = 1e4
 LOOP_DAMPING = 1e3
+#: Loop-closure models of :func:`simulate_dynamics`: ``"ideal"`` (joint constraints with their
+#: own Lagrange multipliers, thesis (2.54)-(2.65), Baumgarte (2.36) with sigma = 1/dt) or
+#: ``"penalty"`` (the stiff spring-dampers above).
+LOOP_MODELS = ("ideal", "penalty")
+DEFAULT_LOOP_MODEL = "ideal"
+
+
+@njit
+def step_workspace(nv, nc, nh):
+    """Per-run scratch of :func:`dynamics_step` (allocated once by :func:`simulate_loop`).
+
+    ``(c_hol (nh,), J_hol (nh, nv), active, forced, indep (nc,) bool, cols (nv,) bool,
+    Lm (nv, nv), Minv_tc (nv,), fbuf, ibuf)``; ``fbuf``/``ibuf`` are flat buffers from which
+    the arrays sized by the step's number of independent rows nI are cut as C-contiguous views.
+    """
+    nfl = 7 * nc * nv + 4 * nc * nc + 4 * nc + nv
+    return (np.empty(nh), np.empty((nh, nv)), np.empty(nc, dtype=np.bool_),
+            np.empty(nc, dtype=np.bool_), np.empty(nc, dtype=np.bool_),
+            np.empty(nv, dtype=np.bool_), np.empty((nv, nv)), np.empty(nv), np.empty(nfl),
+            np.empty(4 * nc, dtype=np.int64))
+
+
+@njit
+def _cut(buf, at, n, m):
+    """C-contiguous (n, m) view of ``buf`` from offset ``at``; returns (view, next offset)."""
+    return buf[at:at + n * m].reshape((n, m)), at + n * m
+
+
+@njit
+def constraint_cache(M, c, AI, qdot, dt, Lm, Minv_tc, W, Cm, Lc, Cinv, G, d_const, qd0, lam0):
+    """Per-step constants of the force balance (2.79)-(2.83), (2.87)-(2.88), in place.
+
+    With ``M = Lm Lm^T`` (Cholesky; M is symmetric positive definite) and ``W = Lm^{-1}
+    A_I^T``: ``C = W^T W = Lc Lc^T``, ``M^{-1} A_I^T = Lm^{-T} W``, ``Cinv = C^{-1}``,
+    ``G = M^{-1} A_I^T C^{-1}``, ``d_const = -A_I M^{-1}(tau - c)`` with tau = 0,
+    ``qd0 = qdot + dt M^{-1}(tau - c) - G (A_I qdot - dt d_const)`` and ``lam0 = C^{-1}
+    (d_const - A_I qdot / dt)``. ``W`` is stored transposed, (nI, nv), and ends holding
+    ``A_I M^{-1}``; ``d_const`` ends holding ``d_const - A_I qdot / dt``. C falls back to LU
+    if its factor fails to round-off.
+    """
+    nI, nv = AI.shape
+    if not cholesky_factor(M, Lm):
+        raise ValueError("joint-space inertia M is not positive definite (check link masses)")
+    for j in range(nv):
+        Minv_tc[j] = -c[j]
+    cholesky_solve(Lm, Minv_tc, Minv_tc)
+    for i in range(nv):  # mirror the factor: Lm[i, k] = Lm[k, i] for k > i (row access)
+        for k in range(i + 1, nv):
+            Lm[i, k] = Lm[k, i]
+    for a in range(nI):  # row a of W^T = Lm^{-1} (A_I[a])^T
+        for i in range(nv):
+            acc = AI[a, i]
+            for k in range(i):
+                acc -= Lm[i, k] * W[a, k]
+            W[a, i] = acc / Lm[i, i]
+    for a in range(nI):
+        for b in range(a + 1):
+            acc = 0.0
+            for i in range(nv):
+                acc += W[a, i] * W[b, i]
+            Cm[a, b] = acc
+            Cm[b, a] = acc
+    for a in range(nI):  # W^T <- W^T Lm^{-1}: rows of A_I M^{-1}
+        for i in range(nv - 1, -1, -1):
+            acc = W[a, i]
+            for k in range(i + 1, nv):
+                acc -= Lm[i, k] * W[a, k]
+            W[a, i] = acc / Lm[i, i]
+    if cholesky_factor(Cm, Lc):
+        for j in range(nI):  # Lc <- Lc^{-1} (lower triangular, in place by columns)
+            Lc[j, j] = 1.0 / Lc[j, j]
+            for i in range(j + 1, nI):
+                acc = 0.0
+                for k in range(j, i):
+                    acc -= Lc[i, k] * Lc[k, j]
+                Lc[i, j] = acc / Lc[i, i]
+        for a in range(nI):  # C^{-1} = Lc^{-T} Lc^{-1}
+            for b in range(a + 1):
+                acc = 0.0
+                for k in range(a, nI):
+                    acc += Lc[k, a] * Lc[k, b]
+                Cinv[a, b] = acc
+                Cinv[b, a] = acc
+    elif nI > 0:
+        Cinv[:, :] = np.linalg.inv(Cm)
+    for a in range(nI):
+        acc = 0.0
+        for j in range(nv):
+            acc += AI[a, j] * Minv_tc[j]
+        d_const[a] = -acc
+    G[:, :] = 0.0
+    for j in range(nv):  # G = (M^{-1} A_I^T) C^{-1}
+        for a in range(nI):
+            w = W[a, j]
+            for b in range(nI):
+                G[j, b] += w * Cinv[a, b]
+    # lam0 holds r = A_I qdot - dt d_const for a moment, then d_const <- d_const - A_I qdot/dt
+    for a in range(nI):
+        acc = 0.0
+        for j in range(nv):
+            acc += AI[a, j] * qdot[j]
+        lam0[a] = acc - dt * d_const[a]
+    for j in range(nv):
+        acc = 0.0
+        for a in range(nI):
+            acc += G[j, a] * lam0[a]
+        qd0[j] = qdot[j] + dt * Minv_tc[j] - acc
+    for a in range(nI):
+        d_const[a] = -lam0[a] / dt
+    for a in range(nI):
+        acc = 0.0
+        for b in range(nI):
+            acc += Cinv[a, b] * d_const[b]
+        lam0[a] = acc
 
 
 @njit
@@ -55,16 +179,19 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
                   loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables,
                   caxes, act_joints, akinds, aparams, jK, jD, q, qdot, u, dt, v_prev, fused,
                   single_step, max_iter, tol, T_world, T_contact, dz, contact_angle, Ic, M, c, A,
-                  fmodel, q_next, qdot_next):
+                  fmodel, q_next, qdot_next, loop_sigma, ws):
     """One step of the constrained dynamics with force balance; returns (iterations, L).
 
     ``v_prev`` (nc,) holds the previous step's constraint-row velocities (warm start, §2.4.4)
-    and is overwritten with this step's ``A qdot'[i+1]``.
+    and is overwritten with this step's ``A qdot'[i+1]``. ``loop_sigma`` > 0 makes the loop
+    closures ideal: their rows' velocity is prescribed as ``-loop_sigma c`` (Baumgarte, (2.36))
+    and their force is free (a Lagrange multiplier of (2.65), like an ideal actuator's, §2.4.4);
+    0 leaves them to the spring-dampers ``jK``, ``jD``. ``ws``: :func:`step_workspace`.
     """
     nw = wheel_frame.shape[0]
     na = act_joints.shape[0]
     nc, nv = A.shape
-    nh = nc - 3 * nw - na
+    c_hol, J_hol, active, forced, indep, cols, Lm, Minv_tc, fbuf, ibuf = ws
     crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M)
     wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
                   T_contact, dz, contact_angle)
@@ -72,15 +199,13 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
         bias_force_fused(np.ascontiguousarray(Ic[0]), gravity, q, qdot, c)
     else:
         bias_force(parent, jtype, axis, T0, I_frame, gravity, q, qdot, T_world, c)
-    c_hol = np.empty(nh)
-    J_hol = np.empty((nh, nv))
     holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure, q, T_world,
                           c_hol, J_hol)
     assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_world,
                          T_contact, A)
-    active = np.ones(nc, dtype=np.bool_)
-    forced = np.zeros(nc, dtype=np.bool_)
-    cols = np.ones(nv, dtype=np.bool_)
+    active[:] = True
+    forced[:] = False
+    cols[:] = True
     for k in range(nw):
         if dz[k] > CONTACT_MARGIN:
             active[3 * k] = False
@@ -90,47 +215,93 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
         if akinds[a] == IDEAL:
             forced[3 * nw + a] = True
             cols[6 + act_joints[a]] = False
-    indep = np.zeros(nc, dtype=np.bool_)
+    r_loop = 3 * nw + na + A_joint.shape[0]  # first loop-closure row
+    if loop_sigma > 0.0:
+        for r in range(r_loop, nc):
+            forced[r] = True
     nI = independent_rows(A, active, cols, forced, indep)
-    ctx_i = np.zeros((3, nI), dtype=np.int64)
-    AI = np.empty((nI, nv))
+    ctx_i = ibuf[:3 * nI].reshape((3, nI))
+    ctx_m = ibuf[3 * nc:4 * nc]
+    at = 0
+    AI, at = _cut(fbuf, at, nI, nv)
+    W, at = _cut(fbuf, at, nI, nv)
+    Cm, at = _cut(fbuf, at, nI, nI)
+    Lc, at = _cut(fbuf, at, nI, nI)
+    Cinv, at = _cut(fbuf, at, nI, nI)
+    G, at = _cut(fbuf, at, nv, nI)
+    d_const = fbuf[at:at + nI]
+    lam0 = fbuf[at + nI:at + 2 * nI]
+    qd0 = fbuf[at + 2 * nI:at + 2 * nI + nv]
+    at += 2 * nI + nv
     nx = 0
     a = 0
     for r in range(nc):
         if indep[r]:
             ctx_i[0, a] = r
-            AI[a] = A[r]
+            for j in range(nv):
+                AI[a, j] = A[r, j]
             if forced[r]:
                 ctx_i[2, a] = 1
                 ctx_i[1, a] = r - 3 * nw
             else:
+                ctx_i[1, a] = 0
+                ctx_i[2, a] = 0
                 nx += 1
             a += 1
-    # cached per step (2.87)-(2.88)
-    tc = -c  # tau = 0: every applied force enters through a constraint
-    Minv_tc = np.linalg.solve(M, tc)
-    Minv_AT = np.linalg.solve(M, np.ascontiguousarray(AI.T))
-    Cm = AI @ Minv_AT
-    Cinv = np.linalg.inv(Cm) if nI > 0 else np.zeros((0, 0))
-    d_const = -(AI @ Minv_tc)
-    G = Minv_AT @ Cinv
-    AIq = AI @ qdot
-    qd0 = qdot + dt * Minv_tc - G @ (AIq - dt * d_const)
-    lam0 = Cinv @ (d_const - AIq / dt)
-    cjoint = c_hol.copy()  # joint constraints and loop closures: spring-dampers (2.74)
-    x = np.empty(nx)
+    x = fbuf[at:at + nx]
+    Je, at = _cut(fbuf, at + nx, nv, nx)
+    Je_lam, at = _cut(fbuf, at, nv, nx)
+    Gx, at = _cut(fbuf, at, nv, nx)
+    AG, at = _cut(fbuf, at, nc, nx)
+    # prescribed velocities of the forced rows, indexed by row - 3 nw: commands, then Baumgarte
+    u_fix = fbuf[at:at + nc - 3 * nw]
+    at += nc - 3 * nw
+    for a in range(na):
+        u_fix[a] = u[a]
+    for rj in range(c_hol.shape[0]):
+        u_fix[na + rj] = -loop_sigma * c_hol[rj]
+    # orthonormal rows spanning the ideal loop-closure rows off the ideal actuators' columns
+    nfix = 0
+    for r in range(r_loop, nc):
+        if indep[r] and forced[r]:
+            nfix += 1
+    at_fix = at
+    Pfix, at = _cut(fbuf, at, nfix, nv)
+    f = 0
+    for r in range(r_loop, nc):
+        if not (indep[r] and forced[r]):
+            continue
+        for j in range(nv):
+            Pfix[f, j] = A[r, j] if cols[j] else 0.0
+        for g in range(f):  # modified Gram-Schmidt
+            s = 0.0
+            for j in range(nv):
+                s += Pfix[g, j] * Pfix[f, j]
+            for j in range(nv):
+                Pfix[f, j] -= s * Pfix[g, j]
+        s = 0.0
+        for j in range(nv):
+            s += Pfix[f, j] * Pfix[f, j]
+        if s > 0.0:  # a row on ideal-actuator columns only is covered by their zeroed e
+            s = 1.0 / math.sqrt(s)
+            for j in range(nv):
+                Pfix[f, j] *= s
+            f += 1
+    Pfix, _ = _cut(fbuf, at_fix, f, nv)
+    constraint_cache(M, c, AI, qdot, dt, Lm, Minv_tc, W, Cm, Lc, Cinv, G, d_const, qd0, lam0)
+    input_maps(ctx_i, A, G, Cinv, dt, Je_lam, AG, Gx)
     ix = 0
     for a in range(nI):
         if ctx_i[2, a] == 0:
             x[ix] = v_prev[ctx_i[0, a]]
             ix += 1
-    ctx_m = np.zeros(nc, dtype=np.int64)
+    ctx_m[:] = 0
     wheel_joint = wheel_frame - 1
-    args = (ctx_i, active, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint, wheel_radius,
+    # joint constraints and loop closures: spring-dampers (2.74) on the residual c_hol
+    args = (ctx_i, active, ctx_m, A, G, Cinv, qd0, lam0, u_fix, dz, c_hol, wheel_radius,
             wheel_joint, ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD,
-            dt)
-    e = np.empty(nv)
-    Je = np.empty((nv, nx))
+            dt, Je_lam, AG, Gx, Pfix)
+    e = Minv_tc  # free after the cache: reused as the force-balance error (nv,)
     it, L = force_balance(x, args, max_iter, tol, single_step, e, Je, qdot_next, fmodel)
     for r in range(nc):
         s = 0.0
@@ -147,9 +318,10 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
 def simulate_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
                   loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables,
                   caxes, act_joints, akinds, aparams, jK, jD, q0, qdot0, U, dt, fused, single_step,
-                  max_iter, tol, Q, QD, IT, COST, FC, DZ):
+                  max_iter, tol, loop_sigma, Q, QD, IT, COST, FC, DZ):
     """Compiled loop over ``U`` (T, na) commands: writes Q (T+1, nq), QD (T+1, nv), IT (T,),
-    COST (T,), FC (T, nw, 3) contact forces, DZ (T, nw) contact height errors."""
+    COST (T,), FC (T, nw, 3) contact forces, DZ (T, nw) contact height errors.
+    ``loop_sigma``: see :func:`dynamics_step`."""
     nf = parent.shape[0]
     nw = wheel_frame.shape[0]
     na = act_joints.shape[0]
@@ -165,6 +337,7 @@ def simulate_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
     A = np.empty((nc, nv))
     fmodel = np.zeros(nc)
     v_prev = np.empty(nc)
+    ws = step_workspace(nv, nc, nc - 3 * nw - na)
     # warm start of the first step: the current constraint velocities
     from_q = np.ascontiguousarray(q0)
     Q[0] = from_q
@@ -188,7 +361,8 @@ def simulate_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
                               joint_offset, loop_closure, I_frame, gravity, tkind, tparams, tgrid,
                               ckinds, cparams, ctables, caxes, act_joints, akinds, aparams, jK, jD,
                               Q[t], QD[t], U[t], dt, v_prev, fused, single_step, max_iter, tol,
-                              T_world, T_contact, dz, ang, Ic, M, c, A, fmodel, Q[t + 1], QD[t + 1])
+                              T_world, T_contact, dz, ang, Ic, M, c, A, fmodel, Q[t + 1], QD[t + 1],
+                              loop_sigma, ws)
         IT[t] = it
         COST[t] = L
         for k in range(nw):
@@ -294,7 +468,8 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                       actuator_params: Mapping[str, Any] | None = None,
                       joint_stiffness: float | None = None, joint_damping: float | None = None,
                       fused_bias: bool = False, single_step: bool = False, max_iter: int = 30,
-                      tol: float | None = None) -> DynamicsTrajectory:
+                      tol: float | None = None, loop_model: str | None = None
+                      ) -> DynamicsTrajectory:
     """Simulate the constrained dynamics with force-balance optimization (§2.4).
 
     Args:
@@ -309,9 +484,12 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
             ``tau_stall``, ``w_noload``.
         joint_stiffness, joint_damping: spring-damper of the holonomic joint constraints (2.74)
             [N m/rad, N m s/rad]; default ``options`` or 10 m g and m g; a constraint's own
-            sidecar ``stiffness``/``damping`` wins (:func:`joint_spring_dampers`). Loop
-            closures are stiff spring-dampers (:data:`LOOP_STIFFNESS`) whose position residual
-            is projected away after each step.
+            sidecar ``stiffness``/``damping`` wins (:func:`joint_spring_dampers`).
+        loop_model: ``"ideal"`` or ``"penalty"`` (default ``options["loop_model"]``, else
+            :data:`DEFAULT_LOOP_MODEL`). Ideal loop closures are rows of A with their own
+            Lagrange multipliers (2.65), velocity ``-c/dt`` (Baumgarte (2.36), sigma = 1/dt);
+            penalty ones are stiff spring-dampers (:data:`LOOP_STIFFNESS`). Either way the
+            position residual is projected away after each step.
         fused_bias: use the fused-body bias force (2.89) instead of Algorithm 4.
         single_step: one Newton step per time step (§2.4.4).
         tol: force-balance tolerance on |e| [N]; default 1e-6 m g.
@@ -322,6 +500,15 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
     cs = contact_setup(model, contact_model, contact_params, float(np.linalg.norm(g)))
     akinds, aparams = _actuators(model, actuator, actuator_params)
     jK, jD, offset = joint_spring_dampers(model, mg, joint_stiffness, joint_damping)
+    loop_model = model.options.get("loop_model", DEFAULT_LOOP_MODEL) if loop_model is None \
+        else loop_model
+    if loop_model not in LOOP_MODELS:
+        raise ParameterError(f"loop_model must be one of {list(LOOP_MODELS)}, got {loop_model!r}")
+    loop_sigma = 0.0
+    if loop_model == "ideal" and model.nlr > 0:
+        loop_sigma = 1.0 / float(dt)
+        jK[model.ncj:] = 0.0  # no spring-damper force: the multiplier carries the load
+        jD[model.ncj:] = 0.0
     tol = 1e-6 * mg if tol is None else float(tol)
     T = U.shape[0]
     Q = np.empty((T + 1, model.nq))
@@ -336,5 +523,5 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                   model_frame_inertias(model), g, tk, tp, tg, cs.kinds, cs.params, cs.tables,
                   cs.axes, model.actuated_joints.astype(np.int64), akinds, aparams, jK, jD, q0,
                   qdot0, U, float(dt), bool(fused_bias), bool(single_step), int(max_iter), tol,
-                  Q, QD, IT, COST, FC, DZ)
+                  loop_sigma, Q, QD, IT, COST, FC, DZ)
     return DynamicsTrajectory(np.arange(T + 1) * dt, Q, QD, IT, COST, FC, DZ, cs.names)
