@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["njit", "prange", "JIT_ENABLED", "CACHE_DIR"]
+__all__ = ["njit", "prange", "num_threads", "JIT_ENABLED", "CACHE_DIR"]
 
 _disabled = os.environ.get("WMR_DISABLE_JIT", "") not in ("", "0")
 
@@ -130,6 +130,10 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
     JIT_ENABLED = True
     prange = _numba.prange
 
+    def num_threads() -> int:
+        """Threads a ``parallel=True`` kernel's ``prange`` runs on."""
+        return int(_numba.get_num_threads())
+
     def njit(*args: Any, **kwargs: Any) -> Any:
         """``numba.njit`` with caching on by default, in a closure-keyed cache folder."""
         kwargs.setdefault("cache", True)
@@ -153,6 +157,10 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
 except ImportError:  # pragma: no cover
     JIT_ENABLED = False
     prange = range
+
+    def num_threads() -> int:
+        """Without numba ``prange`` is ``range``: one thread."""
+        return 1
 
     def njit(*args: Any, **kwargs: Any) -> Any:
         """No-op stand-in for ``numba.njit``."""

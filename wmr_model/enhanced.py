@@ -57,7 +57,6 @@ from wmr_model._jit import njit
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.inertia import composite_inertias, inertia_mass_com
 from wmr_model.kinematics.kernels import joint_space_velocity, solve_partitioned, track_activation
-from wmr_model.spatial import crf
 
 __all__ = [
     "STANDARD_GRAVITY",
@@ -104,8 +103,25 @@ def body_force(Ic, g_body, v_b):
     acceleration ``[0; R_b^T g_w]`` in body coordinates; ``v_b`` (6,) body twist ``[w; v]``.
     Returns ``f_b`` (6,) ``[tau; f]`` (sign convention: see the module docstring).
     """
-    h = Ic @ v_b
-    return Ic @ g_body - crf(v_b) @ h
+    h = np.empty(6)
+    out = np.empty(6)
+    for r in range(6):
+        a = 0.0
+        b = 0.0
+        for k in range(6):
+            a += Ic[r, k] * v_b[k]
+            b += Ic[r, k] * g_body[k]
+        h[r] = a
+        out[r] = b
+    # - v x_f h = -crf(v) h (B.7): [w x h_w + v x h_v; w x h_v]
+    w0, w1, w2, u0, u1, u2 = v_b[0], v_b[1], v_b[2], v_b[3], v_b[4], v_b[5]
+    out[0] -= w1 * h[2] - w2 * h[1] + u1 * h[5] - u2 * h[4]
+    out[1] -= w2 * h[0] - w0 * h[2] + u2 * h[3] - u0 * h[5]
+    out[2] -= w0 * h[1] - w1 * h[0] + u0 * h[4] - u1 * h[3]
+    out[3] -= w1 * h[5] - w2 * h[4]
+    out[4] -= w2 * h[3] - w0 * h[5]
+    out[5] -= w0 * h[4] - w1 * h[3]
+    return out
 
 
 @njit
@@ -217,7 +233,7 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
                                   track_act, tkind, tparams, tgrid, q, known, qdot_known, sigma,
                                   vc_xy, I_frame, gravity, p, slip_axes, enhanced, T_world,
                                   T_contact, dz, contact_angle, A, v, qdot, Ic, f_cg, c, v_b_slip,
-                                  vc_slip):
+                                  vc_slip, contact_ws=None):
     """Joint-space velocity with body-level slip, (2.44)-(2.52) then (2.38).
 
     1. least-squares (no added slip) solve of (2.37)-(2.38) with the given ``vc_xy`` (nw, 2);
@@ -233,12 +249,14 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
     :func:`wmr_model.kinematics.kernels.joint_space_velocity` plus ``Ic`` (nf, 6, 6).
     Contacts are wheels then track patches (nc of them in ``vc_xy``, ``vc_slip``); a patch's
     rows are activation-weighted, so its slip (2.52) is applied to the weighted rows.
+    ``contact_ws``: optional collision warm-start workspace
+    (:func:`wmr_model.kinematics.kernels.wheel_contact`).
     Returns the residual norm of the final solve.
     """
     res = joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
                                joint_offset, loop_closure, track_frame, track_drive, track_path,
                                track_act, tkind, tparams, tgrid, q, known, qdot_known, sigma, vc_xy,
-                               T_world, T_contact, dz, contact_angle, A, v, qdot)
+                               T_world, T_contact, dz, contact_angle, A, v, qdot, contact_ws)
     Ib = composite_inertias(parent, I_frame, T_world, Ic)
     m, cc = inertia_mass_com(Ib)
     c[:] = cc
@@ -284,6 +302,55 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
 
 
 @njit
+def _sym3_eigenvalues(S):
+    """Eigenvalues ``l0 <= l1 <= l2`` of a symmetric 3x3 matrix in closed form (the
+    trigonometric solution of its characteristic cubic; no LAPACK call per step)."""
+    p1 = S[0, 1] ** 2 + S[0, 2] ** 2 + S[1, 2] ** 2
+    q = (S[0, 0] + S[1, 1] + S[2, 2]) / 3.0
+    a, b, c = S[0, 0] - q, S[1, 1] - q, S[2, 2] - q
+    p = math.sqrt((a * a + b * b + c * c + 2.0 * p1) / 6.0)
+    if p == 0.0:
+        return q, q, q
+    # r = det((S - q I) / p) / 2, clamped against rounding
+    r = (a * (b * c - S[1, 2] ** 2) - S[0, 1] * (S[0, 1] * c - S[1, 2] * S[0, 2])
+         + S[0, 2] * (S[0, 1] * S[1, 2] - b * S[0, 2])) / (2.0 * p ** 3)
+    r = min(1.0, max(-1.0, r))
+    phi = math.acos(r) / 3.0
+    l2 = q + 2.0 * p * math.cos(phi)
+    l0 = q + 2.0 * p * math.cos(phi + 2.0 * math.pi / 3.0)
+    return l0, 3.0 * q - l0 - l2, l2
+
+
+@njit
+def _sym3_null_vector(S, lam, out):
+    """Unit eigenvector of symmetric 3x3 ``S`` for its simple eigenvalue ``lam``: the largest
+    cross product of two rows of ``S - lam I`` (orthogonal to both). Written to ``out``."""
+    best = -1.0
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        ax, ay, az = S[i, 0], S[i, 1], S[i, 2]
+        bx, by, bz = S[j, 0], S[j, 1], S[j, 2]
+        if i == 0:
+            ax -= lam
+        elif i == 1:
+            ay -= lam
+        if j == 1:
+            by -= lam
+        else:
+            bz -= lam
+        cx = ay * bz - az * by
+        cy = az * bx - ax * bz
+        cz = ax * by - ay * bx
+        nn = cx * cx + cy * cy + cz * cz
+        if nn > best:
+            best = nn
+            out[0], out[1], out[2] = cx, cy, cz
+    s = math.sqrt(best)
+    out[0] /= s
+    out[1] /= s
+    out[2] /= s
+
+
+@njit
 def ground_plane(T_contact, Rb):
     """Least-squares ground plane through the contact points.
 
@@ -303,9 +370,9 @@ def ground_plane(T_contact, Rb):
         d = T_contact[k, :3, 3] - o
         S += np.outer(d, d)
     n = np.zeros(3)
-    lam, V = np.linalg.eigh(S)
-    if nw >= 3 and lam[1] > COLLINEAR_FRACTION * lam[2] and lam[2] > 0.0:
-        n[:] = V[:, 0]
+    lam0, lam1, lam2 = _sym3_eigenvalues(S)
+    if nw >= 3 and lam1 > COLLINEAR_FRACTION * lam2 and lam2 > 0.0:
+        _sym3_null_vector(S, lam0, n)
     else:
         for k in range(nw):
             n += T_contact[k, :3, 2]

@@ -110,6 +110,8 @@ def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: 
     """Drive ``model`` straight over ``terrain`` open loop and time it.
 
     ``start`` is (x, y, yaw); the vehicle is first placed on the terrain by (2.27)-(2.32).
+    ``method``: ``"dae"`` (kinematics, §2.2), ``"enhanced"`` (enhanced kinematics with the
+    stability margin, §2.3, slip :data:`BATCH_SLIP`) or ``"unconstrained"`` (§2.5.1 baseline).
     """
     q = model.neutral_state()
     q[0:4] = quat_from_euler(0.0, 0.0, float(start[2]))
@@ -123,8 +125,14 @@ def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: 
         traj = kin.simulate(model, terrain, q0, u, dt, integrator=integrator)
     elif method == "unconstrained":
         traj = kin.simulate_unconstrained(model, terrain, q0, u, dt)
+    elif method == "enhanced":
+        from wmr_model.predict import predict
+
+        pr = predict(model, terrain, q0, u, dt, fidelity="enhanced", slip_params=BATCH_SLIP,
+                     integrator=integrator)
+        traj = kin.Trajectory(pr.dt, pr.q[0], pr.qdot[0], pr.contact_speed[0], pr.dz[0])
     else:
-        raise ValueError(f"method: must be 'dae' or 'unconstrained', got {method!r}")
+        raise ValueError(f"method: must be 'dae', 'enhanced' or 'unconstrained', got {method!r}")
     wall = time.perf_counter() - t0
     pos = traj.position[-1]
     res = RunResult(method=method, dt=dt, seed=seed,
@@ -184,13 +192,14 @@ def summarize_rocky7(runs: Sequence[RunResult], reference_dt: float = 0.01) -> l
 def zoe_kinematic_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
                             step_sizes: Sequence[float] = (0.01, 0.02, 0.04, 0.10),
                             speed: float = 1.0, duration: float = 10.0,
-                            repeats: int = 3) -> list[dict]:
+                            repeats: int = 3, method: str = "dae") -> list[dict]:
     """§2.5.4 kinematic column: normalized time (x 1e-3) per step size over the terrains.
 
     Each run is repeated ``repeats`` times and the fastest kept (timer noise); the first call
-    compiles the kernels and is excluded.
+    compiles the kernels and is excluded. ``method="enhanced"`` times enhanced kinematics
+    instead (:func:`run_straight`; the thesis' figures are the kinematic ones).
     """
-    run_straight(model, terrains[0], speed, 0.5, 0.1)  # compile outside the timing
+    run_straight(model, terrains[0], speed, 0.5, 0.1, method)  # compile outside the timing
     rows = []
     for dt in step_sizes:
         norm, errs = [], []
@@ -199,7 +208,7 @@ def zoe_kinematic_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
             best = math.inf
             res = None
             for _ in range(repeats):
-                res, _ = run_straight(model, terrain, speed, duration, dt, "dae", k)
+                res, _ = run_straight(model, terrain, speed, duration, dt, method, k)
                 best = min(best, res.normalized_time)
             norm.append(best)
             ref_runs.append(res)

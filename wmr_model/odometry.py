@@ -246,6 +246,7 @@ class Odometry3D:
     def _install_model(self, model: VehicleModel) -> None:
         self.model = model
         self._data = kin.create_data(model)
+        self._contact_ws = K.contact_workspace(model.nc)  # collision warm start (kernels)
         self._I_frame = model_frame_inertias(model)
         self._Ic = np.zeros((model.nf, 6, 6))
         emap = self._user_encoder_map
@@ -368,6 +369,7 @@ class Odometry3D:
         else:
             self.q, _ = kin.initialize_contact(self.model, self.terrain)
         self.qdot = np.zeros(self.model.nv)
+        self._contact_ws = K.contact_workspace(self.model.nc)
         self.P = self.P0.copy()
         self.stamp: float | None = None  # integration front [s]
         self._dt_last = math.nan
@@ -618,12 +620,12 @@ class Odometry3D:
                 np.array([0.0, 0.0, -STANDARD_GRAVITY]), self.slip,
                 self.slip_axes, True, data.T_world, data.T_contact, data.dz, data.contact_angle,
                 data.A, data.v, data.qdot, self._Ic, np.zeros(6), np.zeros(3), np.zeros(6),
-                np.zeros((model.nc, 2)))
+                np.zeros((model.nc, 2)), self._contact_ws)
         else:
             res = K.joint_space_velocity(
                 *model.kinematic_arrays(), tk, tp, tg, q, known, qk, sigma, vc, data.T_world,
                 data.T_contact, data.dz, data.contact_angle, data.A,
-                data.v, data.qdot)
+                data.v, data.qdot, self._contact_ws)
         self.diagnostics.max_residual = max(self.diagnostics.max_residual, float(res))
         qdot = data.qdot
         # covariance first: F and G at the start of the step (3.22)-(3.24)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wmr_model._jit import num_threads
 from wmr_model.enhanced import STANDARD_GRAVITY, slip_axes_array
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.inertia import model_frame_inertias
@@ -74,6 +75,11 @@ JOINT_LIMIT = 8
 JOINT_LIMIT_FRACTION = 0.05
 
 FIDELITIES = ("kinematic", "enhanced")
+
+# Parallel chunks per thread for large batches: more than one evens out candidates of unequal
+# cost (a candidate that falls back to full collision searches more often); results do not
+# depend on it (each candidate is computed alone).
+PARALLEL_CHUNKS_PER_THREAD = 4
 
 # A wheel whose contact height error exceeds 2 cm has separated from the terrain by more than the
 # Baumgarte term removes in a step at typical speeds; smaller errors are ordinary stabilization
@@ -136,7 +142,9 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             stabilization: float = kin_api.DEFAULT_STABILIZATION,
             process_noise: np.ndarray | None = None, gravity: float = STANDARD_GRAVITY,
             liftoff_threshold: float = DEFAULT_LIFTOFF_THRESHOLD,
-            tipover_margin: float = 0.0) -> Prediction:
+            tipover_margin: float = 0.0, attitude: np.ndarray | None = None,
+            known_angular_velocity: np.ndarray | None = None,
+            warm_start: bool = True) -> Prediction:
     """Predict N candidate trajectories (kinematic §2.2 or enhanced kinematic §2.3).
 
     Args:
@@ -158,6 +166,17 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         gravity: magnitude [m/s^2] of world gravity (0, 0, -g).
         liftoff_threshold: Δz [m] above which WHEEL_LIFTOFF is flagged.
         tipover_margin: margin [m] below which TIPOVER_RISK is flagged.
+        attitude: (T+1, 2) or (N, T+1, 2) measured roll, pitch [rad] (estimation context,
+            §2.2.5): imposed on the state at the start (row 0) and after every step (row
+            t+1), yaw, position and joints kept (:func:`kin.impose_roll_pitch
+            <wmr_model.kinematics.api.impose_roll_pitch>`), inside the compiled loop.
+        known_angular_velocity: (T, 3) or (N, T, 3) measured body angular velocity [rad/s]
+            (gyro, body coordinates) treated as known in the velocity solve (2.37) of every
+            step, like the actuated joint rates (:func:`kin.estimation_known
+            <wmr_model.kinematics.api.estimation_known>` with ``gyro=True``).
+        warm_start: warm-start each step's collision detection from the previous step's
+            contact angles (same result to the search's tolerance, about 2.5x faster); False
+            runs the full fan search every step (the reference it is tested against).
 
     Returns:
         :class:`Prediction` with batch axis N = max(N of q0, commands, slip_params, ...).
@@ -186,13 +205,17 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
                          f"({T_hint}, 6) or (N, {T_hint}, 6)")
         if not np.all(np.isfinite(noise)):
             raise ParameterError("process_noise: must be finite")
+    attitude_a = _measured(attitude, "attitude", T_hint + 1, 2, "roll, pitch")
+    omega = _measured(known_angular_velocity, "known_angular_velocity", T_hint, 3, "w")
     axes = slip_axes_array() if slip_axes is None else _axes(slip_axes)
     if not (math.isfinite(gravity) and gravity >= 0):
         raise ParameterError(f"gravity: must be a finite magnitude >= 0 m/s^2, got {gravity}")
     b = kin_api.prepare_batch(model, q0, commands, dt, integrator, stabilization,
                               rates_name="commands",
                               other_batch_sizes={"slip_params": p.shape[0], "P0": P.shape[0],
-                                                 "process_noise": noise.shape[0]})
+                                                 "process_noise": noise.shape[0],
+                                                 "attitude": attitude_a.shape[0],
+                                                 "known_angular_velocity": omega.shape[0]})
     N, T, sigma, q0a = b.N, b.T, b.sigma, b.q0
     u = b.rates
 
@@ -200,10 +223,13 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         # writable copies: numba's read-only specialization is slower (see prepare_batch)
         return np.array(np.broadcast_to(a, (N,) + a.shape[1:]), dtype=float, order="C")
 
-    p, P, noise = full(p), full(P), full(noise)
+    p, P, noise, attitude_a = full(p), full(P), full(noise), full(attitude_a)
     qdot_cmd = np.zeros((N, T, model.nv))
     qdot_cmd[:, :, 6 + model.actuated_joints] = u
     known = kin_api.simulation_known(model)
+    if omega.shape[1] > 0:
+        known[0:3] = True
+        qdot_cmd[:, :, 0:3] = omega
     nc = model.nc  # contacts: wheels, then track patches
     vc = np.zeros((N, T, nc, 2))
     q_traj = np.empty((N, T + 1, model.nq))
@@ -216,11 +242,17 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     P_traj = np.empty((N, T + 1 if propagate else 0, 6, 6))
     assess = model.total_mass > 0.0
     tk, tp, tg = terrain.kernel_args()
-    L.predict_batch(*model.kinematic_arrays(), tk, tp, tg, q0a, known, qdot_cmd, vc, float(dt),
-                    sigma, kin_api.INTEGRATORS[integrator],
-                    model_frame_inertias(model), np.array([0.0, 0.0, -float(gravity)]), p, axes,
-                    fidelity == "enhanced", assess, noise, Q, P, propagate, q_traj, qdot_traj,
-                    vcn, dz, slip, vc_slip, margin, P_traj)
+    args = (*model.kinematic_arrays(), tk, tp, tg, q0a, known, qdot_cmd, vc, float(dt), sigma,
+            kin_api.INTEGRATORS[integrator], model_frame_inertias(model),
+            np.array([0.0, 0.0, -float(gravity)]), p, axes, fidelity == "enhanced", assess, noise,
+            Q, P, propagate, q_traj, qdot_traj, vcn, dz, slip, vc_slip, margin, P_traj, attitude_a,
+            bool(warm_start))
+    # both cores for large batches: contiguous chunks of candidates, a few per thread
+    chunks = min(N // L.PARALLEL_MIN_CHUNK, PARALLEL_CHUNKS_PER_THREAD * num_threads())
+    if chunks < 2:
+        L.predict_range(0, N, *args)
+    else:
+        L.predict_batch(*args, chunks)
     if not assess:
         margin[:] = np.nan  # no mass, no force: the margin is undefined
     flags = np.zeros((N, T + 1), dtype=np.uint8)
@@ -232,6 +264,19 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     return Prediction(dt=float(dt), q=q_traj, qdot=qdot_traj, contact_speed=vcn, dz=dz,
                       slip=slip, wheel_slip=vc_slip, stability_margin=margin, flags=flags,
                       covariance=P_traj if propagate else None)
+
+
+def _measured(a: np.ndarray | None, name: str, rows: int, width: int,
+              what: str) -> np.ndarray:
+    """Batched (n, rows, width) measured-input array, or (1, 0, width) when not given."""
+    if a is None:
+        return np.zeros((1, 0, width))
+    out = _batched(a, name, (rows, width), f"({rows}, {width}) or (N, {rows}, {width}) "
+                   f"rows ({what})")
+    if not np.all(np.isfinite(out)):
+        bad = np.argwhere(~np.isfinite(out))[0].tolist()
+        raise ParameterError(f"{name}: must be finite; first bad element at index {bad}")
+    return out
 
 
 def _axes(a: np.ndarray) -> np.ndarray:

@@ -35,16 +35,45 @@ C1 blend ``w_t = 1 - 3 s^2 + 2 s^3``, ``s = (dz - d_on) / (d_off - d_on)`` clipp
 
 * tangential rows (no slip relative to the moving belt): weight ``w_t`` - 1 in contact
   (``dz <= d_on``), 0 once clear (``dz >= d_off``);
-* normal row: weight ``w_n = w_min + (1 - w_min) w_t``, its belt term weighted by ``w_t`` and its
-  Baumgarte target ``-sigma min(dz, d_off)``.
+* normal row: weight ``w_n = w_min + (1 - w_min) w_t`` and Baumgarte target
+  ``-sigma min(dz, d_off)``.
 
-Patches in contact count as wheels do. A patch clear of the terrain keeps only a faint pull of
-its rigid point toward the terrain (the belt motion of a patch in the air constrains nothing).
-That pull is what lets the vehicle settle over an edge or a stair nosing (the kinematics have no
-gravity) without holding it down: least-squares weights enter squared, so a clear patch at
-``w_min = 0.02`` weighs 1/2500 of a contact and shifts the supporting contacts by micrometres.
+The contact normal of a patch is the belt's own (inward) normal at its contact point, not the
+terrain's: a flat belt touching an edge (a stair nosing, a pallet edge) is pressed along the
+belt normal, and on smooth ground the lowest point of the belt is where the two agree. The belt
+moves along its surface, so the belt term then lies in the tangential rows only: a belt resting
+on nosings carries the body along the belt at belt speed (no-slip at the edges), and hovering
+end-arc patches cannot pump the body in pitch through their normal rows.
+
+Contacts are one-sided: a patch in contact whose normal row would hold the belt down (the
+solution separates it faster than its Baumgarte target) is released to the clear-patch weight
+and the system re-solved (:func:`wmr_model.kinematics.kernels.release_track_adhesion`). Without
+that, the equality rows of the least-squares solve (2.38) let a body rest on two edges ahead of
+its centre (tilted nose-down on the floor after a staircase) or stand up a pallet face at 80 deg.
+
+A patch is in contact only when it touches or penetrates the terrain (``d_on = 0``), and it is
+clear a few millimetres above it (``d_off``). The band must be narrow: a belt resting on a
+stair nosing or a pallet edge meets the terrain only at the edge, and the belt next to it rises
+from the edge at the belt's angle to the tread, i.e. millimetres per sub-point. A wide band
+(5 mm fully on, 20 mm off was tried) treats those patches as contacts and pulls them down onto
+the tread with the full Baumgarte gain while the patch over the edge pushes the belt out of it:
+the two fight, the body rocks on the nosing and the tangential rows of the phantom contacts
+stall the belt. A patch clear of the terrain keeps only a faint pull of its rigid point toward
+the terrain (the belt motion of a patch in the air constrains nothing). That pull is what lets
+the vehicle settle over an edge or a stair nosing (the kinematics have no gravity) without
+holding it down: least-squares weights enter squared, so a clear patch at ``w_min = 0.02``
+weighs 1/2500 of a contact and shifts the supporting contacts by micrometres. At rest the least
+squares solution is zero exactly when these pulls and the pushes of the penetrating patches
+balance (``A^T v = 0``), a static equilibrium of one-sided springs under a gravity-like load.
 The weights depend on the current state only (no hysteresis state to carry between steps) and
 are C1 in dz, so activation cannot chatter or stall the solve at an edge.
+
+Near an edge the contact height error of a sub-point is measured against the right face
+(:func:`wmr_model.kinematics.kernels.track_contact`): the terrain plane directly below a point
+just past a nosing is the riser's, whose extension passes millimetres from the point although
+the riser itself ends below it; the kernel also measures the distance to the terrain plane at
+the foot of that first estimate and keeps the larger (both planes support the convex edge, so
+the larger is the better lower bound of the true distance).
 """
 
 from __future__ import annotations
@@ -70,11 +99,12 @@ __all__ = [
 TRACK_PATCH_POINTS = 7
 #: Part of the belt loop that can touch the ground: outward normal z <= sin(30 deg).
 TRACK_MAX_NORMAL_Z = 0.5
-#: dz [m] at or below which a patch is fully in contact (a few mm: stabilization residue on
-#: rough ground stays below it).
-TRACK_CONTACT_ON = 0.005
-#: dz [m] at or above which a patch is clear of the terrain (weight ``TRACK_MIN_WEIGHT``).
-TRACK_CONTACT_OFF = 0.02
+#: dz [m] at or below which a patch is fully in contact: touching or penetrating.
+TRACK_CONTACT_ON = 0.0
+#: dz [m] at or above which a patch is clear of the terrain (weight ``TRACK_MIN_WEIGHT``). A belt
+#: resting on a stair nosing rises ~3 mm per sub-point (7 mm apart on the main tracks) beside it,
+#: so only the patches at the edge stay inside the band (see the module docstring).
+TRACK_CONTACT_OFF = 0.005
 #: Weight of a patch clear of the terrain (see the module docstring).
 TRACK_MIN_WEIGHT = 0.02
 

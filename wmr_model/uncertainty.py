@@ -81,16 +81,20 @@ def error_dynamics(Rb, v_b, F, G):
     """
     F[:, :] = 0.0
     G[:, :] = 0.0
-    u = Rb @ v_b
+    u0 = Rb[0, 0] * v_b[0] + Rb[0, 1] * v_b[1] + Rb[0, 2] * v_b[2]
+    u1 = Rb[1, 0] * v_b[0] + Rb[1, 1] * v_b[1] + Rb[1, 2] * v_b[2]
+    u2 = Rb[2, 0] * v_b[0] + Rb[2, 1] * v_b[1] + Rb[2, 2] * v_b[2]
     # -[u]_x in rows 3..5, columns 0..2
-    F[3, 1] = u[2]
-    F[3, 2] = -u[1]
-    F[4, 0] = -u[2]
-    F[4, 2] = u[0]
-    F[5, 0] = u[1]
-    F[5, 1] = -u[0]
-    G[0:3, 0:3] = Rb
-    G[3:6, 3:6] = Rb
+    F[3, 1] = u2
+    F[3, 2] = -u1
+    F[4, 0] = -u2
+    F[4, 2] = u0
+    F[5, 0] = u1
+    F[5, 1] = -u0
+    for r in range(3):
+        for c in range(3):
+            G[r, c] = Rb[r, c]
+            G[3 + r, 3 + c] = Rb[r, c]
 
 
 @njit
@@ -102,8 +106,28 @@ def propagate_covariance(P, F, G, Qprime, dt, out):
     ``P`` (6, 6) previous covariance, ``F``, ``G`` (6, 6) at the start of the step, ``Qprime``
     (6, 6) spectral density, ``dt`` [s]; writes ``out`` (6, 6) (may alias ``P``), symmetrized.
     """
-    Phi = np.eye(6) + F * dt
-    Pn = Phi @ P @ Phi.T + (G @ Qprime @ G.T) * dt
+    # Small fixed-size products in loops (no temporaries, no BLAS call per step):
+    # Pn = Phi P Phi^T + G Q' G^T dt with Phi = I + F dt.
+    PhiP = np.empty((6, 6))
+    GQ = np.empty((6, 6))
+    for i in range(6):
+        for j in range(6):
+            a = P[i, j]
+            g = 0.0
+            for k in range(6):
+                a += F[i, k] * dt * P[k, j]
+                g += G[i, k] * Qprime[k, j]
+            PhiP[i, j] = a
+            GQ[i, j] = g
+    Pn = np.empty((6, 6))
+    for i in range(6):
+        for j in range(6):
+            a = PhiP[i, j]
+            g = 0.0
+            for k in range(6):
+                a += PhiP[i, k] * F[j, k] * dt
+                g += GQ[i, k] * G[j, k]
+            Pn[i, j] = a + g * dt
     for i in range(6):
         for j in range(i, 6):
             s = 0.5 * (Pn[i, j] + Pn[j, i])

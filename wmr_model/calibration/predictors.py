@@ -43,7 +43,6 @@ from wmr_model.model_parameters import get_parameter, with_parameters
 from wmr_model.parameters import SLIP_NAMES, get_spec
 from wmr_model.predict import predict
 from wmr_model.reference_models import integrate_planar
-from wmr_model.spatial import eulers_to_quat, quats_to_euler
 from wmr_model.terrain import Terrain, flat
 
 __all__ = [
@@ -91,12 +90,6 @@ class IntervalPrediction:
     dt: float
 
 
-@dataclass(frozen=True)
-class _Trajectories:
-    q: np.ndarray  # (Ng, T+1, nq)
-    qdot: np.ndarray  # (Ng, T, nv)
-
-
 def _values(base: Mapping[str, float], names: Sequence[str], row: np.ndarray) -> dict[str, float]:
     out = dict(base)
     out.update({n: float(v) for n, v in zip(names, row)})
@@ -119,12 +112,13 @@ class ModelPredictor:
             ``"roll_pitch"`` - the log's roll/pitch replace the predicted attitude after every
             step (:func:`wmr_model.kinematics.api.impose_roll_pitch`; yaw, position and joints
             kept), and at the start, with the position stabilization (2.35) off since the
-            predictor's terrain may contradict the measured attitude; ``"gyro_yaw"`` - the yaw
-            increment of every step is the gyro's Euler yaw rate
-            ``(w_y sin(roll) + w_z cos(roll)) / cos(pitch)`` (A.15) times ``dt`` instead of the
-            predicted one. Inputs are read at ``t - time_offset``
-            like the wheel rates. A log without the data raises ParameterError. With inputs the
-            candidates step one ``dt`` at a time (still batched over candidates).
+            predictor's terrain may contradict the measured attitude; ``"gyro_yaw"`` - the gyro's
+            body angular velocity (step midpoints) is known in every velocity solve (2.37), as
+            in the estimation context (:func:`wmr_model.kinematics.api.estimation_known` with
+            ``gyro=True``), so the yaw increment is the gyro's. Inputs are read at
+            ``t - time_offset`` like the wheel rates. A log without the data raises
+            ParameterError. Both go to one batched :func:`predict` call (its ``attitude`` and
+            ``known_angular_velocity``), imposed inside the compiled loop.
     """
 
     model: VehicleModel
@@ -206,44 +200,23 @@ class ModelPredictor:
     def _predict(self, mg: VehicleModel, log: CalibrationLog, q0: np.ndarray, cmds: np.ndarray,
                  dt: float, slip: np.ndarray, t_in: np.ndarray):
         """Trajectories of the candidates: ``q`` (Ng, T+1, nq), ``qdot`` (Ng, T, nv); one
-        batched :func:`predict` call, or one per step with measured inputs imposed."""
+        batched :func:`predict` call, measured inputs passed as its ``attitude`` and
+        ``known_angular_velocity``."""
         kw = dict(fidelity=self.fidelity, slip_params=slip, integrator=self.integrator,
                   stabilization=self.stabilization)
         if not self.inputs:
             return predict(mg, self.terrain, q0, cmds, dt, **kw)
-        Ng, T = cmds.shape[:2]
-        rp = "roll_pitch" in self.inputs
-        if rp:
+        if "roll_pitch" in self.inputs:
             # the measured attitude replaces the terrain's: no position stabilization toward a
             # terrain surface it contradicts (pure velocity solve, sigma = 0 in (2.35))
             kw["stabilization"] = 0.0
-            roll = np.interp(t_in, log.attitude_time, log.roll_pitch[:, 0])
-            pitch = np.interp(t_in, log.attitude_time, log.roll_pitch[:, 1])
+            kw["attitude"] = np.stack([np.interp(t_in, log.attitude_time, log.roll_pitch[:, a])
+                                       for a in range(2)], axis=-1)
         if "gyro_yaw" in self.inputs:
             tm = 0.5 * (t_in[:, :-1] + t_in[:, 1:])
-            w = np.stack([np.interp(tm, log.gyro_time, log.gyro[:, a]) for a in range(3)], -1)
-        q = np.array(q0, dtype=float)
-        if rp:
-            for g in range(Ng):
-                q[g] = kin.api.impose_roll_pitch(q[g], roll[g, 0], pitch[g, 0])
-        qs, qds = [q.copy()], []
-        for k in range(T):
-            pr = predict(mg, self.terrain, q, cmds[:, k:k + 1], dt, **kw)
-            qn = np.array(pr.q[:, -1])
-            for g in range(Ng):
-                if "gyro_yaw" in self.inputs:
-                    e0 = quats_to_euler(q[g, :4])
-                    e1 = quats_to_euler(qn[g, :4])
-                    _wx, wy_, wz_ = w[g, k]
-                    yaw_rate = (wy_ * np.sin(e0[0]) + wz_ * np.cos(e0[0])) / np.cos(e0[1])
-                    e1[2] = e0[2] + yaw_rate * dt
-                    qn[g, :4] = eulers_to_quat(e1)
-                if rp:
-                    qn[g] = kin.api.impose_roll_pitch(qn[g], roll[g, k + 1], pitch[g, k + 1])
-            qs.append(qn)
-            qds.append(np.array(pr.qdot[:, 0]))
-            q = qn
-        return _Trajectories(q=np.stack(qs, axis=1), qdot=np.stack(qds, axis=1))
+            kw["known_angular_velocity"] = np.stack([np.interp(tm, log.gyro_time, log.gyro[:, a])
+                                                     for a in range(3)], axis=-1)
+        return predict(mg, self.terrain, q0, cmds, dt, **kw)
 
     def simulate(self, log: CalibrationLog, i0: int, i1: int, names: Sequence[str],
                  X: np.ndarray) -> IntervalPrediction:

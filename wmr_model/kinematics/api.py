@@ -22,7 +22,7 @@ from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics import kernels as K
 from wmr_model.kinematics import loops as L
 from wmr_model.model import REVOLUTE, VehicleModel
-from wmr_model.spatial import eulers_to_quat, quats_to_euler
+from wmr_model.spatial import quats_to_euler
 from wmr_model.terrain import Terrain, flat
 
 __all__ = [
@@ -72,6 +72,9 @@ class KinematicsData:
         v: (3 nc + nhc,) right-hand side (2.34)-(2.36).
         qdot: (nv,) joint-space velocity.
         residual: |A qdot - v| of the last solve.
+        contact_ws: (nc, 4) collision warm-start state carried from one
+            :func:`joint_space_velocity` call to the next (previous contact angles are in
+            ``contact_angle``; :func:`wmr_model.kinematics.kernels.wheel_contact`).
     """
 
     T_world: np.ndarray
@@ -82,6 +85,7 @@ class KinematicsData:
     v: np.ndarray
     qdot: np.ndarray
     residual: float = math.nan
+    contact_ws: np.ndarray | None = None
 
 
 def create_data(model: VehicleModel) -> KinematicsData:
@@ -95,6 +99,7 @@ def create_data(model: VehicleModel) -> KinematicsData:
         A=np.zeros((m, model.nv)),
         v=np.zeros(m),
         qdot=np.zeros(model.nv),
+        contact_ws=K.contact_workspace(model.nc),
     )
 
 
@@ -154,8 +159,14 @@ def constraint_system(model: VehicleModel, data: KinematicsData, q: np.ndarray, 
 
 def joint_space_velocity(model: VehicleModel, data: KinematicsData, terrain: Terrain,
                          q: np.ndarray, known: np.ndarray, qdot_known: np.ndarray,
-                         sigma: float = 0.0, vc_xy: np.ndarray | None = None) -> np.ndarray:
+                         sigma: float = 0.0, vc_xy: np.ndarray | None = None, *,
+                         warm_start: bool = True) -> np.ndarray:
     """Forward velocity kinematics: solve (2.37)-(2.38) for the unknown elements of qdot.
+
+    Successive calls on one ``data`` are treated as steps of one trajectory: collision detection
+    is warm-started from the previous call's contact angles (``data.contact_ws``), like the
+    compiled loops. ``warm_start=False`` searches from scratch (unrelated states, finite
+    differences).
 
     Args:
         q: (nq,) state.
@@ -172,9 +183,12 @@ def joint_space_velocity(model: VehicleModel, data: KinematicsData, terrain: Ter
     qk = _array(qdot_known, (model.nv,), "qdot_known")
     vc = np.zeros((model.nc, 2)) if vc_xy is None else _array(vc_xy, (model.nc, 2), "vc_xy")
     tk, tp, tg = terrain.kernel_args()
+    if data.contact_ws is None:
+        data.contact_ws = K.contact_workspace(model.nc)
+    ws = data.contact_ws if warm_start else np.zeros((0, K.CONTACT_WS_WIDTH))
     data.residual = K.joint_space_velocity(
         *model.kinematic_arrays(), tk, tp, tg, q, known, qk, float(sigma), vc, data.T_world,
-        data.T_contact, data.dz, data.contact_angle, data.A, data.v, data.qdot)
+        data.T_contact, data.dz, data.contact_angle, data.A, data.v, data.qdot, ws)
     return data.qdot
 
 
@@ -217,8 +231,7 @@ def impose_roll_pitch(q: np.ndarray, roll: float, pitch: float) -> np.ndarray:
     out = np.array(q, dtype=float)
     if not (math.isfinite(roll) and math.isfinite(pitch)):
         raise ParameterError(f"roll/pitch: must be finite, got {roll}, {pitch}")
-    yaw = float(quats_to_euler(out[0:4])[2])
-    out[0:4] = eulers_to_quat(np.array([roll, pitch, yaw]))
+    L.impose_roll_pitch(out, float(roll), float(pitch))
     return out
 
 
@@ -365,7 +378,7 @@ def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, 
 def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates: np.ndarray,
              dt: float, *, integrator: str = "euler",
              stabilization: float = DEFAULT_STABILIZATION,
-             vc_xy: np.ndarray | None = None) -> Trajectory:
+             vc_xy: np.ndarray | None = None, warm_start: bool = True) -> Trajectory:
     """Kinematic motion prediction in the simulation context (§2.2.5-2.2.6).
 
     Args:
@@ -376,6 +389,8 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
         integrator: ``"euler"`` (2.39) or ``"rk4"``.
         stabilization: Baumgarte gain as sigma*dt in [0, 1] (2.35); 0 disables it.
         vc_xy: (T, nc, 2) or (N, T, nc, 2) contact slip velocities (enhanced kinematics).
+        warm_start: warm-start collision detection from the previous step (default); False
+            runs the full fan search every step (:func:`wmr_model.predict.predict`).
 
     Returns:
         :class:`Trajectory`, batched when ``q0`` or ``joint_rates`` is.
@@ -406,10 +421,11 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     args = (*model.kinematic_arrays(), tk, tp, tg)
     if N == 1:
         L.simulate_trajectory(*args, q0a[0], known, qdot_cmd[0], vc[0], float(dt), sigma,
-                              INTEGRATORS[integrator], q_traj[0], qdot_traj[0], vcn[0], dz[0])
+                              INTEGRATORS[integrator], q_traj[0], qdot_traj[0], vcn[0], dz[0],
+                              bool(warm_start))
     else:
         L.simulate_batch(*args, q0a, known, qdot_cmd, vc, float(dt), sigma,
-                         INTEGRATORS[integrator], q_traj, qdot_traj, vcn, dz)
+                         INTEGRATORS[integrator], q_traj, qdot_traj, vcn, dz, bool(warm_start))
     if not batched:
         return Trajectory(float(dt), q_traj[0], qdot_traj[0], vcn[0], dz[0])
     return Trajectory(float(dt), q_traj, qdot_traj, vcn, dz)
@@ -542,7 +558,7 @@ def solve_control(model: VehicleModel, terrain: Terrain, q: np.ndarray,
     data = create_data(model)
 
     def residual_vector(qq: np.ndarray) -> np.ndarray:
-        qd = joint_space_velocity(model, data, terrain, qq, known, qk, 0.0)
+        qd = joint_space_velocity(model, data, terrain, qq, known, qk, 0.0, warm_start=False)
         return data.A @ qd - data.v
 
     r = residual_vector(q)
@@ -570,6 +586,6 @@ def solve_control(model: VehicleModel, terrain: Terrain, q: np.ndarray,
             alpha *= 0.5
         else:
             break
-    qdot = joint_space_velocity(model, data, terrain, q, known, qk, 0.0).copy()
+    qdot = joint_space_velocity(model, data, terrain, q, known, qk, 0.0, warm_start=False).copy()
     return ControlSolution(q=q, qdot=qdot, residual=float(np.linalg.norm(r)),
                            steer_joints=tuple(steer))

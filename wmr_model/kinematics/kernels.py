@@ -211,9 +211,62 @@ def _write_contact_frame(Tc, ax, ay, az, fx, fy, fz, nx, ny, nz, rx, ry, rz):
     Tc[3, 3] = 1.0
 
 
+# Warm-started collision detection: a wheel moves little per step, so its contact angle is
+# searched first in a bracket of +-WARM_CONTACT_BRACKET about the previous step's angle (the same
+# spacing as the final refinement of the fan search, so both end at the same tolerance); while
+# an end of the bracket is lower than its centre the bracket slides that way, at most
+# WARM_CONTACT_MAX_WALK times. The full fan runs instead when that leaves the minimum
+# unbracketed, on the first call, and whenever the wheel centre has travelled more than
+# WARM_CONTACT_MAX_TRAVEL wheel radii since its last fan (so a lower contact that appears
+# elsewhere on the arc - a new bump ahead - is picked up within that distance).
+WARM_CONTACT_BRACKET = 0.25 * CONTACT_FAN_HALF_SPAN / (CONTACT_FAN_POINTS // 2)
+WARM_CONTACT_MAX_TRAVEL = 1.0
+WARM_CONTACT_MAX_WALK = 3
+
+#: Columns of a collision workspace row (:func:`contact_workspace`): has-previous flag, then
+#: the wheel centre (world, 3) at the last full fan search.
+CONTACT_WS_WIDTH = 4
+
+
+def contact_workspace(nc: int) -> np.ndarray:
+    """Fresh per-trajectory collision workspace (nc, CONTACT_WS_WIDTH): no previous angle."""
+    return np.zeros((nc, CONTACT_WS_WIDTH))
+
+
+@njit
+def _wheel_fan(tkind, tparams, tgrid, p, xw, yw, zw, R, fvals):
+    """Coarse fan search of (2.8) over the lower arc plus one parabolic fit: contact angle."""
+    K = CONTACT_FAN_POINTS
+    half = K // 2
+    step = CONTACT_FAN_HALF_SPAN / half
+    # Reference direction: terrain normal below the centre, projected onto the wheel plane.
+    _, n0x, n0y, n0z = terrain_height_normal(tkind, tparams, tgrid, p[0], p[1])
+    dot = n0x * yw[0] + n0y * yw[1] + n0z * yw[2]
+    ux = n0x - dot * yw[0]
+    uy = n0y - dot * yw[1]
+    uz = n0z - dot * yw[2]
+    delta0 = math.atan2(ux * xw[0] + uy * xw[1] + uz * xw[2],
+                        ux * zw[0] + uy * zw[1] + uz * zw[2])
+    best = 0
+    fbest = np.inf
+    s0, c0 = math.sin(delta0), math.cos(delta0)
+    for j in range(K):
+        f = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R,
+                                     s0 * _FAN_COS[j] + c0 * _FAN_SIN[j],
+                                     c0 * _FAN_COS[j] - s0 * _FAN_SIN[j])[0]
+        fvals[j] = f
+        if f < fbest:
+            fbest = f
+            best = j
+    d = delta0 + (best - half) * step
+    if 0 < best < K - 1:
+        d = _parabola_vertex(d, fvals[best - 1], fvals[best], fvals[best + 1], step)
+    return d
+
+
 @njit
 def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                  T_contact, dz, contact_angle):
+                  T_contact, dz, contact_angle, contact_ws=None):
     """Wheel-terrain collision detection for every wheel (§2.2.1, eqs. 2.8-2.9).
 
     The wheel is a 3D circle of radius R in the x-z plane of its frame. The contact point is the
@@ -223,13 +276,31 @@ def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, 
     normal at the contact point and x along the wheel's longitudinal direction (y_wheel x n),
     Figure 2.3.
 
-    Writes ``T_contact`` (nw, 4, 4), ``dz`` (nw,), ``contact_angle`` (nw,).
+    Search: a fan of contact angles, a parabolic fit about its lowest sample, then a finer fit
+    at a quarter of the fan spacing. With ``contact_ws`` (nc, CONTACT_WS_WIDTH) (per-trajectory
+    workspace from :func:`contact_workspace`, carried from step to step) the search is
+    warm-started from the previous ``contact_angle`` (see WARM_CONTACT_BRACKET); without it
+    every call is a cold fan search.
+
+    Writes ``T_contact`` (nw, 4, 4), ``dz`` (nw,), ``contact_angle`` (nw,) (and ``contact_ws``).
     """
+    if contact_ws is None:
+        _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
+                       T_contact, dz, contact_angle, np.zeros((0, CONTACT_WS_WIDTH)))
+    else:
+        _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
+                       T_contact, dz, contact_angle, contact_ws)
+
+
+@njit
+def _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
+                   T_contact, dz, contact_angle, contact_ws):
+    """:func:`wheel_contact`; ``contact_ws`` with zero rows means cold."""
     nw = wheel_frame.shape[0]
-    K = CONTACT_FAN_POINTS
-    half = K // 2
-    step = CONTACT_FAN_HALF_SPAN / half
-    fvals = np.empty(K)
+    warm = contact_ws.shape[0] > 0
+    step = CONTACT_FAN_HALF_SPAN / (CONTACT_FAN_POINTS // 2)
+    s2 = 0.25 * step
+    fvals = np.empty(CONTACT_FAN_POINTS)
     Tw = np.empty((4, 4))
     for k in range(nw):
         i = wheel_frame[k]
@@ -239,40 +310,62 @@ def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, 
         xw = Tw[:3, 0]
         yw = Tw[:3, 1]
         zw = Tw[:3, 2]
-        # Reference direction: terrain normal below the centre, projected onto the wheel plane.
-        _, n0x, n0y, n0z = terrain_height_normal(tkind, tparams, tgrid, p[0], p[1])
-        dot = n0x * yw[0] + n0y * yw[1] + n0z * yw[2]
-        ux = n0x - dot * yw[0]
-        uy = n0y - dot * yw[1]
-        uz = n0z - dot * yw[2]
-        delta0 = math.atan2(ux * xw[0] + uy * xw[1] + uz * xw[2],
-                            ux * zw[0] + uy * zw[1] + uz * zw[2])
-        best = 0
-        fbest = np.inf
-        s0, c0 = math.sin(delta0), math.cos(delta0)
-        for j in range(K):
-            f = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R,
-                                         s0 * _FAN_COS[j] + c0 * _FAN_SIN[j],
-                                         c0 * _FAN_COS[j] - s0 * _FAN_SIN[j])[0]
-            fvals[j] = f
-            if f < fbest:
-                fbest = f
-                best = j
-        d = delta0 + (best - half) * step
-        if 0 < best < K - 1:
-            d = _parabola_vertex(d, fvals[best - 1], fvals[best], fvals[best + 1], step)
-        # Second, finer parabolic refinement about the refined angle.
-        s2 = 0.25 * step
-        fm = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d - s2)[0]
-        f0 = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d)[0]
-        fp = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d + s2)[0]
-        d1 = _parabola_vertex(d, fm, f0, fp, s2)
-        f, rx, ry, rz, nx, ny, nz = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d1)
-        if f0 < f:  # parabola overshot (kink in the terrain): keep the first refinement
+        done = False
+        if warm and contact_ws[k, 0] > 0.0:
+            ex = p[0] - contact_ws[k, 1]
+            ey = p[1] - contact_ws[k, 2]
+            ez = p[2] - contact_ws[k, 3]
+            lim = WARM_CONTACT_MAX_TRAVEL * R
+            if ex * ex + ey * ey + ez * ez <= lim * lim:
+                d = contact_angle[k]
+                h = WARM_CONTACT_BRACKET
+                em = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d - h)
+                e0 = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d)
+                ep = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d + h)
+                for _ in range(WARM_CONTACT_MAX_WALK):  # slide the bracket downhill
+                    if em[0] < e0[0] and em[0] <= ep[0]:
+                        d -= h
+                        ep = e0
+                        e0 = em
+                        em = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d - h)
+                    elif ep[0] < e0[0]:
+                        d += h
+                        em = e0
+                        e0 = ep
+                        ep = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d + h)
+                    else:
+                        break
+                fm = em[0]
+                f0 = e0[0]
+                fp = ep[0]
+                if f0 <= fm and f0 <= fp:  # minimum bracketed: one fine parabolic fit
+                    d1 = _parabola_vertex(d, fm, f0, fp, h)
+                    e1 = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d1)
+                    if f0 < e1[0]:  # parabola overshot (kink in the terrain): keep the centre
+                        e1 = e0
+                    else:
+                        d = d1
+                    f, rx, ry, rz, nx, ny, nz = e1
+                    done = True
+        if not done:
+            d = _wheel_fan(tkind, tparams, tgrid, p, xw, yw, zw, R, fvals)
+            # Second, finer parabolic refinement about the refined angle.
+            fm = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d - s2)[0]
+            f0 = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d)[0]
+            fp = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d + s2)[0]
+            d1 = _parabola_vertex(d, fm, f0, fp, s2)
             f, rx, ry, rz, nx, ny, nz = _contact_height_error(tkind, tparams, tgrid, p, xw, zw,
-                                                              R, d)
-        else:
-            d = d1
+                                                              R, d1)
+            if f0 < f:  # parabola overshot (kink in the terrain): keep the first refinement
+                f, rx, ry, rz, nx, ny, nz = _contact_height_error(tkind, tparams, tgrid, p, xw,
+                                                                  zw, R, d)
+            else:
+                d = d1
+            if warm:
+                contact_ws[k, 0] = 1.0
+                contact_ws[k, 1] = p[0]
+                contact_ws[k, 2] = p[1]
+                contact_ws[k, 3] = p[2]
         dz[k] = f
         contact_angle[k] = d
         # Contact frame axes: z = n, x = y_wheel x n (longitudinal), y = z x x (lateral).
@@ -368,12 +461,32 @@ def _patch_point(track_path, k, u, out):
 
 @njit
 def _patch_height_error(tkind, tparams, tgrid, T, pl):
-    """World position of the track-frame point ``pl`` and its contact height error Δz (2.8)."""
+    """World position of the track-frame point ``pl`` and its contact height error Δz (2.8).
+
+    (2.8) measures the point against the tangent plane of the terrain directly below it,
+    ``d1 = (r_z - h) n_z``. Just past a convex edge (a stair nosing, a pallet edge) that plane is
+    the face below the edge - a near-vertical riser whose extension passes millimetres from a
+    point that is centimetres above the edge - so ``d1`` reports a phantom contact with a
+    horizontal normal. The terrain is therefore also sampled at the foot of ``d1``,
+    ``f = r - d1 n``, and the distance ``d2 = (r - r_f) . n_f`` to the tangent plane there is
+    taken when larger: at a convex edge both planes bound the terrain, so the larger is the
+    better lower bound of the distance; on a smooth surface ``d2 = d1`` to second order, and at
+    a concave corner the foot normally lies on the terrain itself (``d2 = d1``). Returns ``(Δz, r_x,
+    r_y, r_z, n_x, n_y, n_z)`` with the normal of the plane used.
+    """
     rx = T[0, 0] * pl[0] + T[0, 1] * pl[1] + T[0, 2] * pl[2] + T[0, 3]
     ry = T[1, 0] * pl[0] + T[1, 1] * pl[1] + T[1, 2] * pl[2] + T[1, 3]
     rz = T[2, 0] * pl[0] + T[2, 1] * pl[1] + T[2, 2] * pl[2] + T[2, 3]
     h, nx, ny, nz = terrain_height_normal(tkind, tparams, tgrid, rx, ry)
-    return (rz - h) * nz, rx, ry, rz, nx, ny, nz
+    d1 = (rz - h) * nz
+    # foot of the perpendicular on the tangent plane below the point, and the terrain there
+    fx = rx - d1 * nx
+    fy = ry - d1 * ny
+    h2, mx, my, mz = terrain_height_normal(tkind, tparams, tgrid, fx, fy)
+    d2 = (rx - fx) * mx + (ry - fy) * my + (rz - h2) * mz
+    if d2 > d1:
+        return d2, rx, ry, rz, mx, my, mz
+    return d1, rx, ry, rz, nx, ny, nz
 
 
 @njit
@@ -382,7 +495,8 @@ def track_contact(track_frame, track_path, tkind, tparams, tgrid, T_world, nw, T
     """Belt-terrain collision detection for every track patch (the track analogue of 2.8-2.9).
 
     Patch k is the belt between its M sub-points (``track_path[k, :, 0:3]`` in the frame
-    ``track_frame[k]``). Its contact height error Δz is the smallest sub-point Δz (2.8); its
+    ``track_frame[k]``). Its contact height error Δz is the smallest sub-point Δz (2.8), edge
+    corrected (:func:`_patch_height_error`); its
     contact point is the centroid of the sub-points within :data:`TRACK_PATCH_TOL` of that
     minimum, weighted ``(1 - (Δz_j - Δz_min) / tol)^2`` - the patch centre on flat ground (a
     belt lying on the ground bears along its length), the lowest sub-point on an edge, and
@@ -413,13 +527,20 @@ def track_contact(track_frame, track_path, tkind, tparams, tgrid, T_world, nw, T
                 su += w * j
         u = su / sw
         _patch_point(track_path, k, u, pl)
-        _, rx, ry, rz, nx, ny, nz = _patch_height_error(tkind, tparams, tgrid, T, pl)
-        f = fbest
+        rx, ry, rz = _patch_height_error(tkind, tparams, tgrid, T, pl)[1:4]
+        # contact normal: the belt's inward normal at the point, (b_z, 0, -b_x) / |b| in the
+        # track frame (b the belt velocity per unit rate, tangent to the belt)
+        bn = math.sqrt(pl[3] * pl[3] + pl[5] * pl[5])
+        mx = pl[5] / bn
+        mz = -pl[3] / bn
+        nx = T[0, 0] * mx + T[0, 2] * mz
+        ny = T[1, 0] * mx + T[1, 2] * mz
+        nz = T[2, 0] * mx + T[2, 2] * mz
         c = nw + k
-        dz[c] = f
+        dz[c] = fbest
         contact_angle[c] = u
-        # x = y_track x n; on a face whose normal is the belt's lateral axis, fall back to the
-        # belt direction (any horizontal direction normal to n would do).
+        # x = y_track x n (along the belt); the fallback (a belt normal along y_track) cannot
+        # occur since n lies in the track frame's x-z plane.
         _write_contact_frame(T_contact[c], T[0, 1], T[1, 1], T[2, 1], T[0, 0], T[1, 0],
                              T[2, 0], nx, ny, nz, rx, ry, rz)
 
@@ -637,8 +758,10 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, l
     wheels (rows ``3(nw + k)``, :func:`track_point_jacobian`) with the same right-hand side and
     the activation rule of :mod:`wmr_model.tracks`: tangential rows scaled by ``w_t``
     (:func:`track_activation`), the normal row by ``w_n = w_min + (1 - w_min) w_t`` with its
-    belt term by ``w_t`` and its Δz capped at ``d_off`` (a patch clear of the terrain keeps
-    only a faint pull of its rigid point). The last nhc rows are the holonomic constraints
+    Δz capped at ``d_off`` (a patch clear of the terrain keeps only a faint pull of its rigid
+    point; the patch's normal is the belt's, so the belt term has no normal component). The
+    solve then releases track patches in tension (:func:`release_track_adhesion`). The last
+    nhc rows are the holonomic constraints
     (:func:`holonomic_constraints`: joint constraints, then loop closures) with ``-sigma c``
     (2.36). ``A`` (3 nc + nhc, nv), ``v`` written.
     """
@@ -664,7 +787,6 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, l
             A[3 * c, j] = wt * blk[0, j]
             A[3 * c + 1, j] = wt * blk[1, j]
             A[3 * c + 2, j] = wn * blk[2, j]
-        A[3 * c + 2, 5 + track_drive[k]] -= (wn - wt) * belt[2]
         v[3 * c] = wt * vc_xy[c, 0]
         v[3 * c + 1] = wt * vc_xy[c, 1]
         v[3 * c + 2] = -wn * sigma * min(dz[c], track_act[1])
@@ -675,6 +797,62 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, l
                               T_world, ch, A[3 * nc:])
         for r in range(nh):
             v[3 * nc + r] = -sigma * ch[r]
+
+
+# A track patch in contact is released when the solution moves it away from the terrain faster
+# than its normal row asks, by more than TRACK_RELEASE_TOL [m/s]: the row is then holding the
+# belt down, which a contact cannot do. 1e-6 m/s is far below any commanded speed and far above
+# the round-off of the solve. At most TRACK_RELEASE_PASSES re-solves per state (active set).
+TRACK_RELEASE_TOL = 1e-6
+TRACK_RELEASE_PASSES = 4
+
+
+@njit
+def release_track_adhesion(nw, dz, track_act, A, v, known, qdot_known, qdot, res):
+    """One-sided track contacts: release the patches whose normal row pulls the belt down.
+
+    The least-squares solve (2.38) treats every row as an equality, so a patch in contact
+    (``w_t > 0``, :func:`track_activation`) also resists lifting off: with the faint pull of the
+    clear patches as the only gravity-like load, a body resting on two edges ahead of its
+    centre (a flipper tip and a pulley on the floor below a stair, the pallet's edge and the
+    ground behind it) would stay there. For each such patch the normal-row residual
+    ``(A_n qdot - v_n) / w_n`` is its separation rate beyond its Baumgarte target; where it
+    exceeds :data:`TRACK_RELEASE_TOL` the patch's three rows (and right-hand sides) are scaled
+    to the clear-patch weight ``w_min`` and the system is solved again, until no patch in
+    contact is in tension (at most :data:`TRACK_RELEASE_PASSES` passes). Rows of ``A``, ``v``
+    are modified in place (so a later re-solve, e.g. enhanced kinematics, keeps them); writes
+    ``qdot``; returns the residual norm. Contacts are rows ``3 (nw + k)`` as in
+    :func:`constraint_system`.
+    """
+    nc = dz.shape[0]
+    nv = A.shape[1]
+    w_min = track_act[2]
+    released = np.zeros(nc, dtype=np.bool_)
+    for _ in range(TRACK_RELEASE_PASSES):
+        changed = False
+        for c in range(nw, nc):
+            if released[c]:
+                continue
+            wt = track_activation(dz[c], track_act)
+            if wt <= 0.0:
+                continue
+            wn = w_min + (1.0 - w_min) * wt
+            r = 3 * c + 2
+            e = -v[r]
+            for j in range(nv):
+                e += A[r, j] * qdot[j]
+            if e > TRACK_RELEASE_TOL * wn:
+                s = w_min / wn
+                for i in range(3 * c, 3 * c + 3):
+                    v[i] *= s
+                    for j in range(nv):
+                        A[i, j] *= s
+                released[c] = True
+                changed = True
+        if not changed:
+            break
+        res = solve_partitioned(A, v, known, qdot_known, qdot)
+    return res
 
 
 # Relative pivot below which the normal-equation Cholesky is treated as rank deficient and the
@@ -778,10 +956,13 @@ def solve_partitioned(A, v, known, qdot_known, qdot):
 
 @njit
 def contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
-                      tparams, tgrid, T_world, T_contact, dz, contact_angle):
-    """Collision detection of every contact: wheels (2.8)-(2.9), then track patches."""
+                      tparams, tgrid, T_world, T_contact, dz, contact_angle, contact_ws=None):
+    """Collision detection of every contact: wheels (2.8)-(2.9), then track patches.
+
+    ``contact_ws``: optional warm-start workspace of :func:`wheel_contact`.
+    """
     wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                  T_contact, dz, contact_angle)
+                  T_contact, dz, contact_angle, contact_ws)
     if track_frame.shape[0] > 0:
         track_contact(track_frame, track_path, tkind, tparams, tgrid, T_world,
                       wheel_frame.shape[0], T_contact, dz, contact_angle)
@@ -791,20 +972,25 @@ def contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_
 def joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
                          loop_closure, track_frame, track_drive, track_path, track_act, tkind,
                          tparams, tgrid, q, known, qdot_known, sigma, vc_xy, T_world, T_contact, dz,
-                         contact_angle, A, v, qdot):
+                         contact_angle, A, v, qdot, contact_ws=None):
     """Forward position kinematics, collision detection and forward velocity kinematics.
 
     The three blocks of the simulation flowchart (Figure 2.6) for one state: Algorithm 1,
     (2.8)-(2.9), then (2.33)-(2.38). Writes the workspace arrays and ``qdot``; returns the
-    least-squares residual norm.
+    least-squares residual norm. ``contact_ws``: optional warm-start workspace of
+    :func:`wheel_contact` (simulation loops carry one per trajectory).
     """
     forward_kinematics(parent, jtype, axis, T0, q, T_world)
     contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
-                      tparams, tgrid, T_world, T_contact, dz, contact_angle)
+                      tparams, tgrid, T_world, T_contact, dz, contact_angle, contact_ws)
     constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, loop_closure,
                       track_frame, track_drive, track_path, track_act, q, T_world, T_contact, dz,
                       contact_angle, sigma, vc_xy, A, v)
-    return solve_partitioned(A, v, known, qdot_known, qdot)
+    res = solve_partitioned(A, v, known, qdot_known, qdot)
+    if track_frame.shape[0] > 0:
+        res = release_track_adhesion(wheel_frame.shape[0], dz, track_act, A, v, known,
+                                     qdot_known, qdot, res)
+    return res
 
 
 @njit

@@ -20,6 +20,7 @@ import numpy as np
 import wmr_model.enhanced as E
 from wmr_model._jit import njit, prange
 from wmr_model.kinematics.kernels import (
+    CONTACT_WS_WIDTH,
     contact_velocity_norms,
     initialize_terrain_contact,
     integrate_euler,
@@ -29,7 +30,7 @@ from wmr_model.kinematics.kernels import (
     project_loop_closures,
     state_derivative,
 )
-from wmr_model.spatial import quat_mul, quat_to_rot
+from wmr_model.spatial import euler_from_quat, quat_from_euler, quat_mul, quat_to_rot
 from wmr_model.uncertainty import error_dynamics, propagate_covariance
 
 EULER = 0
@@ -41,11 +42,12 @@ def _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, 
                    loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
                    tgrid, q, known, qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p, slip_axes,
                    enhanced, assess, noise, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c,
-                   v_b_slip, vc_slip):
+                   v_b_slip, vc_slip, contact_ws):
     """Joint-space velocity of one state: plain kinematics (2.38) or enhanced (2.44)-(2.52).
 
     ``noise`` (6,) is added to the body twist after the solve (process-noise samples for
-    Monte Carlo; zeros otherwise).
+    Monte Carlo; zeros otherwise). ``contact_ws``: the trajectory's collision warm-start
+    workspace (zero rows: cold collision detection every call).
     """
     if enhanced or assess:
         E.enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
@@ -53,12 +55,12 @@ def _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, 
                                         track_path, track_act, tkind, tparams, tgrid, q, known,
                                         qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p, slip_axes,
                                         enhanced, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg,
-                                        c, v_b_slip, vc_slip)
+                                        c, v_b_slip, vc_slip, contact_ws)
     else:
         joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
                              joint_offset, loop_closure, track_frame, track_drive, track_path,
                              track_act, tkind, tparams, tgrid, q, known, qdot_cmd, sigma, vc_xy,
-                             T_world, T_contact, dz, ang, A, v, qdot)
+                             T_world, T_contact, dz, ang, A, v, qdot, contact_ws)
     for j in range(noise.shape[0]):
         qdot[j] += noise[j]
 
@@ -69,7 +71,7 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                        tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame,
                        gravity, slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0,
                        propagate, q_traj, qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj,
-                       margin_traj, P_traj):
+                       margin_traj, P_traj, attitude, warm_contact):
     """Motion prediction over T steps (Figure 2.6 loop), kinematic or enhanced, Euler or RK4.
 
     The one simulation loop of the package; :func:`simulate_trajectory` is this loop with the
@@ -96,6 +98,15 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     ``enhanced or assess``: ``slip_traj`` (T, 6) body slip (2.50), ``vc_slip_traj`` (T, nw, 2)
     contact slip velocities used (2.52), ``margin_traj`` (T+1,) stability margin [m]. When
     ``propagate``: ``P_traj`` (T+1, 6, 6). Unrequested outputs may have a zero-length first axis.
+
+    Measured inputs (estimation context, §2.2.5): ``attitude`` (T+1, 2) roll, pitch [rad]
+    imposed on the state at the start and after every step (:func:`impose_roll_pitch`; yaw,
+    position and joints kept), or (0, 2) for none. Known body angular velocity is part of
+    ``known`` / ``qdot_cmd``.
+
+    ``warm_contact``: warm-start collision detection from the previous step's contact angles
+    (:func:`wmr_model.kinematics.kernels.wheel_contact`); False runs the cold fan search every
+    call (reference for tests).
     """
     nf = parent.shape[0]
     nw = wheel_frame.shape[0] + track_frame.shape[0]  # contacts nc: wheels, track patches
@@ -119,7 +130,11 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     P = P0.copy()
     no_noise = np.zeros(0)
     stats = enhanced or assess
+    contact_ws = np.zeros((wheel_frame.shape[0] if warm_contact else 0, CONTACT_WS_WIDTH))
+    imposed = attitude.shape[0] > 0
     q = q0.copy()
+    if imposed:
+        impose_roll_pitch(q, attitude[0, 0], attitude[0, 1])
     qn = np.empty(nq)
     k1 = np.empty(nq)
     k2 = np.empty(nq)
@@ -140,7 +155,8 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                        loop_closure, track_frame, track_drive, track_path, track_act, tkind,
                        tparams, tgrid, q, known, qdot_cmd[t], sigma, vc_xy[t], I_frame, gravity,
                        slip_p, slip_axes, enhanced, assess, noise, T_world, T_contact, dz, ang, A,
-                       v, qdot, Ic, f_cg, c, v_b_slip, vc_slip)
+                       v, qdot, Ic, f_cg, c, v_b_slip, vc_slip,
+                       contact_ws)
         dz_traj[t] = dz
         qdot_traj[t] = qdot
         contact_velocity_norms(A, qdot, nw, vc_norm[t])
@@ -149,7 +165,7 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
             vc_slip_traj[t] = vc_slip
             margin_traj[t] = E.stability_margin(T_world, T_contact, c, f_cg)
         if propagate:
-            error_dynamics(np.ascontiguousarray(T_world[0, :3, :3]), qdot[3:6], F, G)
+            error_dynamics(T_world[0, :3, :3], qdot[3:6], F, G)
             propagate_covariance(P, F, G, Qprime, dt, P)
             P_traj[t + 1] = P
         if integrator == EULER:
@@ -162,7 +178,8 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                            joint_offset, loop_closure, track_frame, track_drive, track_path,
                            track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
                            vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
-                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
+                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip,
+                           contact_ws)
             state_derivative(qs, qd_s, k2)
             qs[:] = q + 0.5 * dt * k2
             normalize_state(qs)
@@ -170,7 +187,8 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                            joint_offset, loop_closure, track_frame, track_drive, track_path,
                            track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
                            vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
-                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
+                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip,
+                           contact_ws)
             state_derivative(qs, qd_s, k3)
             qs[:] = q + dt * k3
             normalize_state(qs)
@@ -178,23 +196,50 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                            joint_offset, loop_closure, track_frame, track_drive, track_path,
                            track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
                            vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
-                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip)
+                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip,
+                           contact_ws)
             state_derivative(qs, qd_s, k4)
             qn[:] = q + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
             normalize_state(qn)
         q[:] = qn
         if loop_closure.shape[0] > 0:
             project_loop_closures(parent, jtype, axis, T0, loop_closure, ~known, q, T_world)
+        if imposed:
+            impose_roll_pitch(q, attitude[t + 1, 0], attitude[t + 1, 1])
         q_traj[t + 1] = q
     # contact height error (and stability) of the final state
     _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
                    loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
                    tgrid, q, known, qdot_cmd[nsteps - 1], sigma, vc_xy[nsteps - 1], I_frame,
                    gravity, slip_p, slip_axes, enhanced, assess, no_noise, T_world, T_contact, dz,
-                   ang, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip)
+                   ang, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip, contact_ws)
     dz_traj[nsteps] = dz
     if stats:
         margin_traj[nsteps] = E.stability_margin(T_world, T_contact, c, f_cg)
+
+
+# Candidates per parallel chunk, at least: below 2 * PARALLEL_MIN_CHUNK candidates the batch
+# runs on one thread (starting the pool costs more than it saves).
+PARALLEL_MIN_CHUNK = 4
+
+
+@njit
+def predict_range(lo, hi, parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                  joint_offset, loop_closure, track_frame, track_drive, track_path, track_act,
+                  tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator,
+                  I_frame, gravity, slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0,
+                  propagate, q_traj, qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj,
+                  margin_traj, P_traj, attitude, warm_contact):
+    """:func:`predict_trajectory` for candidates ``lo..hi-1`` of a batch, one after another
+    (arguments as :func:`predict_batch`)."""
+    for n in range(lo, hi):
+        predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                           joint_offset, loop_closure, track_frame, track_drive, track_path,
+                           track_act, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n], vc_xy[n],
+                           dt, sigma, integrator, I_frame, gravity, slip_p[n], slip_axes, enhanced,
+                           assess, body_noise[n], Qprime, P0[n], propagate, q_traj[n], qdot_traj[n],
+                           vc_norm[n], dz_traj[n], slip_traj[n], vc_slip_traj[n], margin_traj[n],
+                           P_traj[n], attitude[n], warm_contact)
 
 
 @njit(parallel=True)
@@ -202,28 +247,36 @@ def predict_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
                   loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
                   tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame, gravity,
                   slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0, propagate, q_traj,
-                  qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj):
-    """:func:`predict_trajectory` for N trajectories in parallel (``prange`` over N).
+                  qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj,
+                  attitude, warm_contact, chunks):
+    """:func:`predict_trajectory` for N trajectories in parallel (``prange`` over ``chunks``
+    contiguous ranges of candidates, each run by :func:`predict_range`).
 
     Batched (leading N) arrays: ``q0``, ``qdot_cmd``, ``vc_xy``, ``slip_p`` (N, 6),
-    ``body_noise`` (N, T or 0, 6), ``P0`` (N, 6, 6) and every output. Shared: the model and
-    terrain arrays, ``known``, ``I_frame``, ``gravity``, ``slip_axes``, ``Qprime``.
+    ``body_noise`` (N, T or 0, 6), ``P0`` (N, 6, 6), ``attitude`` (N, T+1 or 0, 2) and every
+    output. Shared: the model and terrain arrays, ``known``, ``I_frame``, ``gravity``,
+    ``slip_axes``, ``Qprime``. Each candidate is independent (own workspace), so the result
+    does not depend on the thread count or chunking. Candidates run in chunks rather than one
+    per ``prange`` iteration so that the trajectory loop is called from ordinary compiled code:
+    called per candidate from the parallel region's body it ran about four times slower
+    (measured, Zoë enhanced + covariance, N = 1: 8.2 ms against 2.0 ms).
     """
-    for n in prange(q0.shape[0]):
-        predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, loop_closure, track_frame, track_drive, track_path,
-                           track_act, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n], vc_xy[n],
-                           dt, sigma, integrator, I_frame, gravity, slip_p[n], slip_axes, enhanced,
-                           assess, body_noise[n], Qprime, P0[n], propagate, q_traj[n], qdot_traj[n],
-                           vc_norm[n], dz_traj[n], slip_traj[n], vc_slip_traj[n], margin_traj[n],
-                           P_traj[n])
+    N = q0.shape[0]
+    for c in prange(chunks):
+        predict_range(c * N // chunks, (c + 1) * N // chunks, parent, jtype, axis, T0,
+                      wheel_frame, wheel_radius, A_joint, joint_offset, loop_closure,
+                      track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0,
+                      known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame, gravity, slip_p,
+                      slip_axes, enhanced, assess, body_noise, Qprime, P0, propagate, q_traj,
+                      qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj,
+                      attitude, warm_contact)
 
 
 @njit
 def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
                         loop_closure, track_frame, track_drive, track_path, track_act, tkind,
                         tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, q_traj,
-                        qdot_traj, vc_norm, dz_traj):
+                        qdot_traj, vc_norm, dz_traj, warm_contact=True):
     """Kinematic motion prediction over T steps (Figure 2.6 loop), Euler (2.39) or RK4.
 
     :func:`predict_trajectory` with enhanced kinematics, stability and covariance off.
@@ -242,14 +295,14 @@ def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_jo
                        np.zeros((nf, 6, 6)), np.zeros(3), np.zeros(6), np.zeros((4, 3)), False,
                        False, np.zeros((0, 6)), np.zeros((6, 6)), np.zeros((6, 6)), False, q_traj,
                        qdot_traj, vc_norm, dz_traj, np.zeros((0, 6)), np.zeros((0, nw, 2)),
-                       np.zeros(0), np.zeros((0, 6, 6)))
+                       np.zeros(0), np.zeros((0, 6, 6)), np.zeros((0, 2)), warm_contact)
 
 
 @njit(parallel=True)
 def simulate_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
                    loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
                    tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, q_traj, qdot_traj,
-                   vc_norm, dz_traj):
+                   vc_norm, dz_traj, warm_contact=True):
     """:func:`simulate_trajectory` for N trajectories in parallel.
 
     Batched shapes: ``q0`` (N, nq), ``qdot_cmd`` (N, T, nv), ``vc_xy`` (N, T, nw, 2); outputs
@@ -259,7 +312,8 @@ def simulate_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, 
         simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
                             joint_offset, loop_closure, track_frame, track_drive, track_path,
                             track_act, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n], vc_xy[n],
-                            dt, sigma, integrator, q_traj[n], qdot_traj[n], vc_norm[n], dz_traj[n])
+                            dt, sigma, integrator, q_traj[n], qdot_traj[n], vc_norm[n], dz_traj[n],
+                            warm_contact)
 
 
 @njit
@@ -315,6 +369,17 @@ def simulate_unconstrained(parent, jtype, axis, T0, wheel_frame, wheel_radius, A
         q[:] = qfit
         q_traj[t + 1] = q
     dz_traj[body_velocity.shape[0]] = dz
+
+
+@njit
+def impose_roll_pitch(q, roll, pitch):
+    """Replace the attitude of ``q`` (nq,) in place by measured roll and pitch, keeping yaw.
+
+    Estimation context (§2.2.5, Appendix A: attitude and yaw kept distinct): yaw from (A.10),
+    the quaternion rebuilt from (roll, pitch, yaw) (A.9). Position and joints are unchanged.
+    """
+    yaw = euler_from_quat(q[0:4])[2]
+    q[0:4] = quat_from_euler(roll, pitch, yaw)
 
 
 @njit
