@@ -14,8 +14,8 @@ from wmr_model.dynamics.constraints import (
     qr_column_pivoting,
     qr_priority_pivoting,
 )
-from wmr_model.dynamics.force_balance import cholesky_factor, cholesky_solve
 from wmr_model.dynamics.simulate import constraint_cache
+from wmr_model.kinematics.kernels import cholesky_factor, cholesky_solve
 
 
 def _spd(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -27,13 +27,13 @@ def test_cholesky_helpers_match_numpy() -> None:
     rng = np.random.default_rng(1)
     H = _spd(rng, 7)
     L = np.zeros((7, 7))
-    assert cholesky_factor(H, L)
+    assert cholesky_factor(H, L, 0.0)
     np.testing.assert_allclose(np.tril(L), np.linalg.cholesky(H), rtol=1e-12, atol=1e-12)
     b = rng.standard_normal(7)
     x = np.empty(7)
     cholesky_solve(L, b, x)
     np.testing.assert_allclose(x, np.linalg.solve(H, b), rtol=1e-10)
-    assert not cholesky_factor(-H, L)
+    assert not cholesky_factor(-H, L, 0.0)
 
 
 @pytest.mark.parametrize("nv, nI", [(9, 5), (13, 13), (6, 0)])

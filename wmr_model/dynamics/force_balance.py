@@ -42,10 +42,11 @@ import numpy as np
 from wmr_model._jit import njit
 from wmr_model.contact.models import contact_force
 from wmr_model.dynamics.actuators import IDEAL, actuator_force
+from wmr_model.kinematics.kernels import cholesky_factor, cholesky_solve
 
 __all__ = ["WOLFE_C1", "WOLFE_C2", "input_maps", "force_balance_error",
            "workspace", "strong_wolfe",
-           "cholesky_factor", "cholesky_solve", "gauss_newton_direction", "force_balance"]
+           "gauss_newton_direction", "force_balance"]
 
 #: Strong Wolfe constants (D.2), (D.4), the example values of App. D.
 WOLFE_C1 = 1e-4
@@ -296,46 +297,6 @@ def strong_wolfe(x0, p, L0, dL0, args_cache, e, Je, qdn, fmodel, xt, work):
 
 
 @njit
-def cholesky_factor(H, Lf):
-    """Lower Cholesky factor ``Lf`` (n, n) of the symmetric ``H`` (n, n), ``H = Lf Lf^T``.
-
-    Only the lower triangle of ``Lf`` is written. Returns False (``Lf`` incomplete) when ``H``
-    is not positive definite to round-off.
-    """
-    n = H.shape[0]
-    for j in range(n):
-        d = H[j, j]
-        for k in range(j):
-            d -= Lf[j, k] * Lf[j, k]
-        if d <= 0.0:
-            return False
-        d = math.sqrt(d)
-        Lf[j, j] = d
-        for i in range(j + 1, n):
-            acc = H[i, j]
-            for k in range(j):
-                acc -= Lf[i, k] * Lf[j, k]
-            Lf[i, j] = acc / d
-    return True
-
-
-@njit
-def cholesky_solve(Lf, b, x):
-    """``x = (Lf Lf^T)^{-1} b`` by forward and back substitution; ``x`` may be ``b``."""
-    n = Lf.shape[0]
-    for i in range(n):  # Lf y = b
-        acc = b[i]
-        for k in range(i):
-            acc -= Lf[i, k] * x[k]
-        x[i] = acc / Lf[i, i]
-    for i in range(n - 1, -1, -1):  # Lf^T x = y
-        acc = x[i]
-        for k in range(i + 1, n):
-            acc -= Lf[k, i] * x[k]
-        x[i] = acc / Lf[i, i]
-
-
-@njit
 def gauss_newton_direction(Je, e, H, Lf, g, p):
     """Newton direction (2.84) with the Gauss-Newton Hessian: ``(Je^T Je + r I) p = -Je^T e``.
 
@@ -360,7 +321,7 @@ def gauss_newton_direction(Je, e, H, Lf, g, p):
         dmax = max(dmax, H[a, a])
     for a in range(nx):
         H[a, a] += _GN_REG * dmax + 1e-300
-    if not cholesky_factor(H, Lf):
+    if not cholesky_factor(H, Lf, 0.0):
         p[:] = -np.linalg.solve(H, g)
         return
     cholesky_solve(Lf, g, p)

@@ -23,17 +23,14 @@ from wmr_model.dynamics.actuators import ACTUATOR_KINDS, IDEAL
 from wmr_model.dynamics.api import gravity_of
 from wmr_model.dynamics.constraints import assemble_constraints, independent_rows
 from wmr_model.dynamics.crba import crba
-from wmr_model.dynamics.force_balance import (
-    cholesky_factor,
-    cholesky_solve,
-    force_balance,
-    input_maps,
-)
+from wmr_model.dynamics.force_balance import force_balance, input_maps
 from wmr_model.dynamics.integrate import symplectic_euler
 from wmr_model.dynamics.rnea import bias_force, bias_force_fused
 from wmr_model.errors import ParameterError, check_shape
 from wmr_model.inertia import model_frame_inertias
 from wmr_model.kinematics.kernels import (
+    cholesky_factor,
+    cholesky_solve,
     holonomic_constraints,
     loop_closure_rows,
     project_loop_closures,
@@ -99,7 +96,7 @@ def constraint_cache(M, c, AI, qdot, dt, Lm, Minv_tc, W, Cm, Lc, Cinv, G, d_cons
     if its factor fails to round-off.
     """
     nI, nv = AI.shape
-    if not cholesky_factor(M, Lm):
+    if not cholesky_factor(M, Lm, 0.0):
         raise ValueError("joint-space inertia M is not positive definite (check link masses)")
     for j in range(nv):
         Minv_tc[j] = -c[j]
@@ -126,7 +123,7 @@ def constraint_cache(M, c, AI, qdot, dt, Lm, Minv_tc, W, Cm, Lc, Cinv, G, d_cons
             for k in range(i + 1, nv):
                 acc -= Lm[i, k] * W[a, k]
             W[a, i] = acc / Lm[i, i]
-    if cholesky_factor(Cm, Lc):
+    if cholesky_factor(Cm, Lc, 0.0):
         for j in range(nI):  # Lc <- Lc^{-1} (lower triangular, in place by columns)
             Lc[j, j] = 1.0 / Lc[j, j]
             for i in range(j + 1, nI):

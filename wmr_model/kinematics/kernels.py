@@ -862,36 +862,57 @@ CHOLESKY_PIVOT_RTOL = 1e-10
 
 
 @njit
-def _cholesky_solve_inplace(N, b):
-    """Solve N x = b for symmetric positive definite N in place (b <- x); False if not SPD."""
-    n = N.shape[0]
+def cholesky_factor(H, Lf, rtol):
+    """Lower Cholesky factor ``Lf`` (n, n) of the symmetric ``H`` (n, n), ``H = Lf Lf^T``.
+
+    Only the lower triangle of ``Lf`` is written; ``Lf`` may be ``H`` (in place). Returns False
+    (``Lf`` incomplete) when a pivot is <= 0 or <= ``rtol`` times the largest diagonal of ``H``
+    (``rtol = 0``: not positive definite to round-off).
+    """
+    n = H.shape[0]
     dmax = 0.0
     for i in range(n):
-        if N[i, i] > dmax:
-            dmax = N[i, i]
+        if H[i, i] > dmax:
+            dmax = H[i, i]
     for j in range(n):
-        s = N[j, j]
+        d = H[j, j]
         for k in range(j):
-            s -= N[j, k] * N[j, k]
-        if s <= CHOLESKY_PIVOT_RTOL * dmax or s <= 0.0:
+            d -= Lf[j, k] * Lf[j, k]
+        if d <= rtol * dmax or d <= 0.0:
             return False
-        d = math.sqrt(s)
-        N[j, j] = d
+        d = math.sqrt(d)
+        Lf[j, j] = d
         for i in range(j + 1, n):
-            t = N[i, j]
+            acc = H[i, j]
             for k in range(j):
-                t -= N[i, k] * N[j, k]
-            N[i, j] = t / d
-    for i in range(n):  # forward: L y = b
-        t = b[i]
+                acc -= Lf[i, k] * Lf[j, k]
+            Lf[i, j] = acc / d
+    return True
+
+
+@njit
+def cholesky_solve(Lf, b, x):
+    """``x = (Lf Lf^T)^{-1} b`` by forward and back substitution; ``x`` may be ``b``."""
+    n = Lf.shape[0]
+    for i in range(n):  # Lf y = b
+        acc = b[i]
         for k in range(i):
-            t -= N[i, k] * b[k]
-        b[i] = t / N[i, i]
-    for i in range(n - 1, -1, -1):  # backward: L^T x = y
-        t = b[i]
+            acc -= Lf[i, k] * x[k]
+        x[i] = acc / Lf[i, i]
+    for i in range(n - 1, -1, -1):  # Lf^T x = y
+        acc = x[i]
         for k in range(i + 1, n):
-            t -= N[k, i] * b[k]
-        b[i] = t / N[i, i]
+            acc -= Lf[k, i] * x[k]
+        x[i] = acc / Lf[i, i]
+
+
+@njit
+def _cholesky_solve_inplace(N, b):
+    """Solve N x = b for symmetric positive definite N in place (b <- x); False if N is not SPD
+    to :data:`CHOLESKY_PIVOT_RTOL` (N then holds a partial factor)."""
+    if not cholesky_factor(N, N, CHOLESKY_PIVOT_RTOL):
+        return False
+    cholesky_solve(N, b, b)
     return True
 
 
