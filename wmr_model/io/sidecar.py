@@ -80,6 +80,7 @@ from typing import Any
 import yaml
 
 from wmr_model.errors import ModelError
+from wmr_model.model import LoopClosureSpec
 
 __all__ = [
     "SIDECAR_VERSION",
@@ -89,7 +90,6 @@ __all__ = [
     "SensorEntry",
     "TrackEntry",
     "TRACK_KEYS",
-    "LoopClosureEntry",
     "LOOP_CLOSURE_KEYS",
     "load_sidecar",
     "read_yaml",
@@ -154,20 +154,6 @@ class TrackEntry:
 
 
 @dataclass
-class LoopClosureEntry:
-    """Sidecar loop closure; frames may be links (resolved by the URDF loader) or frames."""
-
-    name: str
-    kind: str
-    frame_a: str
-    point_a: tuple[float, float, float]
-    frame_b: str
-    point_b: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    axis_b: tuple[float, float, float] | None = None
-    length: float | None = None
-
-
-@dataclass
 class Sidecar:
     """Parsed and type-checked sidecar (joint names are checked against the URDF later)."""
 
@@ -179,7 +165,7 @@ class Sidecar:
     joint_constraints: list[tuple[str, dict[str, float], float]] = field(default_factory=list)
     joint_constraint_springs: dict[str, tuple[float | None, float | None, float]] = field(
         default_factory=dict)
-    loop_closures: list[LoopClosureEntry] = field(default_factory=list)
+    loop_closures: list[LoopClosureSpec] = field(default_factory=list)
     sensors: list[SensorEntry] = field(default_factory=list)
     encoder_map: dict[str, list[str]] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
@@ -329,14 +315,14 @@ def parse_joint_constraint_springs(
     return out
 
 
-def _parse_loop_closures(value: Any, where: str) -> list[LoopClosureEntry]:
+def _parse_loop_closures(value: Any, where: str) -> list[LoopClosureSpec]:
     """``[{name, type, frame_a, point_a, frame_b, point_b, axis_b, length}]``."""
     if value is None:
         return []
     if not isinstance(value, list):
         raise ModelError(f"{where} must be a list of {{name, type, frame_a, point_a, frame_b, "
                          f"...}}, got {value!r}")
-    out: list[LoopClosureEntry] = []
+    out: list[LoopClosureSpec] = []
     for i, item in enumerate(value):
         w = f"{where}[{i}]"
         m = expect_mapping(item, w)
@@ -369,7 +355,7 @@ def _parse_loop_closures(value: Any, where: str) -> list[LoopClosureEntry]:
             length = finite_number(length, f"{w}.length")
             if length <= 0:
                 raise ModelError(f"{w}.length must be > 0 m, got {length}")
-        out.append(LoopClosureEntry(
+        out.append(LoopClosureSpec(
             name=name, kind=kind, frame_a=m["frame_a"], point_a=vec3(m["point_a"], f"{w}.point_a"),
             frame_b=m["frame_b"], point_b=vec3(m.get("point_b", [0, 0, 0]), f"{w}.point_b"),
             axis_b=None if axis is None else vec3(axis, f"{w}.axis_b"), length=length))
