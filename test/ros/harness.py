@@ -340,3 +340,33 @@ class RosHarness:
             sections.append((f"node {proc.describe()} stdout", out or "(empty)"))
             sections.append((f"node {proc.describe()} stderr", err or "(empty)"))
         return sections
+
+
+class DiagnosticsRecorder:
+    """Records the ``/diagnostics`` statuses of one node (status name prefix, e.g.
+    ``/ns/odometry_node``) as ``(status, {key: value})`` pairs, oldest first."""
+
+    def __init__(self, ros: RosHarness, name_prefix: str, qos: Any) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self.ros, self.prefix = ros, name_prefix
+        self.records: list = []
+        ros.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_msg, qos)
+
+    def _on_msg(self, msg: Any) -> None:
+        for st in msg.status:
+            if st.name.startswith(self.prefix):
+                self.records.append((st, {kv.key: kv.value for kv in st.values}))
+
+    def wait(self, predicate: Any, timeout: float = 20.0) -> tuple[Any, dict[str, str]]:
+        """The newest recorded status for which ``predicate(status, values)`` holds, spinning
+        until one arrives; AssertionError with the last status after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for st, kv in reversed(self.records):
+                if predicate(st, kv):
+                    return st, kv
+            self.ros.check_alive()
+            assert time.monotonic() < deadline, (
+                f"no matching diagnostics; last: {self.records[-1] if self.records else None}")
+            self.ros.spin_once(0.05)

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from harness import DiagnosticsRecorder
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -89,7 +90,6 @@ class Feed:
     """Publishers into the calibrator and collectors of its state and diagnostics."""
 
     def __init__(self, ros, ns):
-        from diagnostic_msgs.msg import DiagnosticArray
         from nav_msgs.msg import Odometry
         from sensor_msgs.msg import Imu, JointState
 
@@ -100,10 +100,9 @@ class Feed:
         self.imu = ros.node.create_publisher(Imu, f"/{ns}/imu/data", _qos())
         self.gt = ros.node.create_publisher(Odometry, f"/{ns}/ground_truth/odom", _qos())
         self.states: list = []
-        self.diag: list = []
         ros.node.create_subscription(CalibrationState, f"/{ns}/calibrator_node/state",
                                      self.states.append, _qos())
-        ros.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, _qos(100))
+        self.diagnostics = DiagnosticsRecorder(ros, f"/{ns}/calibrator_node", _qos(100))
         deadline = time.monotonic() + 30
         while (self.js.get_subscription_count() < 1 or self.gt.get_subscription_count() < 1
                or self.imu.get_subscription_count() < 1
@@ -113,11 +112,6 @@ class Feed:
         # the writers see the readers; give the readers time to see the writers (samples sent
         # before that are not delivered)
         self.spin(1.0)
-
-    def _on_diag(self, msg):
-        for st in msg.status:
-            if st.name.startswith(f"/{self.ns}/calibrator_node"):
-                self.diag.append((st, {kv.key: kv.value for kv in st.values}))
 
     def joint_state(self, t, names, velocities=(), positions=()):
         from sensor_msgs.msg import JointState
@@ -163,17 +157,6 @@ class Feed:
             self.ros.check_alive()
             assert time.monotonic() < deadline, f"got {len(self.states)} of {count} states"
             self.ros.spin_once(0.02)
-
-    def wait_diag(self, predicate, timeout=20):
-        deadline = time.monotonic() + timeout
-        while True:
-            for st, kv in reversed(self.diag):
-                if predicate(st, kv):
-                    return st, kv
-            self.ros.check_alive()
-            assert time.monotonic() < deadline, (
-                f"no matching diagnostics; last: {self.diag[-1] if self.diag else None}")
-            self.ros.spin_once(0.05)
 
 
 def _start_calibrator(ros, ns, save_path, *params):
@@ -301,7 +284,7 @@ def test_calibrator_converges_pushes_saves_and_resets(ros, synthetic, tmp_path):
     pred = _get_parameters(ros, f"/{ns}/prediction_node", ["slip.p6"] + NOISE)
     for n in ["slip.p6"] + NOISE:  # the prediction node declares no wheel radii: refused once
         assert pred[n] == pytest.approx(got[n], rel=1e-12), n
-    feed.wait_diag(lambda st, kv: any(k.endswith("prediction_node/set_parameters refused")
+    feed.diagnostics.wait(lambda st, kv: any(k.endswith("prediction_node/set_parameters refused")
                                       and RADIUS in v for k, v in kv.items()))
 
     # ~/save: an atomic write (no temporary left behind) of a loadable overlay
@@ -326,7 +309,7 @@ def test_calibrator_converges_pushes_saves_and_resets(ros, synthetic, tmp_path):
     assert s.interval_count == 0 and s.rejected_count == 0 and len(s.last_innovation) == 0
     assert list(s.values) == [0.0, pytest.approx(0.30)]
     assert list(s.stochastic_values) == [NOISE_START] * len(NOISE)
-    feed.wait_diag(lambda st, kv: kv.get("last reset reason") == "~/reset called")
+    feed.diagnostics.wait(lambda st, kv: kv.get("last reset reason") == "~/reset called")
 
 
 def test_bad_inputs_are_diagnosed_and_the_node_keeps_serving(ros, tmp_path):
@@ -348,7 +331,7 @@ def test_bad_inputs_are_diagnosed_and_the_node_keeps_serving(ros, tmp_path):
     feed.imu_sample(0.5, (math.inf, 0.0, 0.0))  # non-finite gyro
     feed.joint_state(100.0, wheels, velocities=[1.0, 1.0])
     feed.joint_state(2.0, wheels, velocities=[1.0, 1.0])  # bag loop: 98 s back
-    st, kv = feed.wait_diag(lambda st, kv: kv.get("rejected missing_joints") == "1"
+    st, kv = feed.diagnostics.wait(lambda st, kv: kv.get("rejected missing_joints") == "1"
                             and kv.get("rejected bad_quaternion") == "1"
                             and kv.get("resets") == "1")
     assert st.level == st.WARN and "rejected" in st.message

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from harness import DiagnosticsRecorder
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -34,7 +35,6 @@ class Feed:
     """Publishers into the node and a collector of its odometry and diagnostics."""
 
     def __init__(self, ros, ns):
-        from diagnostic_msgs.msg import DiagnosticArray
         from nav_msgs.msg import Odometry
         from sensor_msgs.msg import Imu, JointState
 
@@ -42,19 +42,13 @@ class Feed:
         self.js = ros.node.create_publisher(JointState, f"/{ns}/joint_states", _qos())
         self.imu = ros.node.create_publisher(Imu, f"/{ns}/imu/data", _qos())
         self.odom: list = []
-        self.diag: list = []
         ros.node.create_subscription(Odometry, f"/{ns}/odom", self.odom.append, _qos())
-        ros.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, _qos(100))
+        self.diagnostics = DiagnosticsRecorder(ros, f"/{ns}/odometry_node", _qos(100))
         deadline = time.monotonic() + 20
         while (self.js.get_subscription_count() < 1 or self.imu.get_subscription_count() < 1
                or ros.node.count_publishers(f"/{ns}/odom") < 1):
             assert time.monotonic() < deadline, "node did not subscribe in 20 s"
             ros.spin_once(0.05)
-
-    def _on_diag(self, msg):
-        for st in msg.status:
-            if st.name.startswith(f"/{self.ns}/odometry_node"):
-                self.diag.append((st, {kv.key: kv.value for kv in st.values}))
 
     @staticmethod
     def stamp(ns_total):
@@ -96,17 +90,6 @@ class Feed:
             self.ros.check_alive()
             assert time.monotonic() < deadline, f"got {len(self.odom)} of {count} odometry"
             self.ros.spin_once(0.02)
-
-    def wait_diag(self, predicate, timeout=20):
-        deadline = time.monotonic() + timeout
-        while True:
-            for st, kv in reversed(self.diag):
-                if predicate(st, kv):
-                    return st, kv
-            self.ros.check_alive()
-            assert time.monotonic() < deadline, (
-                f"no matching diagnostics; last: {self.diag[-1] if self.diag else None}")
-            self.ros.spin_once(0.05)
 
 
 def _start(ros, ns, *params):
@@ -171,7 +154,7 @@ def test_output_equals_the_core_offline_result(ros):
     feed.joint_state(t_ns + dt_ns, [1.0, 1.0, 1.0])
     feed.joint_state(t_ns + dt_ns, [1.0], names=["left_wheel_joint"])
     feed.joint_state(t_ns, [1.0, 1.0])  # duplicate stamp
-    st, kv = feed.wait_diag(lambda st, kv: "rejected missing_joints" in kv
+    st, kv = feed.diagnostics.wait(lambda st, kv: "rejected missing_joints" in kv
                             and "rejected duplicate" in kv)
     assert kv["rejected non_finite"] == "1" and kv["rejected bad_length"] == "1"
     assert kv["missing joints"] == "right_wheel_joint"
@@ -213,7 +196,7 @@ def test_output_equals_the_core_offline_result(ros):
     p = feed.odom[-1].pose.pose.position
     assert p.x == pytest.approx(0.02 * 2.0 * 0.1005, rel=1e-6) and abs(p.y) < 1e-12
     assert feed.odom[-1].pose.covariance[0] < 1e-3
-    st, kv = feed.wait_diag(lambda st, kv: kv.get("resets") == "1")
+    st, kv = feed.diagnostics.wait(lambda st, kv: kv.get("resets") == "1")
     assert "backwards" in kv["last reset reason"]
     ros.check_alive()
 
@@ -239,5 +222,5 @@ def test_vehicle_from_robot_description_topic(ros):
         feed.settle(0.1)
     v = feed.odom[-1].twist.twist.linear.x
     assert v == pytest.approx(0.3, rel=1e-6)  # radius 0.3 m
-    st, _ = feed.wait_diag(lambda st, kv: "imu age [s]" in kv)
+    st, _ = feed.diagnostics.wait(lambda st, kv: "imu age [s]" in kv)
     assert "stale" not in st.message or "imu" not in st.message  # gyro off: IMU not needed
