@@ -36,8 +36,8 @@ from wmr_model.calibration.table import (
     DEFAULT_3D_PARAMS,
     DEFAULT_NOISE,
     DEFAULT_NOISE0,
-    _std0,
     compare_models,
+    initial_std,
 )
 from wmr_model.vehicles import load_vehicle
 
@@ -57,7 +57,7 @@ def _real_log(out: dict, quick: bool) -> None:
     names = [*DEFAULT_3D_PARAMS, *DEFAULT_NOISE]
     pred = ModelPredictor(m, dt=0.05)
     n0 = dict(DEFAULT_NOISE0)
-    cal = OnlineCalibrator(pred, names, std0=_std0(names), x0=n0,
+    cal = OnlineCalibrator(pred, names, std0=initial_std(names), x0=n0,
                            qprime_bound={n: 2 * v for n, v in n0.items()})
     cal.update(log, *ivc[0])  # compile outside the timing
     t0 = time.perf_counter()

@@ -378,7 +378,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     from wmr_model.calibration.residuals import body_pose_from_sensor
 
     # same priors and starting Q' as ``wmr calibrate`` (calibration.table)
-    from wmr_model.calibration.table import DEFAULT_NOISE0, _std0
+    from wmr_model.calibration.table import DEFAULT_NOISE0, initial_std
     from wmr_model.io.bags import read_streams
     from wmr_model.io.synth_bag import read_synth_sidecar, synth_terrain
     from wmr_model.io.terrain_spec import parse_terrain_spec
@@ -453,7 +453,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     bound = {n: 2.0 * v for n, v in n0.items()}
     enh = ModelPredictor(model, terrain, fidelity="enhanced", dt=opt.dt)
     kinp = ModelPredictor(model, terrain, fidelity="kinematic", dt=opt.dt)
-    cal = OnlineCalibrator(enh, names, std0=_std0(names), x0=n0, qprime_bound=bound)
+    cal = OnlineCalibrator(enh, names, std0=initial_std(names), x0=n0, qprime_bound=bound)
     start0 = cal.estimate  # starting values (nominal model, schema defaults, Q' start)
     nominal = {n: float(enh.nominal(n)) for n in params}
     pos = log.pose[:, 4:7]
@@ -537,7 +537,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
                      f"converged 3D kin.+ offset of sensor {sensor!r}")
     dd = DiffDrivePredictor.from_model(model, dt=opt.dt)
     dd_names = ["diff_drive.alpha", "time_offset.pose", *noise]
-    dd_cal = OnlineCalibrator(dd, dd_names, std0=_std0(dd_names), x0=n0, qprime_bound=bound)
+    dd_cal = OnlineCalibrator(dd, dd_names, std0=initial_std(dd_names), x0=n0, qprime_bound=bound)
     dd_start = dd_cal.estimate
     dd_cal.run(log_dd, iv_cal)
     # ---- Table 3.3 ---------------------------------------------------------------------------

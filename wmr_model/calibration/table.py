@@ -38,7 +38,7 @@ from wmr_model.calibration.predictors import DiffDrivePredictor, ModelPredictor
 from wmr_model.model import VehicleModel
 from wmr_model.terrain import Terrain, flat
 
-__all__ = ["TableRow", "DEFAULT_3D_PARAMS", "DEFAULT_NOISE", "compare_models"]
+__all__ = ["TableRow", "DEFAULT_3D_PARAMS", "DEFAULT_NOISE", "compare_models", "initial_std"]
 
 #: Default parameters of the 3D kin+ rows on flat ground (p1 needs grades to be observable).
 DEFAULT_3D_PARAMS = ("slip.p2", "slip.p3", "slip.p4", "slip.p5", "slip.p6", "time_offset.pose")
@@ -65,7 +65,9 @@ class TableRow:
     intervals: int
 
 
-def _std0(names: Sequence[str]) -> dict[str, float]:
+def initial_std(names: Sequence[str]) -> dict[str, float]:
+    """Initial standard deviation of each named parameter for an online calibration, by the
+    name's family (``slip``, ``time_offset``, ...); 1.0 for families without a default."""
     return {n: _STD0.get(n.split(".")[0], 1.0) for n in names}
 
 
@@ -75,7 +77,7 @@ def _online_and_converged(rows: list, label: str, predictor, names: Sequence[str
     """Run the online calibrator over ``cal_iv`` and append the model's "online" row (each
     evaluation interval predicted with the estimate of the updates finished by its start) and
     "converged" row (final estimate on every evaluation interval)."""
-    cal = OnlineCalibrator(predictor, names, std0=_std0(names), x0=x0, qprime_bound=bound,
+    cal = OnlineCalibrator(predictor, names, std0=initial_std(names), x0=x0, qprime_bound=bound,
                            iterations=iterations)
     start = cal.estimate
     rec = cal.run(log, cal_iv)

@@ -74,6 +74,7 @@ from wmr_model.calibration.online import DEFAULT_OUTLIER_PROBABILITY, OnlineCali
 from wmr_model.calibration.overlay import overlay_yaml
 from wmr_model.calibration.predictors import ModelPredictor
 from wmr_model.calibration.stream import IntervalOutcome, StreamCalibrator
+from wmr_model.calibration.table import initial_std
 from wmr_model.errors import ParameterError, WmrError
 from wmr_model.model import VehicleModel
 from wmr_model.odometry import DEFAULT_QPRIME_U
@@ -91,14 +92,9 @@ from wmr_model.ros.params import (
 from wmr_model.ros.runner import spin_node
 from wmr_model.uncertainty import from_ros_pose_covariance
 
-__all__ = ["CalibratorNode", "main", "write_text_atomically", "DEFAULT_STD0"]
+__all__ = ["CalibratorNode", "main", "write_text_atomically"]
 
 NODE_NAME = "calibrator_node"
-
-#: Initial standard deviation by parameter family when ``initial_std.<name>`` is not set
-#: (units of the parameter: slip [-] or [1/m], wheel/sensor [m], time offset [s], U [unit/s^0.5]).
-DEFAULT_STD0 = {"slip": 0.5, "wheel": 0.02, "vehicle": 0.05, "sensor": 0.5,
-                "time_offset": 0.1, "noise": 0.05}
 
 #: Families pushed to the other nodes by default (the parameters they declare).
 _PUSHABLE = ("slip.", "noise.U.")
@@ -325,7 +321,7 @@ class CalibratorNode(Node):
         if bad:
             raise ParameterError(f"noise: {bad} are not noise.U.* entries")
         std0 = self._declare_per_name(
-            "initial_std", names, lambda n: DEFAULT_STD0.get(n.split(".")[0], 1.0),
+            "initial_std", names, lambda n: initial_std([n])[n],
             "[{unit}] prior standard deviation of this calibrated parameter")
         process = self._declare_per_name(
             "process_std", names, lambda n: 0.0,
