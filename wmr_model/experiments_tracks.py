@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -67,6 +68,8 @@ __all__ = [
     "body_from_track_speeds",
     "run_scenario",
     "run_suite",
+    "run_dynamic_scenario",
+    "run_dynamic_suite",
     "settle",
     "SETTLE_TIME",
     "SEED_003_CSM_CPU_TIME",
@@ -211,8 +214,9 @@ def _setup(model: VehicleModel, terrain: Terrain, x0: float, flippers: tuple[flo
     return settle(model, terrain, q0, dt)
 
 
-def run_scenario(model: VehicleModel, name: str, dt: float = DT) -> ScenarioResult:
-    """Run one scenario of the suite (see the module docstring) and compute its metrics."""
+def _scenario(model: VehicleModel, name: str, dt: float
+              ) -> tuple[Terrain, np.ndarray, np.ndarray, np.ndarray]:
+    """Terrain, settled start state and (left, right) belt speeds [m/s] of one scenario."""
     n10 = round(10.0 / dt)
     if name in ("straight", "rotate", "circular", "back_and_forth"):
         terrain, fl = flat(), _FLIPPERS["flat"]
@@ -244,11 +248,46 @@ def run_scenario(model: VehicleModel, name: str, dt: float = DT) -> ScenarioResu
         left = right = np.full(3 * n10, 0.1)
     else:
         raise ValueError(f"unknown scenario {name!r}")
+    return terrain, q0, left, right
+
+
+def run_scenario(model: VehicleModel, name: str, dt: float = DT) -> ScenarioResult:
+    """Run one scenario of the suite (see the module docstring) and compute its metrics."""
+    terrain, q0, left, right = _scenario(model, name, dt)
     u = track_rates(model, left, right)
     t0 = time.perf_counter()
     tr = kin.simulate(model, terrain, q0, u, dt)
     wall = time.perf_counter() - t0
     return ScenarioResult(name, len(left) * dt, wall, _metrics(model, name, tr, dt), tr.q)
+
+
+def run_dynamic_scenario(model: VehicleModel, name: str, dt: float = DT, *,
+                         friction_directions: str = "belt", **options: Any) -> ScenarioResult:
+    """The dynamic variant of one scenario: :func:`wmr_model.dynamics.simulate_dynamics`.
+
+    Same terrain, commands and metrics as :func:`run_scenario`; the belt patches are contacts
+    of the force balance (:mod:`wmr_model.dynamics.track_contact`) with the vehicle's contact
+    model (default piecewise-linear, mu 0.8) and ideal actuators (belts and flippers at their
+    commanded rates). The kinematically settled start is first let down onto its contact
+    springs for :data:`SETTLE_TIME` at zero command (not timed). ``friction_directions``:
+    ``"belt"`` or ``"icr"``; ``options`` go to ``simulate_dynamics`` (e.g. ``contact_model``,
+    ``steering_efficiency``).
+    """
+    from wmr_model.dynamics.simulate import simulate_dynamics
+
+    terrain, q0, left, right = _scenario(model, name, dt)
+    kw: dict[str, Any] = {"friction_directions": friction_directions, **options}
+    rest = np.zeros((max(1, round(SETTLE_TIME / dt)), len(model.actuated_joints)))
+    st = simulate_dynamics(model, terrain, q0, np.zeros(model.nv), rest, dt, **kw)
+    u = track_rates(model, left, right)
+    t0 = time.perf_counter()
+    tr = simulate_dynamics(model, terrain, st.q[-1], st.qdot[-1], u, dt, **kw)
+    wall = time.perf_counter() - t0
+    ktr = kin.Trajectory(dt, tr.q, tr.qdot[1:], np.zeros((len(left), model.nc)), tr.dz)
+    metrics = _metrics(model, name, ktr, dt)
+    metrics["mean_iterations"] = float(tr.iterations.mean())
+    metrics["max_cost_over_mg"] = float(np.sqrt(tr.cost.max()) / (model.total_mass * 9.80665))
+    return ScenarioResult(name, len(left) * dt, wall, metrics, tr.q)
 
 
 def _metrics(model: VehicleModel, name: str, tr: kin.Trajectory, dt: float) -> dict[str, float]:
@@ -303,3 +342,11 @@ SCENARIOS = ("straight", "rotate", "circular", "back_and_forth", "ramp", "stairc
 def run_suite(model: VehicleModel, dt: float = DT) -> list[ScenarioResult]:
     """All eight scenarios in Table I order (110 s simulated)."""
     return [run_scenario(model, n, dt) for n in SCENARIOS]
+
+
+def run_dynamic_suite(model: VehicleModel, dt: float = DT, *, friction_directions: str = "belt",
+                      scenarios: tuple[str, ...] = SCENARIOS, **options: Any
+                      ) -> list[ScenarioResult]:
+    """The dynamic variant (:func:`run_dynamic_scenario`) of ``scenarios`` (default all)."""
+    return [run_dynamic_scenario(model, n, dt, friction_directions=friction_directions,
+                                 **options) for n in scenarios]

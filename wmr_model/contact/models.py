@@ -16,6 +16,17 @@ Selection comes from the vehicle sidecar's ``options`` (or keyword overrides)::
 Defaults that depend on the vehicle (normal stiffness, slip gains) are scaled by the static
 wheel load ``W = m g / nw`` so that every shipped vehicle sinks ~1 cm and saturates friction at
 ~1 cm/s slip; they are named below.
+
+Tracked vehicles: the contacts are the wheels, then the track patches (``model.nc`` in all).
+A track's parameters describe the **whole track** as one contact (defaults from the load
+``W = m g / n_s`` with ``n_s`` = wheels + tracks carried by the body frame, radius the belt's
+drive radius); the dynamics give each patch a share of that track's force
+(:func:`wmr_model.dynamics.track_contact.track_shares`), so the support does not depend on the
+number of patches. Per-track overrides::
+
+    options:
+      track_contact:
+        left: {contact_model: pacejka, contact_params: {mu: 0.7}}
 """
 
 from __future__ import annotations
@@ -147,12 +158,12 @@ def default_params(name: str, wheel_load: float, wheel_mass: float, radius: floa
 
 @dataclass(frozen=True)
 class ContactSetup:
-    """Compiled per-wheel contact models.
+    """Compiled per-contact models: the wheels, then the track patches (nc = nw + ntp).
 
     Attributes:
-        names: (nw,) model names; kinds: (nw,) int64 kinds; params: (nw, N_PARAMS) vectors;
-        tables: (nw, ns, nb, nz, 3) Ishigami lookup tables (zeros for other models);
-        axes: (nw, 6) table grid axes.
+        names: (nc,) model names; kinds: (nc,) int64 kinds; params: (nc, N_PARAMS) vectors;
+        tables: (nc, ns, nb, nz, 3) Ishigami lookup tables (zeros for other models);
+        axes: (nc, 6) table grid axes.
     """
 
     names: tuple[str, ...]
@@ -191,42 +202,77 @@ def _cached_table(params_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
     return table, axes
 
 
+def _track_supports(model: VehicleModel) -> int:
+    """Number of supports sharing the static load: wheels plus the tracks carried by the body
+    frame (all tracks if none is, e.g. a vehicle made only of flipper-like tracks)."""
+    nt = len(model.track_names)
+    if nt == 0:
+        return model.nw
+    on_body = {int(model.track_of[k]) for k in range(model.ntp) if model.track_frame[k] == 0}
+    return model.nw + (len(on_body) or nt)
+
+
 def contact_setup(model: VehicleModel, contact_model: str | None = None,
                   contact_params: Mapping[str, Any] | None = None,
                   gravity: float = 9.80665) -> ContactSetup:
-    """Per-wheel contact models of ``model`` from ``model.options`` and keyword overrides."""
+    """Per-contact models of ``model`` from ``model.options`` and keyword overrides.
+
+    One entry per wheel, then one per track patch (a patch takes its track's parameters,
+    ``options.track_contact.<track>`` overriding the vehicle-wide ones; see the module
+    docstring for the whole-track defaults).
+    """
     opts = model.options
     base = contact_model or opts.get("contact_model", "piecewise_linear")
     base_over = dict(opts.get("contact_params", {}) or {})
     base_over.update(contact_params or {})
     per_wheel = opts.get("wheel_contact", {}) or {}
-    nw = model.nw
-    W = model.total_mass * gravity / max(nw, 1)
-    mw = model.total_mass / max(nw, 1)
+    per_track = opts.get("track_contact", {}) or {}
+    ns = _track_supports(model)
+    W = model.total_mass * gravity / max(ns, 1)
+    mw = model.total_mass / max(ns, 1)
     names, kinds, params, tabs = [], [], [], []
-    for k, wname in enumerate(model.wheel_names):
-        where = f"{model.source}: options.wheel_contact.{wname}"
-        wopt = per_wheel.get(wname, {}) or {}
-        name = wopt.get("contact_model", base)
-        if name not in MODEL_KINDS:
-            raise ParameterError(
-                f"{where}: contact_model must be one of {sorted(MODEL_KINDS)}, got {name!r}")
-        over = dict(base_over) if name == base else {}
-        over.update(wopt.get("contact_params", {}) or {})
-        d = default_params(name, W, mw, float(model.wheel_radius[k]),
-                           float(model.wheel_width[k]))
-        p = _params_vector(name, d, over, where if wname in per_wheel
-                           else f"{model.source}: options.contact_params")
+
+    def add(name: str, over: dict[str, Any], radius: float, width: float, where: str) -> None:
+        d = default_params(name, W, mw, radius, width)
+        p = _params_vector(name, d, over, where)
         names.append(name)
         kinds.append(MODEL_KINDS[name])
         params.append(p)
         tabs.append(_cached_table(p.tobytes()) if MODEL_KINDS[name] == ISHIGAMI else None)
+
+    def pick(opt: Mapping[str, Any], where: str) -> tuple[str, dict[str, Any]]:
+        name = opt.get("contact_model", base)
+        if name not in MODEL_KINDS:
+            raise ParameterError(
+                f"{where}: contact_model must be one of {sorted(MODEL_KINDS)}, got {name!r}")
+        over = dict(base_over) if name == base else {}
+        over.update(opt.get("contact_params", {}) or {})
+        return name, over
+
+    for k, wname in enumerate(model.wheel_names):
+        where = f"{model.source}: options.wheel_contact.{wname}"
+        name, over = pick(per_wheel.get(wname, {}) or {}, where)
+        add(name, over, float(model.wheel_radius[k]), float(model.wheel_width[k]),
+            where if wname in per_wheel else f"{model.source}: options.contact_params")
+    unknown = sorted(set(per_track) - set(model.track_names))
+    if unknown:
+        raise ParameterError(f"{model.source}: options.track_contact names unknown tracks "
+                             f"{unknown}; tracks are {list(model.track_names)}")
+    M = model.track_path.shape[1]
+    for k in range(model.ntp):
+        tname = model.track_names[int(model.track_of[k])]
+        where = f"{model.source}: options.track_contact.{tname}"
+        name, over = pick(per_track.get(tname, {}) or {}, where)
+        radius = float(np.linalg.norm(model.track_path[k, M // 2, 3:6]))  # drive radius
+        add(name, over, radius, 0.0,
+            where if tname in per_track else f"{model.source}: options.contact_params")
+    nc = len(names)
     shape = next((t[0].shape for t in tabs if t is not None), (2, 2, 2, 3))
-    tables = np.zeros((nw, *shape))
-    axes = np.tile(np.array([0.0, 1.0, 0.0, 1.0, 0.0, 1.0]), (nw, 1))
+    tables = np.zeros((nc, *shape))
+    axes = np.tile(np.array([0.0, 1.0, 0.0, 1.0, 0.0, 1.0]), (nc, 1))
     for k, t in enumerate(tabs):
         if t is not None:
             tables[k] = t[0]
             axes[k] = t[1]
     return ContactSetup(tuple(names), np.array(kinds, dtype=np.int64),
-                        np.array(params).reshape(nw, N_PARAMS), tables, axes)
+                        np.array(params).reshape(nc, N_PARAMS), tables, axes)

@@ -4,9 +4,10 @@ Rows of the stacked constraint matrix (2.55), always in this order (fixed size s
 starts and records index rows stably):
 
 =================  ==========================================================================
-``3k .. 3k+2``     wheel k contact constraint (Algorithm 2, 2.24), contact coordinates
-``3nw + a``        actuated joint a (2.56): a unit row at the joint's rate
-``3nw + na + r``   holonomic constraint r (2.26): joint constraints (r < ncj, spring-dampers
+``3k .. 3k+2``     contact k (Algorithm 2, 2.24), contact coordinates: wheels (k < nw), then
+                   track patches (:mod:`wmr_model.dynamics.track_contact`); nc = nw + ntp
+``3nc + a``        actuated joint a (2.56): a unit row at the joint's rate
+``3nc + na + r``   holonomic constraint r (2.26): joint constraints (r < ncj, spring-dampers
                    (2.74)), then loop-closure rows (penalty spring-dampers, or ideal:
                    velocity prescribed by Baumgarte (2.36), force free)
 =================  ==========================================================================
@@ -36,23 +37,27 @@ INDEPENDENCE_RTOL = 1e-9
 @njit
 def assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_world,
                          T_contact, A):
-    """Stacked constraint matrix ``A`` (nc, nv), (2.55); nc = 3 nw + na + nhc.
+    """Stacked constraint matrix ``A`` (3 nc + na + nhc, nv), (2.55).
 
     ``J_hol`` (nhc, nv): holonomic constraint rows of
-    :func:`wmr_model.kinematics.kernels.holonomic_constraints` at the same state.
+    :func:`wmr_model.kinematics.kernels.holonomic_constraints` at the same state. The number of
+    contacts nc follows from the size of ``A``; the wheel rows are written here, the rows of
+    track patches (nc > nw) are left zero for
+    :func:`wmr_model.dynamics.track_contact.assemble_track_rows`.
     """
     nw = wheel_frame.shape[0]
     na = act_joints.shape[0]
     nv = A.shape[1]
+    nc = (A.shape[0] - na - J_hol.shape[0]) // 3
     blk = np.empty((3, nv))
     A[:, :] = 0.0
     for k in range(nw):
         wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
         A[3 * k:3 * k + 3, :] = blk
     for a in range(na):
-        A[3 * nw + a, 6 + act_joints[a]] = 1.0
+        A[3 * nc + a, 6 + act_joints[a]] = 1.0
     for r in range(J_hol.shape[0]):
-        A[3 * nw + na + r, :] = J_hol[r, :]
+        A[3 * nc + na + r, :] = J_hol[r, :]
 
 
 @njit

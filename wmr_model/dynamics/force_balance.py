@@ -99,7 +99,7 @@ def input_maps(ctx_i, A, G, Cinv, dt, Je_lam, AG, Gx):
 
 @njit
 def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint,
-                        wheel_radius, wheel_joint, ckinds, cparams, ctables, caxes,
+                        contact_radius, contact_joint, share, ckinds, cparams, ctables, caxes,
                         akinds, aparams, act_joints, jK, jD, dt, Je_lam, AG, Gx, Pfix, e, Je,
                         qdn, fmodel, work):
     """Error ``e`` (nv,) of (2.78) and its Jacobian ``Je`` (nv, nx) at inputs ``x`` (nx,).
@@ -108,14 +108,17 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
     (3, nI); ``ctx_f`` (nc,) active row flags; ``ctx_m`` (nc,) row kind (0 wheel, 1 act,
     2 joint); ``Je_lam``, ``AG``, ``Gx`` from :func:`input_maps`; ``Pfix`` (nfix, nv)
     orthonormal rows spanning the prescribed rows other than ideal actuators (ideal loop
-    closures): ``e`` and ``Je`` are projected onto their orthogonal complement. Writes ``qdn``
+    closures): ``e`` and ``Je`` are projected onto their orthogonal complement. Contacts
+    (wheels, then track patches) roll at ``contact_radius`` (nc,) times the rate of joint
+    ``contact_joint`` (nc,); ``share`` (nc,) scales each contact's model force (1 for wheels,
+    a patch's load share, :func:`wmr_model.dynamics.track_contact.track_shares`). Writes ``qdn``
     (nv,) = qdot'[i+1] and ``fmodel`` (nc,); returns L = e.e.
     ``work`` is the scratch of :func:`workspace` (nothing is allocated per call).
     """
     nc, nv = A.shape
     nI = ctx_i.shape[1]
     nx = x.shape[0]
-    nw = wheel_radius.shape[0]
+    nw = contact_radius.shape[0]  # contacts: wheels, then track patches
     na = act_joints.shape[0]
     vI, lam, dfx, fc, Jc, y = work
     ix = 0
@@ -157,10 +160,16 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
             for j in range(nv):
                 s += A[3 * k + rr, j] * qdn[j]
             y[rr] = s
-        wj = 6 + wheel_joint[k]
-        Rw = wheel_radius[k] * qdn[wj]
+        wj = 6 + contact_joint[k]
+        Rw = contact_radius[k] * qdn[wj]
         dzn = dz[k] + dt * y[2]
         contact_force(ckinds[k], cparams[k], ctables[k], caxes[k], y, Rw, dzn, fc, Jc)
+        sk = share[k]
+        if sk != 1.0:
+            for rr in range(3):
+                fc[rr] *= sk
+                for i in range(5):
+                    Jc[rr, i] *= sk
         for rr in range(3):
             fmodel[3 * k + rr] = fc[rr]
         # df/dqdot' = Jc[:, 0:3] A_k + Jc[:, 3] R e_wj + Jc[:, 4] dt A_k[2]
@@ -169,7 +178,7 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
             c0 = Jc[rr, 0]
             c1 = Jc[rr, 1]
             c2 = Jc[rr, 2] + Jc[rr, 4] * dt
-            c3 = Jc[rr, 3] * wheel_radius[k]
+            c3 = Jc[rr, 3] * contact_radius[k]
             for i in range(nx):
                 dfx[i] = (c0 * AG[3 * k, i] + c1 * AG[3 * k + 1, i] + c2 * AG[3 * k + 2, i]
                           + c3 * Gx[wj, i])
@@ -245,11 +254,12 @@ def _phi(x0, p, alpha, args_cache, e, Je, qdn, fmodel, xt, work):
     """``L(x0 + alpha p)`` and its directional derivative ``2 e^T Je p``."""
     for i in range(x0.shape[0]):
         xt[i] = x0[i] + alpha * p[i]
-    (ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint, wheel_radius, wheel_joint,
-     ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD, dt,
+    (ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint, contact_radius, contact_joint,
+     share, ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD, dt,
      Je_lam, AG, Gx, Pfix) = args_cache
     L = force_balance_error(xt, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint,
-                            wheel_radius, wheel_joint, ckinds, cparams, ctables, caxes, akinds,
+                            contact_radius, contact_joint, share, ckinds, cparams, ctables,
+                            caxes, akinds,
                             aparams, act_joints, jK, jD, dt, Je_lam, AG, Gx, Pfix, e, Je, qdn,
                             fmodel, work)
     dphi = 0.0

@@ -26,11 +26,21 @@ from wmr_model.dynamics.crba import crba
 from wmr_model.dynamics.force_balance import force_balance, input_maps
 from wmr_model.dynamics.integrate import symplectic_euler
 from wmr_model.dynamics.rnea import bias_force, bias_force_fused
+from wmr_model.dynamics.track_contact import (
+    assemble_track_rows,
+    check_friction_directions,
+    contact_drive,
+    icr_contact_frames,
+    icr_map,
+    icr_point,
+    track_shares,
+)
 from wmr_model.errors import ParameterError, check_shape
 from wmr_model.inertia import model_frame_inertias
 from wmr_model.kinematics.kernels import (
     cholesky_factor,
     cholesky_solve,
+    contact_detection,
     holonomic_constraints,
     loop_closure_rows,
     project_loop_closures,
@@ -40,13 +50,13 @@ from wmr_model.model import VehicleModel
 from wmr_model.terrain import Terrain
 
 __all__ = ["DynamicsTrajectory", "dynamics_step", "step_workspace", "constraint_cache",
-           "simulate_loop", "simulate_dynamics",
+           "simulate_loop", "simulate_dynamics", "track_arguments",
            "joint_spring_dampers", "CONTACT_MARGIN", "LOOP_STIFFNESS", "LOOP_DAMPING",
            "LOOP_MODELS", "DEFAULT_LOOP_MODEL"]
 
-# Wheels whose contact height error exceeds this [m] are out of contact and their constraint
-# rows are dropped for the step (§2.4.3); within it a wheel in the air is kept and the force
-# balance finds the velocities at which its (zero) model force is met.
+# Contacts (wheels, track patches) whose contact height error exceeds this [m] are out of
+# contact and their constraint rows are dropped for the step (§2.4.3); within it a wheel in the
+# air is kept and the force balance finds the velocities at which its (zero) model force is met.
 CONTACT_MARGIN = 0.05
 # Penalty loop closures (loop_model "penalty") are the joint constraints' spring-dampers (2.74)
 # made stiff, per unit m g: 1e4 m g per metre and 1e3 m g s/m. The damper dominates over a step
@@ -172,26 +182,63 @@ def constraint_cache(M, c, AI, qdot, dt, Lm, Minv_tc, W, Cm, Lc, Cinv, G, d_cons
 
 
 @njit
+def _contacts(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, u, T_world,
+              T_contact, dz, contact_angle, trk):
+    """Collision detection of wheels and track patches; ICR axes of the patches if asked."""
+    track_frame, track_path, icr_m, icr_on = trk[0], trk[2], trk[7], trk[8]
+    contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
+                      tparams, tgrid, T_world, T_contact, dz, contact_angle)
+    if icr_on and track_frame.shape[0] > 0:
+        straight, xi, yi = icr_point(icr_m, u)
+        if not straight:
+            icr_contact_frames(T_world, T_contact, wheel_frame.shape[0], track_frame.shape[0],
+                               xi, yi)
+
+
+@njit
+def _rows(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_world, T_contact,
+          contact_angle, trk, A):
+    """Constraint matrix (2.55): wheels, track patches, actuators, holonomic rows."""
+    assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_world,
+                         T_contact, A)
+    track_frame = trk[0]
+    if track_frame.shape[0] > 0:
+        assemble_track_rows(parent, jtype, axis, track_frame, trk[1], trk[2], T_world,
+                            T_contact, contact_angle, wheel_frame.shape[0], trk[5], trk[8], A)
+
+
+@njit
 def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
                   loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables,
                   caxes, act_joints, akinds, aparams, jK, jD, q, qdot, u, dt, v_prev, fused,
                   single_step, max_iter, tol, T_world, T_contact, dz, contact_angle, Ic, M, c, A,
-                  fmodel, q_next, qdot_next, loop_sigma, ws):
+                  fmodel, q_next, qdot_next, loop_sigma, ws, trk):
     """One step of the constrained dynamics with force balance; returns (iterations, L).
 
-    ``v_prev`` (nc,) holds the previous step's constraint-row velocities (warm start, §2.4.4)
-    and is overwritten with this step's ``A qdot'[i+1]``. ``loop_sigma`` > 0 makes the loop
-    closures ideal: their rows' velocity is prescribed as ``-loop_sigma c`` (Baumgarte, (2.36))
-    and their force is free (a Lagrange multiplier of (2.65), like an ideal actuator's, §2.4.4);
-    0 leaves them to the spring-dampers ``jK``, ``jD``. ``ws``: :func:`step_workspace`.
+    ``v_prev`` (nrows,) holds the previous step's constraint-row velocities (warm start,
+    §2.4.4) and is overwritten with this step's ``A qdot'[i+1]``. ``loop_sigma`` > 0 makes the
+    loop closures ideal: their rows' velocity is prescribed as ``-loop_sigma c`` (Baumgarte,
+    (2.36)) and their force is free (a Lagrange multiplier of (2.65), like an ideal actuator's,
+    §2.4.4); 0 leaves them to the spring-dampers ``jK``, ``jD``. ``ws``: :func:`step_workspace`.
+    ``trk``: the track patches' data, ``(track_frame, track_drive, track_path (ntp, ...),
+    track_of (ntp,), nt, contact_radius (nc,), contact_joint (nc,), icr_map (3, na), icr,
+    share (nc,), dz_model (nc,))`` (:func:`track_arguments`; the last two are scratch of
+    :func:`~wmr_model.dynamics.track_contact.track_shares`); contacts are the nw wheels, then
+    the ntp patches (:mod:`wmr_model.dynamics.track_contact`). T_contact, dz, contact_angle:
+    (nc, ...).
     """
     nw = wheel_frame.shape[0]
+    ncon = nw + trk[0].shape[0]  # contacts: wheels, then track patches
     na = act_joints.shape[0]
     nc, nv = A.shape
     c_hol, J_hol, active, forced, indep, cols, Lm, Minv_tc, fbuf, ibuf = ws
     crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M)
-    wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                  T_contact, dz, contact_angle)
+    if ncon > nw:
+        _contacts(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, u, T_world,
+                  T_contact, dz, contact_angle, trk)
+    else:  # wheels only: the call of the wheeled dynamics as such (no wrapper in the hot path)
+        wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
+                      T_contact, dz, contact_angle)
     if fused:
         bias_force_fused(np.ascontiguousarray(Ic[0]), gravity, q, qdot, c)
     else:
@@ -200,19 +247,28 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
                           c_hol, J_hol)
     assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_world,
                          T_contact, A)
+    if ncon > nw:
+        assemble_track_rows(parent, jtype, axis, trk[0], trk[1], trk[2], T_world, T_contact,
+                            contact_angle, nw, trk[5], trk[8], A)
+    share = trk[9]  # ones for wheels
+    dz_model = dz
+    if ncon > nw:
+        dz_model = trk[10]
+        track_shares(trk[0], trk[2], trk[3], trk[4], tkind, tparams, tgrid, T_world, nw, dz,
+                     share, dz_model)
     active[:] = True
     forced[:] = False
     cols[:] = True
-    for k in range(nw):
+    for k in range(ncon):
         if dz[k] > CONTACT_MARGIN:
             active[3 * k] = False
             active[3 * k + 1] = False
             active[3 * k + 2] = False
     for a in range(na):
         if akinds[a] == IDEAL:
-            forced[3 * nw + a] = True
+            forced[3 * ncon + a] = True
             cols[6 + act_joints[a]] = False
-    r_loop = 3 * nw + na + A_joint.shape[0]  # first loop-closure row
+    r_loop = 3 * ncon + na + A_joint.shape[0]  # first loop-closure row
     if loop_sigma > 0.0:
         for r in range(r_loop, nc):
             forced[r] = True
@@ -239,7 +295,7 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
                 AI[a, j] = A[r, j]
             if forced[r]:
                 ctx_i[2, a] = 1
-                ctx_i[1, a] = r - 3 * nw
+                ctx_i[1, a] = r - 3 * ncon
             else:
                 ctx_i[1, a] = 0
                 ctx_i[2, a] = 0
@@ -250,9 +306,9 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
     Je_lam, at = _cut(fbuf, at, nv, nx)
     Gx, at = _cut(fbuf, at, nv, nx)
     AG, at = _cut(fbuf, at, nc, nx)
-    # prescribed velocities of the forced rows, indexed by row - 3 nw: commands, then Baumgarte
-    u_fix = fbuf[at:at + nc - 3 * nw]
-    at += nc - 3 * nw
+    # prescribed velocities of the forced rows, indexed by row - 3 ncon: commands, then Baumgarte
+    u_fix = fbuf[at:at + nc - 3 * ncon]
+    at += nc - 3 * ncon
     for a in range(na):
         u_fix[a] = u[a]
     for rj in range(c_hol.shape[0]):
@@ -293,10 +349,9 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
             x[ix] = v_prev[ctx_i[0, a]]
             ix += 1
     ctx_m[:] = 0
-    wheel_joint = wheel_frame - 1
     # joint constraints and loop closures: spring-dampers (2.74) on the residual c_hol
-    args = (ctx_i, active, ctx_m, A, G, Cinv, qd0, lam0, u_fix, dz, c_hol, wheel_radius,
-            wheel_joint, ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD,
+    args = (ctx_i, active, ctx_m, A, G, Cinv, qd0, lam0, u_fix, dz_model, c_hol, trk[5], trk[6],
+            share, ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD,
             dt, Je_lam, AG, Gx, Pfix)
     e = Minv_tc  # free after the cache: reused as the force-balance error (nv,)
     it, L = force_balance(x, args, max_iter, tol, single_step, e, Je, qdot_next, fmodel)
@@ -315,26 +370,27 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
 def simulate_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
                   loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables,
                   caxes, act_joints, akinds, aparams, jK, jD, q0, qdot0, U, dt, fused, single_step,
-                  max_iter, tol, loop_sigma, Q, QD, IT, COST, FC, DZ):
+                  max_iter, tol, loop_sigma, Q, QD, IT, COST, FC, DZ, trk):
     """Compiled loop over ``U`` (T, na) commands: writes Q (T+1, nq), QD (T+1, nv), IT (T,),
-    COST (T,), FC (T, nw, 3) contact forces, DZ (T, nw) contact height errors.
-    ``loop_sigma``: see :func:`dynamics_step`."""
+    COST (T,), FC (T, ncon, 3) contact forces, DZ (T, ncon) contact height errors (ncon = nw
+    wheels + ntp track patches). ``loop_sigma``, ``trk``: see :func:`dynamics_step`."""
     nf = parent.shape[0]
     nw = wheel_frame.shape[0]
+    ncon = nw + trk[0].shape[0]
     na = act_joints.shape[0]
-    nc = 3 * nw + na + A_joint.shape[0] + loop_closure_rows(loop_closure)
+    nc = 3 * ncon + na + A_joint.shape[0] + loop_closure_rows(loop_closure)
     nv = qdot0.shape[0]
     T_world = np.empty((nf, 4, 4))
-    T_contact = np.empty((nw, 4, 4))
-    dz = np.empty(nw)
-    ang = np.empty(nw)
+    T_contact = np.empty((ncon, 4, 4))
+    dz = np.empty(ncon)
+    ang = np.empty(ncon)
     Ic = np.empty((nf, 6, 6))
     M = np.empty((nv, nv))
     c = np.empty(nv)
     A = np.empty((nc, nv))
     fmodel = np.zeros(nc)
     v_prev = np.empty(nc)
-    ws = step_workspace(nv, nc, nc - 3 * nw - na)
+    ws = step_workspace(nv, nc, nc - 3 * ncon - na)
     # warm start of the first step: the current constraint velocities
     from_q = np.ascontiguousarray(q0)
     Q[0] = from_q
@@ -343,15 +399,15 @@ def simulate_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
     for t in range(U.shape[0]):
         if first:
             crba(parent, jtype, axis, T0, I_frame, Q[t], T_world, Ic, M)
-            wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid,
-                          T_world, T_contact, dz, ang)
-            nh = nc - 3 * nw - na
+            _contacts(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, U[t],
+                      T_world, T_contact, dz, ang, trk)
+            nh = nc - 3 * ncon - na
             c_hol = np.empty(nh)
             J_hol = np.empty((nh, nv))
             holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure,
                                   Q[t], T_world, c_hol, J_hol)
-            assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints,
-                                 T_world, T_contact, A)
+            _rows(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_world, T_contact,
+                  ang, trk, A)
             v_prev[:] = A @ QD[0]
             first = False
         it, L = dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
@@ -359,10 +415,10 @@ def simulate_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
                               ckinds, cparams, ctables, caxes, act_joints, akinds, aparams, jK, jD,
                               Q[t], QD[t], U[t], dt, v_prev, fused, single_step, max_iter, tol,
                               T_world, T_contact, dz, ang, Ic, M, c, A, fmodel, Q[t + 1], QD[t + 1],
-                              loop_sigma, ws)
+                              loop_sigma, ws, trk)
         IT[t] = it
         COST[t] = L
-        for k in range(nw):
+        for k in range(ncon):
             DZ[t, k] = dz[k]
             for r in range(3):
                 FC[t, k, r] = fmodel[3 * k + r]
@@ -376,9 +432,10 @@ class DynamicsTrajectory:
         t: (T+1,) times [s]; q: (T+1, nq) states; qdot: (T+1, nv) joint-space velocities.
         iterations: (T,) Newton iterations of the force balance per step.
         cost: (T,) final force-balance cost L (2.77) per step [N^2].
-        f_contact: (T, nw, 3) model contact forces on the wheels, contact coordinates [N].
-        dz: (T, nw) contact height errors at the start of each step [m].
-        contact_models: (nw,) contact model name per wheel.
+        f_contact: (T, nc, 3) model contact forces on the wheels, then on the track patches
+            (each patch's share of its track's force), contact coordinates [N].
+        dz: (T, nc) contact height errors at the start of each step [m].
+        contact_models: (nc,) contact model name per wheel / track patch.
     """
 
     t: np.ndarray
@@ -439,6 +496,22 @@ def joint_spring_dampers(model: VehicleModel, mg: float, joint_stiffness: float 
             np.ascontiguousarray(model.joint_offset + shift, dtype=float))
 
 
+def track_arguments(model: VehicleModel, friction_directions: str = "belt",
+                    steering_efficiency: float = 1.0, icr_x: float = 0.0) -> tuple:
+    """The ``trk`` tuple of :func:`dynamics_step` for ``model`` (empty track arrays for a
+    wheeled vehicle; see :mod:`wmr_model.dynamics.track_contact` for the ICR options)."""
+    icr = check_friction_directions(friction_directions)
+    radius, joint = contact_drive(model)
+    na = len(model.actuated_joints)
+    imap = icr_map(model, steering_efficiency, icr_x) if icr else np.zeros((3, max(na, 1)))
+    return (np.ascontiguousarray(model.track_frame, dtype=np.int64),
+            np.ascontiguousarray(model.track_drive, dtype=np.int64),
+            np.ascontiguousarray(model.track_path, dtype=float),
+            np.ascontiguousarray(model.track_of, dtype=np.int64),
+            max(len(model.track_names), 1), radius, joint, np.ascontiguousarray(imap), icr,
+            np.ones(model.nc), np.zeros(model.nc))
+
+
 def check_dynamics_inputs(model: VehicleModel, q0: np.ndarray, qdot0: np.ndarray,
                           commands: np.ndarray, dt: float
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -465,7 +538,9 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                       actuator_params: Mapping[str, Any] | None = None,
                       joint_stiffness: float | None = None, joint_damping: float | None = None,
                       fused_bias: bool = False, single_step: bool = False, max_iter: int = 30,
-                      tol: float | None = None, loop_model: str | None = None
+                      tol: float | None = None, loop_model: str | None = None,
+                      friction_directions: str | None = None,
+                      steering_efficiency: float | None = None
                       ) -> DynamicsTrajectory:
     """Simulate the constrained dynamics with force-balance optimization (§2.4).
 
@@ -487,6 +562,13 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
             Lagrange multipliers (2.65), velocity ``-c/dt`` (Baumgarte (2.36), sigma = 1/dt);
             penalty ones are stiff spring-dampers (:data:`LOOP_STIFFNESS`). Either way the
             position residual is projected away after each step.
+        friction_directions: tracked vehicles: ``"belt"`` (default; contact axes along the
+            belt) or ``"icr"`` (along the circles about the ICR of the commanded belt speeds,
+            seed 003 §IV-D); default ``options["friction_directions"]``, else ``"belt"``.
+        steering_efficiency: Martínez et al.'s chi in (0, 1] for ``"icr"`` (default
+            ``options["steering_efficiency"]``, else 1); ``options["icr_x"]`` [m] places the
+            ICR line along the body x axis (default 0). See
+            :mod:`wmr_model.dynamics.track_contact`.
         fused_bias: use the fused-body bias force (2.89) instead of Algorithm 4.
         single_step: one Newton step per time step (§2.4.4).
         tol: force-balance tolerance on |e| [N]; default 1e-6 m g.
@@ -507,18 +589,23 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
         jK[model.ncj:] = 0.0  # no spring-damper force: the multiplier carries the load
         jD[model.ncj:] = 0.0
     tol = 1e-6 * mg if tol is None else float(tol)
+    fdir = model.options.get("friction_directions", "belt") if friction_directions is None \
+        else friction_directions
+    chi = model.options.get("steering_efficiency", 1.0) if steering_efficiency is None \
+        else steering_efficiency
+    trk = track_arguments(model, fdir, float(chi), float(model.options.get("icr_x", 0.0)))
     T = U.shape[0]
     Q = np.empty((T + 1, model.nq))
     QD = np.empty((T + 1, model.nv))
     IT = np.empty(T, dtype=np.int64)
     COST = np.empty(T)
-    FC = np.empty((T, model.nw, 3))
-    DZ = np.empty((T, model.nw))
+    FC = np.empty((T, model.nc, 3))
+    DZ = np.empty((T, model.nc))
     tk, tp, tg = terrain.kernel_args()
     simulate_loop(model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
                   model.wheel_radius, model.A_joint, offset, model.loop_closure,
                   model_frame_inertias(model), g, tk, tp, tg, cs.kinds, cs.params, cs.tables,
                   cs.axes, model.actuated_joints.astype(np.int64), akinds, aparams, jK, jD, q0,
                   qdot0, U, float(dt), bool(fused_bias), bool(single_step), int(max_iter), tol,
-                  loop_sigma, Q, QD, IT, COST, FC, DZ)
+                  loop_sigma, Q, QD, IT, COST, FC, DZ, trk)
     return DynamicsTrajectory(np.arange(T + 1) * dt, Q, QD, IT, COST, FC, DZ, cs.names)

@@ -200,6 +200,10 @@ def simulate_stiff(model: VehicleModel, terrain: Terrain, q0: np.ndarray, qdot0:
     """
     if method not in STIFF_METHODS:
         raise ParameterError(f"method must be one of {list(STIFF_METHODS)}, got {method!r}")
+    if model.ntp > 0:
+        raise ParameterError(f"{model.source}: the stiff ODE handles wheel contacts only; "
+                             f"{model.name} has {model.ntp} track patches (use "
+                             "simulate_dynamics)")
     q0, qdot0, U = check_dynamics_inputs(model, q0, qdot0, commands, dt)
     akinds, aparams = _actuators(model, actuator, actuator_params)
     if np.any(akinds == IDEAL):
