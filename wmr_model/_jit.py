@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["njit", "prange", "num_threads", "JIT_ENABLED", "CACHE_DIR"]
+__all__ = ["njit", "prange", "num_threads", "set_num_threads", "JIT_ENABLED", "CACHE_DIR"]
 
 _disabled = os.environ.get("WMR_DISABLE_JIT", "") not in ("", "0")
 
@@ -134,6 +134,16 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
         """Threads a ``parallel=True`` kernel's ``prange`` runs on."""
         return int(_numba.get_num_threads())
 
+    def set_num_threads(n: int) -> None:
+        """Run ``prange`` on ``n`` threads (1 .. the pool size, ``NUMBA_NUM_THREADS``, by
+        default the CPU count) from now on, in the calling thread; results do not change."""
+        from wmr_model.errors import ParameterError
+
+        top = int(_numba.config.NUMBA_NUM_THREADS)
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= top:
+            raise ParameterError(f"threads: must be an integer in 1..{top}, got {n!r}")
+        _numba.set_num_threads(n)
+
     def njit(*args: Any, **kwargs: Any) -> Any:
         """``numba.njit`` with caching on by default, in a closure-keyed cache folder."""
         kwargs.setdefault("cache", True)
@@ -161,6 +171,9 @@ except ImportError:  # pragma: no cover
     def num_threads() -> int:
         """Without numba ``prange`` is ``range``: one thread."""
         return 1
+
+    def set_num_threads(n: int) -> None:
+        """Without numba there is one thread; any request is accepted and ignored."""
 
     def njit(*args: Any, **kwargs: Any) -> Any:
         """No-op stand-in for ``numba.njit``."""

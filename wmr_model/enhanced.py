@@ -55,7 +55,7 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.inertia import composite_inertias, inertia_mass_com
+from wmr_model.inertia import composite_inertias, composite_workspace, mass_com_into
 from wmr_model.kinematics.kernels import joint_space_velocity, solve_partitioned, track_activation
 
 __all__ = [
@@ -63,15 +63,21 @@ __all__ = [
     "DEFAULT_SLIP_AXES",
     "MIN_NORMAL_LOAD_FRACTION",
     "body_force",
+    "body_force_into",
     "cg_motion",
     "cg_force",
+    "cg_force_into",
     "cg_slip_velocity",
     "body_slip_velocity",
     "wheel_slip_velocity",
     "enhanced_joint_space_velocity",
+    "enhanced_workspace",
     "ground_plane",
+    "ground_plane_into",
     "support_polygon",
+    "support_polygon_into",
     "stability_margin",
+    "margin_workspace",
     "slip_axes_array",
 ]
 
@@ -103,38 +109,48 @@ def body_force(Ic, g_body, v_b):
     acceleration ``[0; R_b^T g_w]`` in body coordinates; ``v_b`` (6,) body twist ``[w; v]``.
     Returns ``f_b`` (6,) ``[tau; f]`` (sign convention: see the module docstring).
     """
-    h = np.empty(6)
     out = np.empty(6)
-    for r in range(6):
-        a = 0.0
-        b = 0.0
-        for k in range(6):
-            a += Ic[r, k] * v_b[k]
-            b += Ic[r, k] * g_body[k]
-        h[r] = a
-        out[r] = b
-    # - v x_f h = -crf(v) h (B.7): [w x h_w + v x h_v; w x h_v]
-    w0, w1, w2, u0, u1, u2 = v_b[0], v_b[1], v_b[2], v_b[3], v_b[4], v_b[5]
-    out[0] -= w1 * h[2] - w2 * h[1] + u1 * h[5] - u2 * h[4]
-    out[1] -= w2 * h[0] - w0 * h[2] + u2 * h[3] - u0 * h[5]
-    out[2] -= w0 * h[1] - w1 * h[0] + u0 * h[4] - u1 * h[3]
-    out[3] -= w1 * h[5] - w2 * h[4]
-    out[4] -= w2 * h[3] - w0 * h[5]
-    out[5] -= w0 * h[4] - w1 * h[3]
+    body_force_into(Ic, g_body, v_b, out)
     return out
 
 
 @njit
-def _shift_motion(v, r):
-    """Motion vector ``v`` (6,) re-expressed at a parallel frame whose origin is at ``r``:
-    ``[w; v + w x r]`` (Plücker translation, B.2 with R = I)."""
-    out = np.empty(6)
-    w = v[0:3]
-    out[0:3] = w
-    out[3] = v[3] + w[1] * r[2] - w[2] * r[1]
-    out[4] = v[4] + w[2] * r[0] - w[0] * r[2]
-    out[5] = v[5] + w[0] * r[1] - w[1] * r[0]
-    return out
+def _row_dot(M, r, x):
+    """``sum_k M[r, k] x[k]`` accumulated from 0 in index order."""
+    a = 0.0
+    for k in range(x.shape[0]):
+        a += M[r, k] * x[k]
+    return a
+
+
+@njit
+def body_force_into(Ic, g_body, v_b, out):
+    """:func:`body_force` written to ``out`` (6,), which must not alias the inputs."""
+    for r in range(6):
+        out[r] = _row_dot(Ic, r, g_body)
+    # h = Ic v_b; - v x_f h = -crf(v) h (B.7): [w x h_w + v x h_v; w x h_v]
+    h0, h1, h2 = _row_dot(Ic, 0, v_b), _row_dot(Ic, 1, v_b), _row_dot(Ic, 2, v_b)
+    h3, h4, h5 = _row_dot(Ic, 3, v_b), _row_dot(Ic, 4, v_b), _row_dot(Ic, 5, v_b)
+    w0, w1, w2, u0, u1, u2 = v_b[0], v_b[1], v_b[2], v_b[3], v_b[4], v_b[5]
+    out[0] -= w1 * h2 - w2 * h1 + u1 * h5 - u2 * h4
+    out[1] -= w2 * h0 - w0 * h2 + u2 * h3 - u0 * h5
+    out[2] -= w0 * h1 - w1 * h0 + u0 * h4 - u1 * h3
+    out[3] -= w1 * h5 - w2 * h4
+    out[4] -= w2 * h3 - w0 * h5
+    out[5] -= w0 * h4 - w1 * h3
+
+
+@njit
+def _shift_motion(v, r, sign, out):
+    """Motion vector ``v`` (6,) re-expressed at a parallel frame whose origin is at
+    ``sign * r`` (``sign`` = +1 or -1): ``[w; v + w x (sign r)]`` (Plücker translation, B.2
+    with R = I), written to ``out`` (6,) (must not alias ``v``)."""
+    out[0] = v[0]
+    out[1] = v[1]
+    out[2] = v[2]
+    out[3] = v[3] + v[1] * (sign * r[2]) - v[2] * (sign * r[1])
+    out[4] = v[4] + v[2] * (sign * r[0]) - v[0] * (sign * r[2])
+    out[5] = v[5] + v[0] * (sign * r[1]) - v[1] * (sign * r[0])
 
 
 @njit
@@ -144,7 +160,9 @@ def cg_motion(c, v_b):
     The cg frame has its origin at ``c`` (3,) (body coordinates) and body-parallel axes, so
     :math:`\\omega_{cg} = \\omega_b` and :math:`v_{cg} = v_b + \\omega_b \\times c`.
     """
-    return _shift_motion(v_b, c)
+    out = np.empty(6)
+    _shift_motion(v_b, c, 1.0, out)
+    return out
 
 
 @njit
@@ -154,17 +172,31 @@ def cg_force(c, f_b):
     :math:`\\tau_{cg} = \\tau_b - c \\times f`, :math:`f_{cg} = f_b` (linear part unchanged).
     """
     out = np.empty(6)
-    f = f_b[3:6]
-    out[0] = f_b[0] - (c[1] * f[2] - c[2] * f[1])
-    out[1] = f_b[1] - (c[2] * f[0] - c[0] * f[2])
-    out[2] = f_b[2] - (c[0] * f[1] - c[1] * f[0])
-    out[3:6] = f
+    cg_force_into(c, f_b, out)
     return out
 
 
 @njit
+def cg_force_into(c, f_b, out):
+    """:func:`cg_force` written to ``out`` (6,), which must not alias ``f_b``."""
+    out[0] = f_b[0] - (c[1] * f_b[5] - c[2] * f_b[4])
+    out[1] = f_b[1] - (c[2] * f_b[3] - c[0] * f_b[5])
+    out[2] = f_b[2] - (c[0] * f_b[4] - c[1] * f_b[3])
+    out[3] = f_b[3]
+    out[4] = f_b[4]
+    out[5] = f_b[5]
+
+
+#: Reference length b [m] of the turn ratio of ``p7``, ``p8`` in :func:`cg_slip_velocity`: the
+#: turn ratio is 1/2 at a turn radius of b. Chosen from the Janosi-Hanamoto skid-steer truth
+#: (:mod:`wmr_model.skid_steer`; L = 0.5 m, B = 0.4 m, K = 5-20 mm), whose yaw efficiency moves
+#: from its spin value to its wide-arc value over radii of about 0.5-5 m.
+TURN_RATIO_LENGTH = 1.0
+
+
+@njit
 def cg_slip_velocity(v_cg, f_cg, p, slip_axes, min_load):
-    """Body slip velocity at the cg, (2.48)-(2.49).
+    """Body slip velocity at the cg, (2.48)-(2.49), plus the turn-ratio yaw slip of p7, p8.
 
     .. math::
 
@@ -172,9 +204,18 @@ def cg_slip_velocity(v_cg, f_cg, p, slip_axes, min_load):
                       + p_3 \\tfrac{f_{lat}}{f_z} V_{lon}\\,\\hat{lat}
 
         \\omega_{cg,slip} = (p_4 \\tfrac{f_{lat}}{f_z} V_{lon} + p_5 V_{lon}
-                            + p_6 V_{ang})\\,\\hat{ang}
+                            + (p_6 + p_7 \\rho + p_8 \\rho^2) V_{ang})\\,\\hat{ang},
+        \\qquad \\rho = \\frac{|V_{ang}|\\,b}{|V_{lon}| + |V_{ang}|\\,b}
 
-    ``v_cg``, ``f_cg`` (6,); ``p`` (6,) = p1..p6; ``slip_axes`` (4, 3) rows lon, lat, ang, z;
+    The thesis has p1..p6. ``p7``, ``p8`` (ours, issue 9) make the yaw slip of skid steering
+    depend on the turn radius ``R = |V_lon / V_ang|`` through the dimensionless turn ratio
+    ``rho = b / (R + b)`` (1 spinning in place, 0 driving straight; ``b`` =
+    :data:`TURN_RATIO_LENGTH`): track friction that builds up with shear displacement
+    (Janosi-Hanamoto, :mod:`wmr_model.skid_steer`) gives a yaw efficiency that changes with R,
+    which the constant ratio p6 cannot express.
+
+    ``v_cg``, ``f_cg`` (6,); ``p`` (6,) = p1..p6 or (8,) = p1..p8 (p7 = p8 = 0 and a (6,)
+    ``p`` give the same result bit for bit); ``slip_axes`` (4, 3) rows lon, lat, ang, z;
     ``min_load`` [N]: below it (``f_z <= min_load``) the force-ratio terms are zero.
     Returns the spatial slip velocity (6,) ``[w; v]`` at the cg.
     """
@@ -196,6 +237,11 @@ def cg_slip_velocity(v_cg, f_cg, p, slip_axes, min_load):
     s_lon = p[0] * r_lon * V_lon + p[1] * V_lon
     s_lat = p[2] * r_lat * V_lon
     s_ang = p[3] * r_lat * V_lon + p[4] * V_lon + p[5] * V_ang
+    if p.shape[0] > 6 and (p[6] != 0.0 or p[7] != 0.0):
+        w_b = abs(V_ang) * TURN_RATIO_LENGTH
+        if w_b > 0.0:
+            rho = w_b / (abs(V_lon) + w_b)
+            s_ang += (p[6] * rho + p[7] * rho * rho) * V_ang
     out = np.empty(6)
     for r in range(3):
         out[r] = s_ang * ang[r]
@@ -209,7 +255,9 @@ def body_slip_velocity(c, v_cg_slip):
 
     :math:`\\omega_{b} = \\omega_{cg}`, :math:`v_b = v_{cg} + c \\times \\omega_{cg}`.
     """
-    return _shift_motion(v_cg_slip, -c)
+    out = np.empty(6)
+    _shift_motion(v_cg_slip, c, -1.0, out)
+    return out
 
 
 @njit
@@ -233,7 +281,7 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
                                   track_act, tkind, tparams, tgrid, q, known, qdot_known, sigma,
                                   vc_xy, I_frame, gravity, p, slip_axes, enhanced, T_world,
                                   T_contact, dz, contact_angle, A, v, qdot, Ic, f_cg, c, v_b_slip,
-                                  vc_slip, contact_ws=None):
+                                  vc_slip, contact_ws=None, ws=None):
     """Joint-space velocity with body-level slip, (2.44)-(2.52) then (2.38).
 
     1. least-squares (no added slip) solve of (2.37)-(2.38) with the given ``vc_xy`` (nw, 2);
@@ -250,23 +298,53 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
     Contacts are wheels then track patches (nc of them in ``vc_xy``, ``vc_slip``); a patch's
     rows are activation-weighted, so its slip (2.52) is applied to the weighted rows.
     ``contact_ws``: optional collision warm-start workspace
-    (:func:`wmr_model.kinematics.kernels.wheel_contact`).
+    (:func:`wmr_model.kinematics.kernels.wheel_contact`); ``ws``: optional scratch from
+    :func:`enhanced_workspace` (allocated when omitted; the loops create one per trajectory).
     Returns the residual norm of the final solve.
     """
+    if ws is None:
+        return _enhanced_joint_space_velocity(
+            parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+            loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid,
+            q, known, qdot_known, sigma, vc_xy, I_frame, gravity, p, slip_axes, enhanced,
+            T_world, T_contact, dz, contact_angle, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip,
+            contact_ws, enhanced_workspace())
+    return _enhanced_joint_space_velocity(
+        parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset, loop_closure,
+        track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q, known,
+        qdot_known, sigma, vc_xy, I_frame, gravity, p, slip_axes, enhanced, T_world, T_contact,
+        dz, contact_angle, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, ws)
+
+
+@njit
+def enhanced_workspace():
+    """Scratch of :func:`enhanced_joint_space_velocity`: the composite-inertia scratch
+    (:func:`wmr_model.inertia.composite_workspace`), ``g_b``, ``f_b``, ``v_cg`` (6,) each."""
+    return (composite_workspace(), np.zeros(6), np.empty(6), np.empty(6))
+
+
+@njit
+def _enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                                   joint_offset, loop_closure, track_frame, track_drive,
+                                   track_path, track_act, tkind, tparams, tgrid, q, known,
+                                   qdot_known, sigma, vc_xy, I_frame, gravity, p, slip_axes,
+                                   enhanced, T_world, T_contact, dz, contact_angle, A, v, qdot,
+                                   Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, ws):
+    """:func:`enhanced_joint_space_velocity` with its scratch ``ws`` (no allocation here)."""
+    cws, g_b, f_b, v_cg = ws
     res = joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
                                joint_offset, loop_closure, track_frame, track_drive, track_path,
                                track_act, tkind, tparams, tgrid, q, known, qdot_known, sigma, vc_xy,
                                T_world, T_contact, dz, contact_angle, A, v, qdot, contact_ws)
-    Ib = composite_inertias(parent, I_frame, T_world, Ic)
-    m, cc = inertia_mass_com(Ib)
-    c[:] = cc
+    Ib = composite_inertias(parent, I_frame, T_world, Ic, cws)
+    m = mass_com_into(Ib, c)
     Rb = T_world[0, :3, :3]
-    g_b = np.zeros(6)
     for r in range(3):
+        g_b[r] = 0.0
         g_b[3 + r] = Rb[0, r] * gravity[0] + Rb[1, r] * gravity[1] + Rb[2, r] * gravity[2]
-    v_b = qdot[0:6].copy()
-    f_b = body_force(Ib, g_b, v_b)
-    f_cg[:] = cg_force(c, f_b)
+    v_b = qdot[0:6]  # read only until the final solve
+    body_force_into(Ib, g_b, v_b, f_b)
+    cg_force_into(c, f_b, f_cg)
     nw = wheel_frame.shape[0]
     if not enhanced:
         v_b_slip[:] = 0.0
@@ -274,9 +352,9 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
         return res
     gnorm = math.sqrt(gravity[0] ** 2 + gravity[1] ** 2 + gravity[2] ** 2)
     min_load = MIN_NORMAL_LOAD_FRACTION * m * gnorm
-    v_cg = cg_motion(c, v_b)
+    _shift_motion(v_b, c, 1.0, v_cg)  # (2.45)
     s_cg = cg_slip_velocity(v_cg, f_cg, p, slip_axes, min_load)
-    v_b_slip[:] = body_slip_velocity(c, s_cg)
+    _shift_motion(s_cg, c, -1.0, v_b_slip)  # (2.50)
     wheel_slip_velocity(A, v_b_slip, nw, vc_slip)
     for k in range(nw):
         vc_slip[k, 0] += vc_xy[k, 0]
@@ -360,26 +438,52 @@ def ground_plane(T_contact, Rb):
     body's +z. With fewer than three contacts or collinear contacts the normal is the mean of the
     terrain normals at the contacts.
     """
+    o = np.empty(3)
+    n = np.empty(3)
+    ground_plane_into(T_contact, Rb, o, n, np.empty((3, 3)))
+    return o, n
+
+
+@njit
+def ground_plane_into(T_contact, Rb, o, n, S):
+    """:func:`ground_plane` writing ``o`` (3,), ``n`` (3,); ``S`` (3, 3) scratch (scatter)."""
     nw = T_contact.shape[0]
-    o = np.zeros(3)
+    for i in range(3):
+        o[i] = 0.0
+        n[i] = 0.0
+        for j in range(3):
+            S[i, j] = 0.0
     for k in range(nw):
-        o += T_contact[k, :3, 3]
-    o /= nw
-    S = np.zeros((3, 3))
+        for i in range(3):
+            o[i] += T_contact[k, i, 3]
+    for i in range(3):
+        o[i] /= nw
     for k in range(nw):
-        d = T_contact[k, :3, 3] - o
-        S += np.outer(d, d)
-    n = np.zeros(3)
+        d0 = T_contact[k, 0, 3] - o[0]
+        d1 = T_contact[k, 1, 3] - o[1]
+        d2 = T_contact[k, 2, 3] - o[2]
+        S[0, 0] += d0 * d0
+        S[0, 1] += d0 * d1
+        S[0, 2] += d0 * d2
+        S[1, 0] += d1 * d0
+        S[1, 1] += d1 * d1
+        S[1, 2] += d1 * d2
+        S[2, 0] += d2 * d0
+        S[2, 1] += d2 * d1
+        S[2, 2] += d2 * d2
     lam0, lam1, lam2 = _sym3_eigenvalues(S)
     if nw >= 3 and lam1 > COLLINEAR_FRACTION * lam2 and lam2 > 0.0:
         _sym3_null_vector(S, lam0, n)
     else:
         for k in range(nw):
-            n += T_contact[k, :3, 2]
-    n /= math.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
+            for i in range(3):
+                n[i] += T_contact[k, i, 2]
+    nn = math.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
+    for i in range(3):
+        n[i] /= nn
     if n[0] * Rb[0, 2] + n[1] * Rb[1, 2] + n[2] * Rb[2, 2] < 0.0:
-        n = -n
-    return o, n
+        for i in range(3):
+            n[i] = -n[i]
 
 
 @njit
@@ -394,13 +498,20 @@ def support_polygon(pts):
     Returns the vertex indices (h,) in order. Collinear boundary points are skipped (the farthest
     one is kept), so ``h`` may be 1 or 2 for degenerate input.
     """
+    hull = np.empty(pts.shape[0], dtype=np.int64)
+    return hull[:support_polygon_into(pts, hull)]
+
+
+@njit
+def support_polygon_into(pts, hull):
+    """:func:`support_polygon` writing the vertex indices to ``hull`` (n,) int64; returns
+    their number ``h`` (``hull[:h]``)."""
     n = pts.shape[0]
     start = 0
     for i in range(1, n):
         if pts[i, 0] < pts[start, 0] or (pts[i, 0] == pts[start, 0]
                                          and pts[i, 1] < pts[start, 1]):
             start = i
-    hull = np.empty(n, dtype=np.int64)
     h = 0
     cur = start
     for _ in range(n):
@@ -427,7 +538,7 @@ def support_polygon(pts):
         if (pts[nxt, 0] == pts[cur, 0]) and (pts[nxt, 1] == pts[cur, 1]):
             break
         cur = nxt
-    return hull[:h]
+    return h
 
 
 @njit
@@ -445,7 +556,7 @@ def _segment_distance(px, py, ax, ay, bx, by):
 
 
 @njit
-def stability_margin(T_world, T_contact, c, f_cg):
+def stability_margin(T_world, T_contact, c, f_cg, ws=None):
     """Signed rollover stability margin [m] (§2.3, after [124]).
 
     The line of action of the linear force ``f_cg[3:]`` (body coordinates) through the cg ``c``
@@ -453,41 +564,71 @@ def stability_margin(T_world, T_contact, c, f_cg):
     (:func:`ground_plane`); the margin is the distance from the intersection to the nearest edge
     of the support polygon (:func:`support_polygon` of the contacts projected on the plane),
     positive inside and negative outside. ``-inf`` when the force does not point into the
-    ground (``n . f >= 0``: the vehicle would lift off entirely) or vanishes.
+    ground (``n . f >= 0``: the vehicle would lift off entirely) or vanishes. ``ws``: optional
+    scratch from :func:`margin_workspace` (allocated when omitted).
     """
-    Rb = np.ascontiguousarray(T_world[0, :3, :3])
-    o, n = ground_plane(T_contact, Rb)
-    d = Rb @ f_cg[3:6]
+    if ws is None:
+        return _stability_margin(T_world, T_contact, c, f_cg,
+                                 margin_workspace(T_contact.shape[0]))
+    return _stability_margin(T_world, T_contact, c, f_cg, ws)
+
+
+@njit
+def margin_workspace(nc):
+    """Scratch of :func:`stability_margin` for ``nc`` contacts: ``Rb``, ``S`` (3, 3); ``o``,
+    ``n``, ``d``, ``r_cg``, ``e1`` (3,); ``pts`` (nc, 2); ``hull`` (nc,) int64."""
+    return (np.empty((3, 3)), np.empty((3, 3)), np.empty(3), np.empty(3), np.empty(3),
+            np.empty(3), np.empty(3), np.empty((nc, 2)), np.empty(nc, dtype=np.int64))
+
+
+@njit
+def _stability_margin(T_world, T_contact, c, f_cg, ws):
+    """:func:`stability_margin` with its scratch ``ws`` (no allocation here)."""
+    Rb, S, o, n, d, r_cg, e1, pts, hull = ws
+    for i in range(3):
+        for j in range(3):
+            Rb[i, j] = T_world[0, i, j]
+    ground_plane_into(T_contact, Rb, o, n, S)
+    np.dot(Rb, f_cg[3:6], d)  # BLAS, as before (its rounding differs from a plain loop's)
     dn = d[0] * n[0] + d[1] * n[1] + d[2] * n[2]
     dnorm = math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
     if not (dn < -1e-12 * dnorm) or dnorm == 0.0:
         return -np.inf
-    r_cg = Rb @ c + T_world[0, :3, 3]
+    np.dot(Rb, c, r_cg)
+    for i in range(3):
+        r_cg[i] += T_world[0, i, 3]
     s = ((o[0] - r_cg[0]) * n[0] + (o[1] - r_cg[1]) * n[1] + (o[2] - r_cg[2]) * n[2]) / dn
-    hit = r_cg + s * d
+    hit0 = r_cg[0] + s * d[0]
+    hit1 = r_cg[1] + s * d[1]
+    hit2 = r_cg[2] + s * d[2]
     # plane basis: e1 = body x projected on the plane, e2 = n x e1
-    bx = Rb[:, 0]
-    e1 = bx - (bx[0] * n[0] + bx[1] * n[1] + bx[2] * n[2]) * n
+    bn = Rb[0, 0] * n[0] + Rb[1, 0] * n[1] + Rb[2, 0] * n[2]
+    for i in range(3):
+        e1[i] = Rb[i, 0] - bn * n[i]
     ne = math.sqrt(e1[0] ** 2 + e1[1] ** 2 + e1[2] ** 2)
     if ne < 1e-9:
-        e1 = Rb[:, 1] - (Rb[0, 1] * n[0] + Rb[1, 1] * n[1] + Rb[2, 1] * n[2]) * n
+        bn = Rb[0, 1] * n[0] + Rb[1, 1] * n[1] + Rb[2, 1] * n[2]
+        for i in range(3):
+            e1[i] = Rb[i, 1] - bn * n[i]
         ne = math.sqrt(e1[0] ** 2 + e1[1] ** 2 + e1[2] ** 2)
-    e1 /= ne
-    e2 = np.empty(3)
-    e2[0] = n[1] * e1[2] - n[2] * e1[1]
-    e2[1] = n[2] * e1[0] - n[0] * e1[2]
-    e2[2] = n[0] * e1[1] - n[1] * e1[0]
+    for i in range(3):
+        e1[i] /= ne
+    e20 = n[1] * e1[2] - n[2] * e1[1]
+    e21 = n[2] * e1[0] - n[0] * e1[2]
+    e22 = n[0] * e1[1] - n[1] * e1[0]
     nw = T_contact.shape[0]
-    pts = np.empty((nw, 2))
     for k in range(nw):
-        r = T_contact[k, :3, 3] - o
-        pts[k, 0] = r[0] * e1[0] + r[1] * e1[1] + r[2] * e1[2]
-        pts[k, 1] = r[0] * e2[0] + r[1] * e2[1] + r[2] * e2[2]
-    hr = hit - o
-    px = hr[0] * e1[0] + hr[1] * e1[1] + hr[2] * e1[2]
-    py = hr[0] * e2[0] + hr[1] * e2[1] + hr[2] * e2[2]
-    hull = support_polygon(pts)
-    h = hull.shape[0]
+        r0 = T_contact[k, 0, 3] - o[0]
+        r1 = T_contact[k, 1, 3] - o[1]
+        r2 = T_contact[k, 2, 3] - o[2]
+        pts[k, 0] = r0 * e1[0] + r1 * e1[1] + r2 * e1[2]
+        pts[k, 1] = r0 * e20 + r1 * e21 + r2 * e22
+    hr0 = hit0 - o[0]
+    hr1 = hit1 - o[1]
+    hr2 = hit2 - o[2]
+    px = hr0 * e1[0] + hr1 * e1[1] + hr2 * e1[2]
+    py = hr0 * e20 + hr1 * e21 + hr2 * e22
+    h = support_polygon_into(pts, hull)
     if h == 1:
         return -math.sqrt((px - pts[hull[0], 0]) ** 2 + (py - pts[hull[0], 1]) ** 2)
     dist = np.inf

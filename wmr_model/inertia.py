@@ -28,8 +28,10 @@ from wmr_model.spatial import spatial_inertia
 __all__ = [
     "frame_spatial_inertias",
     "composite_inertias",
+    "composite_workspace",
     "relative_transform",
     "inertia_mass_com",
+    "mass_com_into",
     "composite_inertia",
     "model_frame_inertias",
 ]
@@ -64,7 +66,14 @@ def relative_transform(T_world, p, i, R, t):
 
 
 @njit
-def composite_inertias(parent, I_frame, T_world, Ic):
+def composite_workspace():
+    """Scratch of :func:`composite_inertias` (``Xf`` (6, 6), ``XI`` (6, 6), ``R`` (3, 3), ``t``
+    (3,), a row accumulator (6,)), created once per trajectory by the simulation loops."""
+    return (np.zeros((6, 6)), np.empty((6, 6)), np.empty((3, 3)), np.empty(3), np.empty(6))
+
+
+@njit
+def composite_inertias(parent, I_frame, T_world, Ic, ws=None):
     """Composite rigid-body inertias, the backward pass of Algorithm 3 (lines 1-4).
 
     .. math:: I_{p(i)}^c \\leftarrow I_{p(i)}^c + (X_{p(i)}^i)^T I_i^c X_{p(i)}^i
@@ -77,17 +86,26 @@ def composite_inertias(parent, I_frame, T_world, Ic):
         I_frame: (nf, 6, 6) per-frame spatial inertias (:func:`frame_spatial_inertias`).
         T_world: (nf, 4, 4) frame-to-world transforms for the current state (Algorithm 1).
         Ic: (nf, 6, 6) output; ``Ic[i]`` in frame *i* coordinates about its origin.
+        ws: optional scratch from :func:`composite_workspace` (allocated when omitted).
 
     Returns:
         ``Ic[0]``, the body composite :math:`I_b^c` (6, 6) in body coordinates.
     """
+    if ws is None:
+        return _composite_inertias(parent, I_frame, T_world, Ic, composite_workspace())
+    return _composite_inertias(parent, I_frame, T_world, Ic, ws)
+
+
+@njit
+def _composite_inertias(parent, I_frame, T_world, Ic, ws):
+    """:func:`composite_inertias` with its scratch ``ws``."""
+    Xf, XI, R, t, acc = ws
     nf = parent.shape[0]
     for i in range(nf):
         Ic[i] = I_frame[i]
-    Xf = np.zeros((6, 6))
-    XI = np.empty((6, 6))
-    R = np.empty((3, 3))
-    t = np.empty(3)
+    for r in range(3):
+        for c in range(3):
+            Xf[3 + r, c] = 0.0
     for i in range(nf - 1, 0, -1):
         p = parent[i]
         # Xf = [[R, skew(t) R], [0, R]] (B.12) of T_i^p = [R, t; 0, 1], formed in place
@@ -100,18 +118,32 @@ def composite_inertias(parent, I_frame, T_world, Ic):
             Xf[0, 3 + c] = t[1] * R[2, c] - t[2] * R[1, c]
             Xf[1, 3 + c] = t[2] * R[0, c] - t[0] * R[2, c]
             Xf[2, 3 + c] = t[0] * R[1, c] - t[1] * R[0, c]
+        # XI = Xf Ic_i, then Ic_p += XI Xf^T, each entry summed from +0.0 over k ascending.
+        # The terms with Xf's zero lower-left block are skipped: adding the exact zeros 0 * x
+        # (x finite) would leave a sum that started at +0.0 unchanged, so the result is the
+        # full product's bit for bit. Loops run k outside and columns c inside (contiguous rows,
+        # the per-entry order of additions unchanged).
+        for r in range(6):
+            k0 = 0 if r < 3 else 3
+            for c in range(6):
+                XI[r, c] = 0.0
+            for k in range(k0, 6):
+                x = Xf[r, k]
+                for c in range(6):
+                    XI[r, c] += x * Ic[i, k, c]
         for r in range(6):
             for c in range(6):
-                acc = 0.0
-                for k in range(6):
-                    acc += Xf[r, k] * Ic[i, k, c]
-                XI[r, c] = acc
-        for r in range(6):
+                acc[c] = 0.0
+            for k in range(3):
+                x = XI[r, k]
+                for c in range(3):
+                    acc[c] += x * Xf[c, k]
+            for k in range(3, 6):
+                x = XI[r, k]
+                for c in range(6):
+                    acc[c] += x * Xf[c, k]
             for c in range(6):
-                acc = 0.0
-                for k in range(6):
-                    acc += XI[r, k] * Xf[c, k]
-                Ic[p, r, c] += acc
+                Ic[p, r, c] += acc[c]
     return Ic[0]
 
 
@@ -122,13 +154,22 @@ def inertia_mass_com(I):
     ``I[3:, 3:] = m I_3`` and ``I[:3, 3:] = m [c]_x``. Returns ``(m, c)``; ``c`` is zero when
     ``m == 0`` (a massless model has no centre of mass; callers treat it as the frame origin).
     """
+    c = np.empty(3)
+    return mass_com_into(I, c), c
+
+
+@njit
+def mass_com_into(I, c):
+    """:func:`inertia_mass_com` writing the centre of mass into ``c`` (3,); returns ``m``."""
     m = I[5, 5]
-    c = np.zeros(3)
+    c[0] = 0.0
+    c[1] = 0.0
+    c[2] = 0.0
     if m > 0.0:
         c[0] = I[2, 4] / m
         c[1] = I[0, 5] / m
         c[2] = I[1, 3] / m
-    return m, c
+    return m
 
 
 def model_frame_inertias(model: VehicleModel) -> np.ndarray:

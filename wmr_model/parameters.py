@@ -20,6 +20,7 @@ from wmr_model.errors import ParameterError
 __all__ = [
     "ParameterSpec",
     "SLIP_NAMES",
+    "THESIS_SLIP_COUNT",
     "register",
     "schema",
     "get_spec",
@@ -123,8 +124,12 @@ def check_value(name: str, value: float) -> float:
     return v
 
 
-#: Names of the slip coefficients p1..p6 of (2.48)-(2.49), in vector order.
-SLIP_NAMES = tuple(f"slip.p{i}" for i in range(1, 7))
+#: Names of the slip coefficients in vector order: p1..p6 of (2.48)-(2.49) and the turn-ratio
+#: yaw slip p7, p8 of :func:`wmr_model.enhanced.cg_slip_velocity` (issue 9).
+SLIP_NAMES = tuple(f"slip.p{i}" for i in range(1, 9))
+#: Number of thesis slip coefficients (p1..p6); arrays of this length are still accepted and
+#: mean p7 = p8 = 0.
+THESIS_SLIP_COUNT = 6
 
 register([
     ParameterSpec("slip.p1", 0.0, "1", description=(
@@ -144,6 +149,14 @@ register([
     ParameterSpec("slip.p6", 0.0, "1", description=(
         "yaw slip per yaw rate (2.49): anisotropic skid friction; p6 < 0 turns less than the "
         "isotropic pseudoinverse solution (also absorbs a wrong track width)")),
+    ParameterSpec("slip.p7", 0.0, "1", description=(
+        "yaw slip per yaw rate times the turn ratio rho = b / (R + b) (R turn radius, b = 1 m; "
+        "rho = 1 spinning in place, 0 straight): with p6 it lets skid steering turn with a "
+        "radius-dependent efficiency (track friction building up with shear displacement); "
+        "without it one p6 cannot fit spins and arcs together")),
+    ParameterSpec("slip.p8", 0.0, "1", description=(
+        "yaw slip per yaw rate times rho^2 (see slip.p7): the curvature of the yaw efficiency "
+        "over turn radius; wrong values mis-predict the yaw rate of medium-radius arcs")),
 ])
 
 
@@ -215,10 +228,11 @@ register([
 
 
 def slip_vector(values: Mapping[str, float] | np.ndarray | None) -> np.ndarray:
-    """Slip coefficients (6,) p1..p6 from a mapping of ``slip.p*`` names or an array.
+    """Slip coefficients (8,) p1..p8 from a mapping of ``slip.p*`` names or an array.
 
     Missing names take their defaults; unknown ``slip.*`` names raise ParameterError.
-    An array is returned as float (shape checked by the caller).
+    An array is returned as float; a last axis of 6 (p1..p6, the thesis' set) is padded with
+    p7 = p8 = 0, other lengths are left to the caller's shape check.
     """
     if values is None:
         return np.array([get_spec(n).default for n in SLIP_NAMES])
@@ -230,4 +244,8 @@ def slip_vector(values: Mapping[str, float] | np.ndarray | None) -> np.ndarray:
                                      f"{list(SLIP_NAMES)}")
             out[SLIP_NAMES.index(name)] = check_value(name, val)
         return out
-    return np.asarray(values, dtype=float)
+    a = np.asarray(values, dtype=float)
+    if a.ndim >= 1 and a.shape[-1] == THESIS_SLIP_COUNT:
+        pad = np.zeros(a.shape[:-1] + (len(SLIP_NAMES) - THESIS_SLIP_COUNT,))
+        a = np.concatenate([a, pad], axis=-1)
+    return a

@@ -46,7 +46,7 @@ from wmr_model.inertia import model_frame_inertias
 from wmr_model.kinematics import api as kin_api
 from wmr_model.kinematics import loops as L
 from wmr_model.model import VehicleModel
-from wmr_model.parameters import slip_vector
+from wmr_model.parameters import SLIP_NAMES, slip_vector
 from wmr_model.terrain import Terrain, flat
 from wmr_model.uncertainty import check_covariance, to_ros_pose_covariance
 
@@ -66,9 +66,9 @@ __all__ = [
     "predict_twist",
 ]
 
-TIPOVER_RISK = 1
+TIPOVER_RISK = L.TIPOVER_RISK  # 1, set by the compiled loop
 TRACTION_LIMIT = 2
-WHEEL_LIFTOFF = 4
+WHEEL_LIFTOFF = L.WHEEL_LIFTOFF  # 4, set by the compiled loop
 JOINT_LIMIT = 8
 #: JOINT_LIMIT: a passive joint closer than this fraction of its range to a limit (5 %: e.g.
 #: 1.2 cm of a 24 cm suspension stroke, well past normal travel, before the stop is reached).
@@ -104,6 +104,10 @@ class Prediction(kin_api.Trajectory):
         flags: (N, T+1) uint8 bitmask (TIPOVER_RISK, TRACTION_LIMIT, WHEEL_LIFTOFF).
         covariance: (N, T+1, 6, 6) pose covariance ``[dtheta; dp]`` (world axes,
             :mod:`wmr_model.uncertainty`), or None when no ``Qprime`` was given.
+        steps: (S,) step index of each stored state: ``0..T`` unless ``predict(every=k)``
+            kept samples only (then ``0, k, 2k, ..., T``; the state arrays have S rows in
+            place of T+1, the per-step arrays S-1 rows in place of T, steps ``steps[:-1]``,
+            and ``flags`` ORs the states since the previous sample).
     """
 
     slip: np.ndarray
@@ -111,6 +115,14 @@ class Prediction(kin_api.Trajectory):
     stability_margin: np.ndarray
     flags: np.ndarray
     covariance: np.ndarray | None
+    steps: np.ndarray | None = None
+
+    @property
+    def time(self) -> np.ndarray:
+        """(S,) time stamps of the stored states from 0 [s]."""
+        if self.steps is None:
+            return super().time
+        return self.steps * self.dt
 
     @property
     def body_twist(self) -> np.ndarray:
@@ -144,7 +156,7 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             liftoff_threshold: float = DEFAULT_LIFTOFF_THRESHOLD,
             tipover_margin: float = 0.0, attitude: np.ndarray | None = None,
             known_angular_velocity: np.ndarray | None = None,
-            warm_start: bool = True) -> Prediction:
+            warm_start: bool = True, every: int = 1) -> Prediction:
     """Predict N candidate trajectories (kinematic §2.2 or enhanced kinematic §2.3).
 
     Args:
@@ -152,8 +164,9 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         commands: (T, na) or (N, T, na) actuated joint rates per step [rad/s or m/s], in
             ``model.actuated_joints`` order; held over each step of ``dt`` [s].
         fidelity: ``"kinematic"`` (least-squares no-slip) or ``"enhanced"`` (body slip).
-        slip_params: p1..p6 as (6,), (N, 6) or a mapping of ``slip.p1``.. names
-            (:mod:`wmr_model.parameters`); default zeros. Only used by ``"enhanced"``.
+        slip_params: p1..p6 as (6,), (N, 6) (p7 = p8 = 0), p1..p8 as (8,), (N, 8), or a
+            mapping of ``slip.p1``.. names (:mod:`wmr_model.parameters`); default zeros. Only
+            used by ``"enhanced"``.
         slip_axes: (4, 3) slip directions lon, lat, ang, normal in body coordinates
             (:func:`wmr_model.enhanced.slip_axes_array`); default body x, y, z, z.
         Qprime: (6, 6) spectral density of body-twist noise (3.13); when given, pose
@@ -177,6 +190,10 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         warm_start: warm-start each step's collision detection from the previous step's
             contact angles (same result to the search's tolerance, about 2.5x faster); False
             runs the full fan search every step (the reference it is tested against).
+        every: keep every k-th state only (plus the final one): outputs at steps 0, k, 2k,
+            ..., T (``Prediction.steps``), each sample bit for bit the full run's; flags OR
+            the states in between, so no risk is dropped. For planners that need the end
+            state and covariance only, ``every >= T`` keeps steps 0 and T. Default 1: all.
 
     Returns:
         :class:`Prediction` with batch axis N = max(N of q0, commands, slip_params, ...).
@@ -184,7 +201,8 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     if fidelity not in FIDELITIES:
         raise ParameterError(f"fidelity: must be one of {list(FIDELITIES)}, got {fidelity!r}")
     p = slip_vector(slip_params)
-    p = _batched(p, "slip_params", (6,), "(6,) or (N, 6)")
+    p = _batched(p, "slip_params", (len(SLIP_NAMES),),
+                 "(6,) or (N, 6) (p1..p6), or (8,) or (N, 8) (p1..p8)")
     if not np.all(np.isfinite(p)):
         raise ParameterError("slip_params: must be finite")
     propagate = Qprime is not None
@@ -219,11 +237,18 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     N, T, sigma, q0a = b.N, b.T, b.sigma, b.q0
     u = b.rates
 
-    def full(a: np.ndarray) -> np.ndarray:
-        # writable copies: numba's read-only specialization is slower (see prepare_batch)
-        return np.array(np.broadcast_to(a, (N,) + a.shape[1:]), dtype=float, order="C")
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise ParameterError(f"every: must be an integer >= 1 (output stride in steps), "
+                             f"got {every!r}")
+    k = int(min(every, T))
+    S = (T + k - 1) // k + 1  # stored states 0, k, 2k, ..., T
 
-    p, P, noise, attitude_a = full(p), full(P), full(noise), full(attitude_a)
+    def shared(a: np.ndarray) -> np.ndarray:
+        # leading axis N, or 1 when all candidates share the value (the loop broadcasts it);
+        # writable C copies: numba's read-only specialization is slower (see prepare_batch)
+        return np.array(a if a.shape[0] == N else a[:1], dtype=float, order="C")
+
+    p, P, noise, attitude_a = shared(p), shared(P), shared(noise), shared(attitude_a)
     qdot_cmd = np.zeros((N, T, model.nv))
     qdot_cmd[:, :, 6 + model.actuated_joints] = u
     known = kin_api.simulation_known(model)
@@ -231,22 +256,26 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         known[0:3] = True
         qdot_cmd[:, :, 0:3] = omega
     nc = model.nc  # contacts: wheels, then track patches
-    vc = np.zeros((N, T, nc, 2))
-    q_traj = np.empty((N, T + 1, model.nq))
-    qdot_traj = np.empty((N, T, model.nv))
-    vcn = np.empty((N, T, nc))
-    dz = np.empty((N, T + 1, nc))
-    slip = np.zeros((N, T, 6))
-    vc_slip = np.zeros((N, T, nc, 2))
-    margin = np.full((N, T + 1), np.nan)
-    P_traj = np.empty((N, T + 1 if propagate else 0, 6, 6))
+    vc = np.zeros((1, T, nc, 2))  # no added contact slip: one shared zero array
+    q_traj = np.empty((N, S, model.nq))
+    qdot_traj = np.empty((N, S - 1, model.nv))
+    vcn = np.empty((N, S - 1, nc))
+    dz = np.empty((N, S, nc))
+    stats = fidelity == "enhanced" or model.total_mass > 0.0
+    slip = np.empty((N, S - 1, 6)) if stats else np.zeros((N, S - 1, 6))
+    vc_slip = np.empty((N, S - 1, nc, 2)) if stats else np.zeros((N, S - 1, nc, 2))
+    margin = np.empty((N, S)) if stats else np.full((N, S), np.nan)
+    P_traj = np.empty((N, S if propagate else 0, 6, 6))
+    flags = np.empty((N, S), dtype=np.uint8)
     assess = model.total_mass > 0.0
     tk, tp, tg = terrain.kernel_args()
+    # no mass, no force: the margin is undefined (NaN below) and never flags
+    tip = float(tipover_margin) if assess else -math.inf
     args = (*model.kinematic_arrays(), tk, tp, tg, q0a, known, qdot_cmd, vc, float(dt), sigma,
             kin_api.INTEGRATORS[integrator], model_frame_inertias(model),
             np.array([0.0, 0.0, -float(gravity)]), p, axes, fidelity == "enhanced", assess, noise,
             Q, P, propagate, q_traj, qdot_traj, vcn, dz, slip, vc_slip, margin, P_traj, attitude_a,
-            bool(warm_start))
+            bool(warm_start), k, flags, tip, float(liftoff_threshold))
     # both cores for large batches: contiguous chunks of candidates, a few per thread
     chunks = min(N // L.PARALLEL_MIN_CHUNK, PARALLEL_CHUNKS_PER_THREAD * num_threads())
     if chunks < 2:
@@ -254,16 +283,11 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     else:
         L.predict_batch(*args, chunks)
     if not assess:
-        margin[:] = np.nan  # no mass, no force: the margin is undefined
-    flags = np.zeros((N, T + 1), dtype=np.uint8)
-    with np.errstate(invalid="ignore"):
-        flags |= np.where(margin < tipover_margin, TIPOVER_RISK, 0).astype(np.uint8)
-    # wheels only: a track patch clear of the terrain is normal (upper flippers, stair gaps)
-    lifted = (dz[..., :model.nw] > liftoff_threshold).any(axis=-1)
-    flags |= np.where(lifted, WHEEL_LIFTOFF, 0).astype(np.uint8)
+        margin[:] = np.nan
+    steps = None if k == 1 else np.minimum(np.arange(S) * k, T)
     return Prediction(dt=float(dt), q=q_traj, qdot=qdot_traj, contact_speed=vcn, dz=dz,
                       slip=slip, wheel_slip=vc_slip, stability_margin=margin, flags=flags,
-                      covariance=P_traj if propagate else None)
+                      covariance=P_traj if propagate else None, steps=steps)
 
 
 def _measured(a: np.ndarray | None, name: str, rows: int, width: int,

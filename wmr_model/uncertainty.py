@@ -55,6 +55,7 @@ __all__ = [
     "TWIST_COMPONENTS",
     "error_dynamics",
     "propagate_covariance",
+    "covariance_workspace",
     "qprime_from_cholesky",
     "cholesky_from_qprime",
     "qprime_names",
@@ -98,18 +99,34 @@ def error_dynamics(Rb, v_b, F, G):
 
 
 @njit
-def propagate_covariance(P, F, G, Qprime, dt, out):
+def propagate_covariance(P, F, G, Qprime, dt, out, ws=None):
     """One discrete covariance step, (3.22)-(3.24).
 
     .. math:: P_k = \\Phi P_{k-1} \\Phi^T + G Q' G^T \\Delta t, \\quad \\Phi = I + F \\Delta t
 
     ``P`` (6, 6) previous covariance, ``F``, ``G`` (6, 6) at the start of the step, ``Qprime``
     (6, 6) spectral density, ``dt`` [s]; writes ``out`` (6, 6) (may alias ``P``), symmetrized.
+    ``ws``: optional scratch from :func:`covariance_workspace` (allocated when omitted; the
+    simulation loops create one per trajectory).
     """
+    if ws is None:
+        _propagate_covariance(P, F, G, Qprime, dt, out, covariance_workspace())
+    else:
+        _propagate_covariance(P, F, G, Qprime, dt, out, ws)
+
+
+@njit
+def covariance_workspace():
+    """Scratch of :func:`propagate_covariance`: three (6, 6) arrays."""
+    return (np.empty((6, 6)), np.empty((6, 6)), np.empty((6, 6)))
+
+
+@njit
+def _propagate_covariance(P, F, G, Qprime, dt, out, ws):
+    """:func:`propagate_covariance` with its scratch ``ws`` (no allocation here)."""
     # Small fixed-size products in loops (no temporaries, no BLAS call per step):
     # Pn = Phi P Phi^T + G Q' G^T dt with Phi = I + F dt.
-    PhiP = np.empty((6, 6))
-    GQ = np.empty((6, 6))
+    PhiP, GQ, Pn = ws
     for i in range(6):
         for j in range(6):
             a = P[i, j]
@@ -119,7 +136,6 @@ def propagate_covariance(P, F, G, Qprime, dt, out):
                 g += G[i, k] * Qprime[k, j]
             PhiP[i, j] = a
             GQ[i, j] = g
-    Pn = np.empty((6, 6))
     for i in range(6):
         for j in range(6):
             a = PhiP[i, j]

@@ -80,8 +80,8 @@ def test_named_slip_parameters(tree):
                 slip_params={"slip.p2": -0.1, "slip.p3": 0.4})
     b = predict(m, terrain, q0, U, 0.04, fidelity="enhanced", slip_params=[0, -0.1, 0.4, 0, 0, 0])
     np.testing.assert_array_equal(a.q, b.q)
-    with pytest.raises(ParameterError, match=r"slip.p7: not a slip coefficient"):
-        predict(m, terrain, q0, U, 0.04, fidelity="enhanced", slip_params={"slip.p7": 1.0})
+    with pytest.raises(ParameterError, match=r"slip.p9: not a slip coefficient"):
+        predict(m, terrain, q0, U, 0.04, fidelity="enhanced", slip_params={"slip.p9": 1.0})
 
 
 def test_wheel_liftoff_flag_off_a_ledge():

@@ -249,7 +249,7 @@ class ModelPredictor:
             mg = with_parameters(m, {**radius0, **geom})
             Ng = len(members)
             cmds = np.empty((Ng, T, len(act)))
-            slip = np.zeros((Ng, 6))
+            slip = np.zeros((Ng, len(SLIP_NAMES)))
             q0 = np.empty((Ng, m.nq))
             Ts = []
             q0_cache: dict[bytes, np.ndarray] = {}

@@ -31,10 +31,14 @@ from wmr_model.kinematics.kernels import (
     state_derivative,
 )
 from wmr_model.spatial import euler_from_quat, quat_from_euler, quat_mul, quat_to_rot
-from wmr_model.uncertainty import error_dynamics, propagate_covariance
+from wmr_model.uncertainty import covariance_workspace, error_dynamics, propagate_covariance
 
 EULER = 0
 RK4 = 1
+
+# Flag bits of a predicted state (the values of wmr_model.predict's TIPOVER_RISK, WHEEL_LIFTOFF).
+TIPOVER_RISK = 1
+WHEEL_LIFTOFF = 4
 
 
 @njit
@@ -42,12 +46,13 @@ def _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, 
                    loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
                    tgrid, q, known, qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p, slip_axes,
                    enhanced, assess, noise, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c,
-                   v_b_slip, vc_slip, contact_ws):
+                   v_b_slip, vc_slip, contact_ws, enhanced_ws):
     """Joint-space velocity of one state: plain kinematics (2.38) or enhanced (2.44)-(2.52).
 
     ``noise`` (6,) is added to the body twist after the solve (process-noise samples for
     Monte Carlo; zeros otherwise). ``contact_ws``: the trajectory's collision warm-start
-    workspace (zero rows: cold collision detection every call).
+    workspace (zero rows: cold collision detection every call); ``enhanced_ws``: scratch of
+    the enhanced kernel (:func:`wmr_model.enhanced.enhanced_workspace`).
     """
     if enhanced or assess:
         E.enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
@@ -55,7 +60,7 @@ def _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, 
                                         track_path, track_act, tkind, tparams, tgrid, q, known,
                                         qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p, slip_axes,
                                         enhanced, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg,
-                                        c, v_b_slip, vc_slip, contact_ws)
+                                        c, v_b_slip, vc_slip, contact_ws, enhanced_ws)
     else:
         joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
                              joint_offset, loop_closure, track_frame, track_drive, track_path,
@@ -71,7 +76,8 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                        tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame,
                        gravity, slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0,
                        propagate, q_traj, qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj,
-                       margin_traj, P_traj, attitude, warm_contact):
+                       margin_traj, P_traj, attitude, warm_contact, every=1, flags=None,
+                       tipover_margin=-np.inf, liftoff_threshold=np.inf):
     """Motion prediction over T steps (Figure 2.6 loop), kinematic or enhanced, Euler or RK4.
 
     The one simulation loop of the package; :func:`simulate_trajectory` is this loop with the
@@ -107,6 +113,17 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     ``warm_contact``: warm-start collision detection from the previous step's contact angles
     (:func:`wmr_model.kinematics.kernels.wheel_contact`); False runs the cold fan search every
     call (reference for tests).
+
+    Output stride ``every`` (k >= 1): the outputs hold samples only, states t = 0, k, 2k, ...
+    and always the final state T (S = ceil(T / k) + 1 rows in the state outputs ``q_traj``,
+    ``dz_traj``, ``margin_traj``, ``P_traj``) and the steps t = 0, k, 2k, ... < T (S - 1 rows
+    in the per-step outputs); k = 1 writes everything, as described above. The computation is
+    the same for every k (only the writes are skipped). ``flags`` (S,) uint8, when given: for
+    each sample the OR over the states since the previous sample (the sample's own state for
+    the first) of :data:`TIPOVER_RISK` (stability margin below ``tipover_margin``, when
+    ``enhanced or assess``) and :data:`WHEEL_LIFTOFF` (some wheel's contact height error above
+    ``liftoff_threshold``; wheels only: a track patch clear of the terrain is normal, e.g. upper
+    flippers), so no flagged state is lost between samples.
     """
     nf = parent.shape[0]
     nw = wheel_frame.shape[0] + track_frame.shape[0]  # contacts nc: wheels, track patches
@@ -131,6 +148,11 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     no_noise = np.zeros(0)
     stats = enhanced or assess
     contact_ws = np.zeros((wheel_frame.shape[0] if warm_contact else 0, CONTACT_WS_WIDTH))
+    # per-trajectory scratch of the enhanced, stability and covariance kernels (no allocation
+    # per step)
+    enhanced_ws = E.enhanced_workspace()
+    margin_ws = E.margin_workspace(nw)
+    cov_ws = covariance_workspace()
     imposed = attitude.shape[0] > 0
     q = q0.copy()
     if imposed:
@@ -142,12 +164,12 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     k4 = np.empty(nq)
     qs = np.empty(nq)
     qd_s = np.empty(nv)
-    q_traj[0] = q
-    if propagate:
-        P_traj[0] = P
     nsteps = qdot_cmd.shape[0]
     has_noise = body_noise.shape[0] > 0
     noise = no_noise
+    has_flags = flags is not None
+    nwheel = wheel_frame.shape[0]
+    fl = 0
     for t in range(nsteps):
         if has_noise:
             noise = body_noise[t]
@@ -155,19 +177,30 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                        loop_closure, track_frame, track_drive, track_path, track_act, tkind,
                        tparams, tgrid, q, known, qdot_cmd[t], sigma, vc_xy[t], I_frame, gravity,
                        slip_p, slip_axes, enhanced, assess, noise, T_world, T_contact, dz, ang, A,
-                       v, qdot, Ic, f_cg, c, v_b_slip, vc_slip,
-                       contact_ws)
-        dz_traj[t] = dz
-        qdot_traj[t] = qdot
-        contact_velocity_norms(A, qdot, nw, vc_norm[t])
+                       v, qdot, Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, enhanced_ws)
+        margin = np.nan
         if stats:
-            slip_traj[t] = v_b_slip
-            vc_slip_traj[t] = vc_slip
-            margin_traj[t] = E.stability_margin(T_world, T_contact, c, f_cg)
+            margin = E.stability_margin(T_world, T_contact, c, f_cg, margin_ws)
+        if has_flags:
+            fl |= _state_flags(margin, dz, nwheel, tipover_margin, liftoff_threshold)
+        if t % every == 0:  # sample: state t and step t
+            s = t // every
+            q_traj[s] = q
+            dz_traj[s] = dz
+            qdot_traj[s] = qdot
+            contact_velocity_norms(A, qdot, nw, vc_norm[s])
+            if stats:
+                slip_traj[s] = v_b_slip
+                vc_slip_traj[s] = vc_slip
+                margin_traj[s] = margin
+            if propagate:
+                P_traj[s] = P
+            if has_flags:
+                flags[s] = fl
+                fl = 0
         if propagate:
             error_dynamics(T_world[0, :3, :3], qdot[3:6], F, G)
-            propagate_covariance(P, F, G, Qprime, dt, P)
-            P_traj[t + 1] = P
+            propagate_covariance(P, F, G, Qprime, dt, P, cov_ws)
         if integrator == EULER:
             integrate_euler(q, qdot, dt, qn)
         else:
@@ -179,7 +212,7 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                            track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
                            vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
                            T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip,
-                           contact_ws)
+                           contact_ws, enhanced_ws)
             state_derivative(qs, qd_s, k2)
             qs[:] = q + 0.5 * dt * k2
             normalize_state(qs)
@@ -188,7 +221,7 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                            track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
                            vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
                            T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip,
-                           contact_ws)
+                           contact_ws, enhanced_ws)
             state_derivative(qs, qd_s, k3)
             qs[:] = q + dt * k3
             normalize_state(qs)
@@ -197,7 +230,7 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                            track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
                            vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
                            T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip,
-                           contact_ws)
+                           contact_ws, enhanced_ws)
             state_derivative(qs, qd_s, k4)
             qn[:] = q + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
             normalize_state(qn)
@@ -206,16 +239,38 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
             project_loop_closures(parent, jtype, axis, T0, loop_closure, ~known, q, T_world)
         if imposed:
             impose_roll_pitch(q, attitude[t + 1, 0], attitude[t + 1, 1])
-        q_traj[t + 1] = q
-    # contact height error (and stability) of the final state
+    # contact height error (and stability) of the final state, always the last sample
     _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
                    loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
                    tgrid, q, known, qdot_cmd[nsteps - 1], sigma, vc_xy[nsteps - 1], I_frame,
                    gravity, slip_p, slip_axes, enhanced, assess, no_noise, T_world, T_contact, dz,
-                   ang, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip, contact_ws)
-    dz_traj[nsteps] = dz
+                   ang, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, enhanced_ws)
+    s = (nsteps + every - 1) // every
+    q_traj[s] = q
+    dz_traj[s] = dz
+    margin = np.nan
     if stats:
-        margin_traj[nsteps] = E.stability_margin(T_world, T_contact, c, f_cg)
+        margin = E.stability_margin(T_world, T_contact, c, f_cg, margin_ws)
+        margin_traj[s] = margin
+    if propagate:
+        P_traj[s] = P
+    if has_flags:
+        flags[s] = fl | _state_flags(margin, dz, nwheel, tipover_margin, liftoff_threshold)
+
+
+@njit
+def _state_flags(margin, dz, nwheel, tipover_margin, liftoff_threshold):
+    """Flag bits of one state (:mod:`wmr_model.predict`): 1 when the stability margin is below
+    ``tipover_margin`` (never for NaN), 4 when one of the first ``nwheel`` contact height errors
+    ``dz`` exceeds ``liftoff_threshold``."""
+    out = 0
+    if margin < tipover_margin:
+        out |= TIPOVER_RISK
+    for k in range(nwheel):
+        if dz[k] > liftoff_threshold:
+            out |= WHEEL_LIFTOFF
+            break
+    return out
 
 
 # Candidates per parallel chunk, at least: below 2 * PARALLEL_MIN_CHUNK candidates the batch
@@ -224,22 +279,31 @@ PARALLEL_MIN_CHUNK = 4
 
 
 @njit
+def _row(a, n):
+    """Candidate ``n``'s slice of a batched input whose leading axis is N, or 1 (shared)."""
+    return a[n] if a.shape[0] > 1 else a[0]
+
+
+@njit
 def predict_range(lo, hi, parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
                   joint_offset, loop_closure, track_frame, track_drive, track_path, track_act,
                   tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator,
                   I_frame, gravity, slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0,
                   propagate, q_traj, qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj,
-                  margin_traj, P_traj, attitude, warm_contact):
+                  margin_traj, P_traj, attitude, warm_contact, every, flags, tipover_margin,
+                  liftoff_threshold):
     """:func:`predict_trajectory` for candidates ``lo..hi-1`` of a batch, one after another
     (arguments as :func:`predict_batch`)."""
     for n in range(lo, hi):
         predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
                            joint_offset, loop_closure, track_frame, track_drive, track_path,
-                           track_act, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n], vc_xy[n],
-                           dt, sigma, integrator, I_frame, gravity, slip_p[n], slip_axes, enhanced,
-                           assess, body_noise[n], Qprime, P0[n], propagate, q_traj[n], qdot_traj[n],
-                           vc_norm[n], dz_traj[n], slip_traj[n], vc_slip_traj[n], margin_traj[n],
-                           P_traj[n], attitude[n], warm_contact)
+                           track_act, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n],
+                           _row(vc_xy, n), dt, sigma, integrator, I_frame, gravity,
+                           _row(slip_p, n), slip_axes, enhanced, assess, _row(body_noise, n),
+                           Qprime, _row(P0, n), propagate, q_traj[n], qdot_traj[n], vc_norm[n],
+                           dz_traj[n], slip_traj[n], vc_slip_traj[n], margin_traj[n], P_traj[n],
+                           _row(attitude, n), warm_contact, every, flags[n], tipover_margin,
+                           liftoff_threshold)
 
 
 @njit(parallel=True)
@@ -248,18 +312,21 @@ def predict_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
                   tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame, gravity,
                   slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0, propagate, q_traj,
                   qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj,
-                  attitude, warm_contact, chunks):
+                  attitude, warm_contact, every, flags, tipover_margin, liftoff_threshold,
+                  chunks):
     """:func:`predict_trajectory` for N trajectories in parallel (``prange`` over ``chunks``
     contiguous ranges of candidates, each run by :func:`predict_range`).
 
-    Batched (leading N) arrays: ``q0``, ``qdot_cmd``, ``vc_xy``, ``slip_p`` (N, 6),
-    ``body_noise`` (N, T or 0, 6), ``P0`` (N, 6, 6), ``attitude`` (N, T+1 or 0, 2) and every
-    output. Shared: the model and terrain arrays, ``known``, ``I_frame``, ``gravity``,
-    ``slip_axes``, ``Qprime``. Each candidate is independent (own workspace), so the result
-    does not depend on the thread count or chunking. Candidates run in chunks rather than one
-    per ``prange`` iteration so that the trajectory loop is called from ordinary compiled code:
-    called per candidate from the parallel region's body it ran about four times slower
-    (measured, Zoë enhanced + covariance, N = 1: 8.2 ms against 2.0 ms).
+    Batched (leading N) arrays: ``q0``, ``qdot_cmd`` and every output (``flags`` (N, S)
+    included). Leading N, or 1 for a value shared by all candidates: ``vc_xy``, ``slip_p``,
+    ``body_noise`` (N or 1, T or 0, 6), ``P0`` (N or 1, 6, 6), ``attitude`` (N or 1, T+1 or 0,
+    2). Shared: the model and terrain arrays, ``known``, ``I_frame``, ``gravity``,
+    ``slip_axes``, ``Qprime``, the output stride ``every`` and the flag thresholds. Each
+    candidate is independent (own workspace), so the result does not depend on the thread
+    count or chunking. Candidates run in chunks rather than one per ``prange`` iteration so
+    that the trajectory loop is called from ordinary compiled code: called per candidate from
+    the parallel region's body it ran about four times slower (measured, Zoë enhanced +
+    covariance, N = 1: 8.2 ms against 2.0 ms).
     """
     N = q0.shape[0]
     for c in prange(chunks):
@@ -269,7 +336,7 @@ def predict_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
                       known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame, gravity, slip_p,
                       slip_axes, enhanced, assess, body_noise, Qprime, P0, propagate, q_traj,
                       qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj,
-                      attitude, warm_contact)
+                      attitude, warm_contact, every, flags, tipover_margin, liftoff_threshold)
 
 
 @njit
