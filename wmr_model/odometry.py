@@ -167,7 +167,7 @@ class Odometry3D:
         use_gyro: make the IMU's angular velocity a known element of the solve (2.37).
         impose_imu_attitude: after each step, replace roll and pitch by the IMU orientation's
             (when provided and not older than ``gyro_timeout``); yaw stays odometric.
-        fidelity: ``"kinematic"`` or ``"enhanced"`` (body slip from ``slip.p1..p6``, §2.3).
+        fidelity: ``"kinematic"`` or ``"enhanced"`` (body slip from ``slip.p1..p8``, §2.3).
         Qprime: (6, 6) spectral density of the body-twist noise [w; v] (3.13); default from
             :data:`DEFAULT_QPRIME_U`.
         P0: (6, 6) initial pose covariance (default zero).
@@ -320,7 +320,7 @@ class Odometry3D:
                 checked[name] = v
             else:
                 raise ParameterError(
-                    f"{name}: not an odometry parameter; expected slip.p1..p6, noise.U.* or "
+                    f"{name}: not an odometry parameter; expected slip.p1..p8, noise.U.* or "
                     f"wheel.<name>.radius")
         self._pending.update(checked)
 

@@ -76,7 +76,7 @@ class OdometryNode(Node):
         self.publish_tf = declare(self, "publish_tf", True, "broadcast odom -> base_link on /tf "
                                   "(needs tf2_ros; another node may own this transform)")
         self.fidelity = declare(self, "fidelity", "kinematic", "kinematic: no-slip estimation; "
-                                "enhanced: body slip from slip.p1..p6 (§2.3)", read_only=True,
+                                "enhanced: body slip from slip.p1..p8 (§2.3)", read_only=True,
                                 choices=("kinematic", "enhanced"))
         self.behaviour = {
             "use_gyro": declare(self, "use_gyro", True, "make the IMU angular velocity a known "

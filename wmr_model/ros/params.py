@@ -60,7 +60,7 @@ def declare(node: Node, name: str, default: Any, description: str, *,
 
 
 def model_parameter_names() -> list[str]:
-    """Dotted model parameters every node declares: slip.p1..p6 and the 21 noise.U entries."""
+    """Dotted model parameters every node declares: slip.p1..p8 and the 21 noise.U entries."""
     return list(SLIP_NAMES) + qprime_names(TWIST_COMPONENTS)
 
 
