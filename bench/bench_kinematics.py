@@ -1,7 +1,10 @@
 """Kinematic benchmarks of thesis §2.5: Table 2.4 (Rocky 7) and Table 2.6 "kinematic" (Zoë).
 
-Usage: ``python bench/bench_kinematics.py [--quick] [--json OUT]``. Prints both tables with the
-thesis' figures beside ours. Timing numbers are reported, never asserted.
+Usage: ``python bench/bench_kinematics.py [--quick] [--kernels] [--json OUT]``. Prints both
+tables with the thesis' figures beside ours; ``--kernels`` instead profiles one kinematic step:
+each per-step kernel timed alone in a compiled loop over the states of the Zoë benchmark runs
+(dt 0.04), then the whole step and the whole run (the Table 2.6 figure per step). Timing numbers
+are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -12,8 +15,13 @@ import platform
 import sys
 import time
 
+import numpy as np
+
 from wmr_model import experiments as ex
+from wmr_model._jit import njit
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
+from wmr_model.kinematics import api as kin
+from wmr_model.kinematics import kernels as K
 from wmr_model.vehicles import load_vehicle
 
 
@@ -58,12 +66,133 @@ def zoe_table(quick: bool) -> list[dict]:
     return rows
 
 
+@njit(cache=False)
+def _time_fk(m, Q, T_world):
+    for s in range(Q.shape[0]):
+        K.forward_kinematics(m[0], m[1], m[2], m[3], Q[s], T_world)
+
+
+@njit(cache=False)
+def _time_contact(m, t, TW, T_contact, dz, ang, ws):
+    ws[:, :] = 0.0  # a trajectory: cold first call, then warm-started
+    for s in range(TW.shape[0]):
+        K.wheel_contact(m[0], m[3], m[4], m[5], t[0], t[1], t[2], TW[s], T_contact, dz, ang, ws)
+
+
+@njit(cache=False)
+def _time_constraints(m, Q, TW, TC, DZ, ANG, sigma, vc, A, v):
+    for s in range(Q.shape[0]):
+        K.constraint_system(m[0], m[1], m[2], m[4], m[6], m[7], m[8], m[9], m[10], m[11], m[12],
+                            Q[s], TW[s], TC[s], DZ[s], ANG[s], sigma, vc, A, v)
+
+
+@njit(cache=False)
+def _time_solve(AA, VV, known, qk, qdot):
+    for s in range(AA.shape[0]):
+        K.solve_partitioned(AA[s], VV[s], known, qk, qdot)
+
+
+@njit(cache=False)
+def _time_euler(Q, QD, dt, qn):
+    for s in range(Q.shape[0]):
+        K.integrate_euler(Q[s], QD[s], dt, qn)
+
+
+@njit(cache=False)
+def _time_step(m, t, Q, known, qk, sigma, vc, T_world, T_contact, dz, ang, A, v, qdot, ws):
+    ws[:, :] = 0.0
+    for s in range(Q.shape[0]):
+        K.joint_space_velocity(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10],
+                               m[11], m[12], t[0], t[1], t[2], Q[s], known, qk, sigma, vc,
+                               T_world, T_contact, dz, ang, A, v, qdot, ws)
+
+
+def _best(f, *args, repeats=40):
+    f(*args)  # compile / warm up
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f(*args)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def kernel_profile(quick: bool, dt: float = 0.04) -> dict:
+    """µs per step of each per-step kernel alone, the whole step, and the whole run."""
+    model = load_vehicle("zoe")
+    terrains = load_wmrde_benchmark_terrains()[:3 if quick else 10]
+    m = model.kinematic_arrays()
+    known = kin.simulation_known(model)
+    qk = np.zeros(model.nv)
+    qk[6 + model.actuated_joints] = ex.straight_wheel_rates(model, 1.0)
+    sigma = kin.DEFAULT_STABILIZATION / dt
+    vc = np.zeros((model.nc, 2))
+    d = kin.create_data(model)
+    qn = np.empty(model.nq)
+    tot: dict[str, float] = {}
+    nstates = 0
+    for k, terrain in enumerate(terrains):
+        t = terrain.kernel_args()
+        _, traj = ex.run_straight(model, terrain, 1.0, 10.0, dt, "dae", k)
+        Q = np.ascontiguousarray(traj.q[:-1])
+        S = Q.shape[0]
+        # the workspaces of each state, from the warm-started step sequence
+        TW = np.empty((S, *d.T_world.shape))
+        TC = np.empty((S, *d.T_contact.shape))
+        DZ = np.empty((S, model.nc))
+        ANG = np.empty((S, model.nc))
+        AA = np.empty((S, *d.A.shape))
+        VV = np.empty((S, d.v.shape[0]))
+        QD = np.empty((S, model.nv))
+        for s in range(S):
+            kin.joint_space_velocity(model, d, terrain, Q[s], known, qk, sigma)
+            TW[s], TC[s], DZ[s], ANG[s] = d.T_world, d.T_contact, d.dz, d.contact_angle
+            AA[s], VV[s], QD[s] = d.A, d.v, d.qdot
+        ws = K.contact_workspace(model.nc)
+        u = np.tile(ex.straight_wheel_rates(model, 1.0), (S, 1))
+        times = {
+            "forward_kinematics": _best(_time_fk, m, Q, d.T_world),
+            "wheel_contact (warm)": _best(_time_contact, m, t, TW, d.T_contact, d.dz,
+                                          d.contact_angle, ws),
+            "constraint_system": _best(_time_constraints, m, Q, TW, TC, DZ, ANG, sigma, vc, d.A,
+                                       d.v),
+            "solve_partitioned": _best(_time_solve, AA, VV, known, qk, d.qdot),
+            "integrate_euler": _best(_time_euler, Q, QD, dt, qn),
+            "joint_space_velocity (whole solve)": _best(
+                _time_step, m, t, Q, known, qk, sigma, vc, d.T_world, d.T_contact, d.dz,
+                d.contact_angle, d.A, d.v, d.qdot, ws),
+            "kin.simulate (whole run, per step)": _best(
+                kin.simulate, model, terrain, Q[0], u, dt, repeats=15),
+        }
+        for name, v in times.items():
+            tot[name] = tot.get(name, 0.0) + v
+        nstates += S
+    rows = {name: v / nstates * 1e6 for name, v in tot.items()}
+    print(f"\nKinematic step profile - Zoe, dt {dt}, {len(terrains)} benchmark terrains, "
+          f"{nstates} states; best of repeats, us per step")
+    for name, v in rows.items():
+        print(f"  {name:36s} {v:7.3f}")
+    step = rows["kin.simulate (whole run, per step)"]
+    print(f"  {'=> real-time factor':36s} {dt / (step * 1e-6):7.0f} x")
+    return {"dt": dt, "terrains": len(terrains), "states": nstates, "us_per_step": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true", help="fewer seeds/terrains (CI smoke run)")
     p.add_argument("--json", default=None, metavar="OUT", help="also write results as JSON")
+    p.add_argument("--kernels", action="store_true",
+                   help="profile the per-step kernels instead (us per step, Zoe dt 0.04)")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
+    if args.kernels:
+        result = {"machine": platform.processor() or platform.machine(),
+                  "python": sys.version.split()[0], "kernel_profile": kernel_profile(args.quick)}
+        print(f"\nbenchmark wall time {time.perf_counter() - t0:.1f} s")
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(result, f, indent=1)
+        return 0
     result = {"machine": platform.processor() or platform.machine(),
               "python": sys.version.split()[0],
               "rocky7_table_2_4": rocky7_table(args.quick),

@@ -33,12 +33,17 @@ __all__ = [
     "omega_euler_rates",
     "omega_euler_rates_inv",
     "quat_to_rot",
+    "quat_to_rot_into",
+    "quat_rot_entries",
     "rot_to_quat",
     "quat_mul",
+    "quat_mul_into",
     "quat_exp_body",
+    "quat_exp_body_into",
     "quat_from_euler",
     "euler_from_quat",
     "quat_normalize",
+    "quat_normalize_into",
     "plucker_from_transform",
     "plucker_force_from_transform",
     "crm",
@@ -194,29 +199,46 @@ def omega_euler_rates_inv(roll: float, pitch: float) -> np.ndarray:
 
 
 @njit
+def quat_normalize_into(o: np.ndarray, out: np.ndarray) -> None:
+    """:func:`quat_normalize` of ``o[0:4]`` written to ``out[0:4]`` (``out`` may be ``o``)."""
+    n = math.sqrt(o[0] * o[0] + o[1] * o[1] + o[2] * o[2] + o[3] * o[3])
+    flip = o[0] / n < 0.0
+    for i in range(4):
+        out[i] = -(o[i] / n) if flip else o[i] / n
+
+
+@njit
 def quat_normalize(o: np.ndarray) -> np.ndarray:
     """Unit quaternion with non-negative scalar part (a unique representative)."""
-    n = math.sqrt(o[0] * o[0] + o[1] * o[1] + o[2] * o[2] + o[3] * o[3])
-    out = o / n
-    if out[0] < 0.0:
-        out = -out
+    out = np.empty(4)
+    quat_normalize_into(o, out)
     return out
+
+
+@njit
+def quat_rot_entries(w: float, x: float, y: float,
+                     z: float) -> tuple[float, float, float, float, float, float, float, float,
+                                        float]:
+    """Entries R00, R01, .. R22 (row-major) of the rotation matrix of the unit quaternion."""
+    return (1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - w * z), 2.0 * (x * z + w * y),
+            2.0 * (x * y + w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - w * x),
+            2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y))
+
+
+@njit
+def quat_to_rot_into(o: np.ndarray, R: np.ndarray) -> None:
+    """:func:`quat_to_rot` of ``o[0:4]`` written to ``R[:3, :3]`` (``R`` may be a 4x4 transform)."""
+    e = quat_rot_entries(o[0], o[1], o[2], o[3])
+    R[0, 0], R[0, 1], R[0, 2] = e[0], e[1], e[2]
+    R[1, 0], R[1, 1], R[1, 2] = e[3], e[4], e[5]
+    R[2, 0], R[2, 1], R[2, 2] = e[6], e[7], e[8]
 
 
 @njit
 def quat_to_rot(o: np.ndarray) -> np.ndarray:
     """Rotation matrix of the unit quaternion ``o = [w, x, y, z]``."""
-    w, x, y, z = o[0], o[1], o[2], o[3]
     R = np.empty((3, 3))
-    R[0, 0] = 1.0 - 2.0 * (y * y + z * z)
-    R[0, 1] = 2.0 * (x * y - w * z)
-    R[0, 2] = 2.0 * (x * z + w * y)
-    R[1, 0] = 2.0 * (x * y + w * z)
-    R[1, 1] = 1.0 - 2.0 * (x * x + z * z)
-    R[1, 2] = 2.0 * (y * z - w * x)
-    R[2, 0] = 2.0 * (x * z - w * y)
-    R[2, 1] = 2.0 * (y * z + w * x)
-    R[2, 2] = 1.0 - 2.0 * (x * x + y * y)
+    quat_to_rot_into(o, R)
     return R
 
 
@@ -256,11 +278,18 @@ def rot_to_quat(R: np.ndarray) -> np.ndarray:
 def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton product ``a * b`` of quaternions ``[w, x, y, z]`` (rotation a then b in body)."""
     out = np.empty(4)
-    out[0] = a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3]
-    out[1] = a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2]
-    out[2] = a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1]
-    out[3] = a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0]
+    quat_mul_into(a, b, out)
     return out
+
+
+@njit
+def quat_mul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """:func:`quat_mul` of ``a[0:4]``, ``b[0:4]`` written to ``out[0:4]`` (may alias either)."""
+    w = a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3]
+    x = a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2]
+    y = a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1]
+    z = a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0]
+    out[0], out[1], out[2], out[3] = w, x, y, z
 
 
 @njit
@@ -270,19 +299,30 @@ def quat_exp_body(o: np.ndarray, w_body: np.ndarray, dt: float) -> np.ndarray:
     :math:`o_{k+1} = o_k \\otimes \\exp(\\tfrac{1}{2} \\omega \\Delta t)`; the quaternion form of
     the orientation row of (2.39), exact for constant body rate and free of gimbal lock.
     """
+    out = np.empty(4)
+    quat_exp_body_into(o, w_body, dt, out)
+    return out
+
+
+@njit
+def quat_exp_body_into(o: np.ndarray, w_body: np.ndarray, dt: float, out: np.ndarray) -> None:
+    """:func:`quat_exp_body` of ``o[0:4]``, ``w_body[0:3]`` written to ``out[0:4]``.
+
+    ``out`` must not be ``o``.
+    """
     ax, ay, az = w_body[0] * dt, w_body[1] * dt, w_body[2] * dt
     a = math.sqrt(ax * ax + ay * ay + az * az)
-    d = np.empty(4)
     if a < SMALL_ANGLE:
-        d[0] = 1.0 - a * a / 8.0
+        out[0] = 1.0 - a * a / 8.0
         k = 0.5 - a * a / 48.0
     else:
-        d[0] = math.cos(0.5 * a)
+        out[0] = math.cos(0.5 * a)
         k = math.sin(0.5 * a) / a
-    d[1] = k * ax
-    d[2] = k * ay
-    d[3] = k * az
-    return quat_normalize(quat_mul(o, d))
+    out[1] = k * ax
+    out[2] = k * ay
+    out[3] = k * az
+    quat_mul_into(o, out, out)
+    quat_normalize_into(out, out)
 
 
 @njit

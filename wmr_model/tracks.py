@@ -38,12 +38,27 @@ C1 blend ``w_t = 1 - 3 s^2 + 2 s^3``, ``s = (dz - d_on) / (d_off - d_on)`` clipp
 * normal row: weight ``w_n = w_min + (1 - w_min) w_t`` and Baumgarte target
   ``-sigma min(dz, d_off)``.
 
-The contact normal of a patch is the belt's own (inward) normal at its contact point, not the
-terrain's: a flat belt touching an edge (a stair nosing, a pallet edge) is pressed along the
-belt normal, and on smooth ground the lowest point of the belt is where the two agree. The belt
-moves along its surface, so the belt term then lies in the tangential rows only: a belt resting
-on nosings carries the body along the belt at belt speed (no-slip at the edges), and hovering
-end-arc patches cannot pump the body in pitch through their normal rows.
+The contact normal of a patch is the belt's (inward) normal, not the terrain's: a flat belt
+touching an edge (a stair nosing, a pallet edge) is pressed along the belt normal, and on smooth
+ground the lowest point of the belt is where the two agree. It is taken where the belt comes
+closest to the terrain over the patch *and its two neighbours along the belt*. A patch on an
+end arc next to the lower run has its own closest point at its end sub-point, hovering (here
+0.9 mm) over flat ground, where the belt is tilted by the arc angle (8.8 deg); its own normal
+would read a level translation as approach at the front and separation at the rear (v sin 8.8
+deg) and its tangential row would ask the point to follow the tilted belt, both demanding a
+pitch rate (issue 9: -0.04 rad/s driving straight at 0.3 m/s, and, through the one-sided
+release below, the front half of the belt released and the ICR 0.17 m behind the centre in arc
+turns). The belt contact is in the neighbour, and the patch takes its axes.
+
+The belt moves along its surface at the same speed all round the loop, so the belt term is the
+full belt speed along the contact's longitudinal axis, in the tangential rows only: a belt
+resting on nosings carries the body along the belt at belt speed (no-slip at the edges), and no
+belt motion pumps the body through a normal row. A normal row carries only the rigid motion of
+its point; as the patch clears the terrain (weight ``w_t`` falling to 0) it turns from the
+patch's own normal to that of the lowest patch of its belt, so the faint pull of a clear patch
+acts along the normal where its belt meets the terrain (the plane's normal on smooth ground)
+rather than along a tilted flipper or end-arc belt, which would again read a level translation
+as approach or separation.
 
 Contacts are one-sided: a patch in contact whose normal row would hold the belt down (the
 solution separates it faster than its Baumgarte target) is released to the clear-patch weight

@@ -72,7 +72,7 @@ class KinematicsData:
         v: (3 nc + nhc,) right-hand side (2.34)-(2.36).
         qdot: (nv,) joint-space velocity.
         residual: |A qdot - v| of the last solve.
-        contact_ws: (nc, 4) collision warm-start state carried from one
+        contact_ws: (nc, CONTACT_WS_WIDTH) collision warm-start state carried from one
             :func:`joint_space_velocity` call to the next (previous contact angles are in
             ``contact_angle``; :func:`wmr_model.kinematics.kernels.wheel_contact`).
     """
@@ -107,9 +107,9 @@ def _state(model: VehicleModel, q: np.ndarray, name: str = "q") -> np.ndarray:
     q = np.ascontiguousarray(q, dtype=float)
     if q.shape != (model.nq,):
         raise ShapeError(f"{name}: expected shape ({model.nq},) for {model.name}, got {q.shape}")
-    if not np.all(np.isfinite(q)):
+    if not np.isfinite(q).all():
         raise ParameterError(f"{name}: must be finite, got {q.tolist()}")
-    n = float(np.linalg.norm(q[:4]))
+    n = math.sqrt(float(q[:4] @ q[:4]))
     if abs(n - 1.0) > 1e-6:
         raise ParameterError(f"{name}: quaternion q[0:4] must have unit norm, got {n:.9g}")
     return q
@@ -202,10 +202,13 @@ def _array(a: np.ndarray, shape: tuple[int, ...], name: str, dtype: type = float
     return out
 
 
-def simulation_known(model: VehicleModel) -> np.ndarray:
-    """Known mask (nv,) of the simulation context: the actuated joints' rates (§2.2.5)."""
+def simulation_known(model: VehicleModel, actuated: np.ndarray | None = None) -> np.ndarray:
+    """Known mask (nv,) of the simulation context: the actuated joints' rates (§2.2.5).
+
+    ``actuated``: ``model.actuated_joints`` when the caller has it already.
+    """
     known = np.zeros(model.nv, dtype=bool)
-    known[6 + model.actuated_joints] = True
+    known[6 + (model.actuated_joints if actuated is None else actuated)] = True
     return known
 
 
@@ -338,11 +341,13 @@ class BatchInputs:
 
 def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, dt: float,
                   integrator: str, stabilization: float, *, rates_name: str = "joint_rates",
-                  other_batch_sizes: dict[str, int] | None = None) -> BatchInputs:
+                  other_batch_sizes: dict[str, int] | None = None,
+                  n_actuated: int | None = None) -> BatchInputs:
     """Check and batch the inputs of a prediction loop; errors name the argument.
 
     ``other_batch_sizes`` lets callers with more batched inputs (slip parameters, covariances)
-    take part in the N check.
+    take part in the N check; ``n_actuated``: ``len(model.actuated_joints)`` when the caller
+    has it already.
     """
     if not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
         raise ParameterError(f"dt: must be a finite step size > 0 s, got {dt}")
@@ -350,7 +355,7 @@ def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, 
         raise ParameterError(
             f"integrator: must be one of {sorted(INTEGRATORS)}, got {integrator!r}")
     sigma = _sigma(stabilization, dt)
-    na = len(model.actuated_joints)
+    na = len(model.actuated_joints) if n_actuated is None else n_actuated
     u = np.asarray(joint_rates, dtype=float)
     q0a = np.asarray(q0, dtype=float)
     if u.ndim == 2:
@@ -369,9 +374,12 @@ def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, 
             raise ShapeError(f"{name}: batch size {n} does not match N = {N}")
     for n in range(q0a.shape[0]):
         _state(model, q0a[n], f"q0[{n}]")
-    if not np.all(np.isfinite(u)):
+    if not np.isfinite(u).all():
         raise ParameterError(f"{rates_name}: must be finite")
-    q0a = np.array(np.broadcast_to(q0a, (N, model.nq)), dtype=float, order="C")
+    if q0a.shape[0] == N:
+        q0a = np.array(q0a, dtype=float, order="C")
+    else:
+        q0a = np.array(np.broadcast_to(q0a, (N, model.nq)), dtype=float, order="C")
     return BatchInputs(N=N, T=u.shape[1], sigma=sigma, q0=q0a, rates=u)
 
 
@@ -396,12 +404,12 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
         :class:`Trajectory`, batched when ``q0`` or ``joint_rates`` is.
     """
     batched = np.ndim(joint_rates) == 3 or np.ndim(q0) == 2
-    b = prepare_batch(model, q0, joint_rates, dt, integrator, stabilization)
+    act = model.actuated_joints
+    b = prepare_batch(model, q0, joint_rates, dt, integrator, stabilization, n_actuated=len(act))
     N, T, sigma, q0a = b.N, b.T, b.sigma, b.q0
-    u = np.broadcast_to(b.rates, (N, T, len(model.actuated_joints)))
-    known = simulation_known(model)
+    known = simulation_known(model, act)
     qdot_cmd = np.zeros((N, T, model.nv))
-    qdot_cmd[:, :, 6 + model.actuated_joints] = u
+    qdot_cmd[:, :, 6 + act] = b.rates  # (1 or N, T, na), broadcast over N
     nc = model.nc
     if vc_xy is None:
         vc = np.zeros((N, T, nc, 2))

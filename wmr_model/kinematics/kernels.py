@@ -44,11 +44,13 @@ from wmr_model._jit import njit
 from wmr_model.model import LOOP_DISTANCE, LOOP_POINT, PRISMATIC, REVOLUTE
 from wmr_model.spatial import (
     omega_euler_rates_inv,
-    quat_exp_body,
+    quat_exp_body_into,
     quat_from_euler,
     quat_mul,
     quat_normalize,
+    quat_rot_entries,
     quat_to_rot,
+    quat_to_rot_into,
     rot_to_euler,
 )
 from wmr_model.terrain import terrain_height_normal
@@ -67,47 +69,31 @@ TRACK_PATCH_TOL = 0.002
 
 
 @njit
-def _compose(Ta, Tb, out):
-    """out = Ta @ Tb for rigid 4x4 transforms (last rows [0, 0, 0, 1]); no allocation."""
-    for r in range(3):
-        a0, a1, a2 = Ta[r, 0], Ta[r, 1], Ta[r, 2]
-        for c in range(3):
-            out[r, c] = a0 * Tb[0, c] + a1 * Tb[1, c] + a2 * Tb[2, c]
-        out[r, 3] = a0 * Tb[0, 3] + a1 * Tb[1, 3] + a2 * Tb[2, 3] + Ta[r, 3]
-    out[3, 0] = 0.0
-    out[3, 1] = 0.0
-    out[3, 2] = 0.0
-    out[3, 3] = 1.0
+def _compose_column(Ta, Tb, c):
+    """Rows 0-2 of column ``c`` of ``Ta @ Tb`` for rigid 4x4 transforms, as a 3-tuple."""
+    b0, b1, b2 = Tb[0, c], Tb[1, c], Tb[2, c]
+    x = Ta[0, 0] * b0 + Ta[0, 1] * b1 + Ta[0, 2] * b2
+    y = Ta[1, 0] * b0 + Ta[1, 1] * b1 + Ta[1, 2] * b2
+    z = Ta[2, 0] * b0 + Ta[2, 1] * b1 + Ta[2, 2] * b2
+    if c == 3:
+        x += Ta[0, 3]
+        y += Ta[1, 3]
+        z += Ta[2, 3]
+    return x, y, z
 
 
 @njit
-def _joint_transform(jtype, u, theta, Tj):
-    """Joint motion transform: rotation by theta about unit u (Rodrigues) or translation."""
+def _joint_motion(jtype, axis, i, theta):
+    """Joint motion transform of frame ``i``: rotation by theta about the unit axis (Rodrigues)
+    or translation along it. Rows 0-2 of the 4x4 transform as a 12-tuple, row-major."""
+    x, y, z = axis[i, 0], axis[i, 1], axis[i, 2]
     if jtype == REVOLUTE:
         c, s = math.cos(theta), math.sin(theta)
         t = 1.0 - c
-        x, y, z = u[0], u[1], u[2]
-        Tj[0, 0] = c + t * x * x
-        Tj[0, 1] = t * x * y - s * z
-        Tj[0, 2] = t * x * z + s * y
-        Tj[1, 0] = t * x * y + s * z
-        Tj[1, 1] = c + t * y * y
-        Tj[1, 2] = t * y * z - s * x
-        Tj[2, 0] = t * x * z - s * y
-        Tj[2, 1] = t * y * z + s * x
-        Tj[2, 2] = c + t * z * z
-        Tj[0, 3] = 0.0
-        Tj[1, 3] = 0.0
-        Tj[2, 3] = 0.0
-    else:
-        for r in range(3):
-            for k in range(3):
-                Tj[r, k] = 1.0 if r == k else 0.0
-            Tj[r, 3] = u[r] * theta
-    Tj[3, 0] = 0.0
-    Tj[3, 1] = 0.0
-    Tj[3, 2] = 0.0
-    Tj[3, 3] = 1.0
+        return (c + t * x * x, t * x * y - s * z, t * x * z + s * y, 0.0,
+                t * x * y + s * z, c + t * y * y, t * y * z - s * x, 0.0,
+                t * x * z - s * y, t * y * z + s * x, c + t * z * z, 0.0)
+    return (1.0, 0.0, 0.0, x * theta, 0.0, 1.0, 0.0, y * theta, 0.0, 0.0, 1.0, z * theta)
 
 
 @njit
@@ -116,22 +102,32 @@ def forward_kinematics(parent, jtype, axis, T0, q, T_world):
 
     ``T_world`` (nf, 4, 4) is written in place: ``T_world[0]`` from the body pose in ``q``;
     ``T_world[i] = T_world[parent[i]] @ T0[i] @ Joint(axis[i], q[6 + i])`` (T0 is the transform
-    at zero displacement, precomputed in the model: Alg. 1 line 4).
+    at zero displacement, precomputed in the model: Alg. 1 line 4). No allocation: ``T0 @ Joint``
+    goes to ``T_world[i]``, which the parent's transform then multiplies in place, column by
+    column.
     """
     nf = parent.shape[0]
-    Rb = quat_to_rot(q[0:4])
+    quat_to_rot_into(q, T_world[0])
     for r in range(3):
-        for c in range(3):
-            T_world[0, r, c] = Rb[r, c]
         T_world[0, r, 3] = q[4 + r]
         T_world[0, 3, r] = 0.0
     T_world[0, 3, 3] = 1.0
-    Tj = np.empty((4, 4))
-    Tl = np.empty((4, 4))
     for i in range(1, nf):
-        _joint_transform(jtype[i], axis[i], q[6 + i], Tj)
-        _compose(T0[i], Tj, Tl)
-        _compose(T_world[parent[i]], Tl, T_world[i])
+        J = _joint_motion(jtype[i], axis, i, q[6 + i])
+        for r in range(3):
+            a0, a1, a2 = T0[i, r, 0], T0[i, r, 1], T0[i, r, 2]
+            T_world[i, r, 0] = a0 * J[0] + a1 * J[4] + a2 * J[8]
+            T_world[i, r, 1] = a0 * J[1] + a1 * J[5] + a2 * J[9]
+            T_world[i, r, 2] = a0 * J[2] + a1 * J[6] + a2 * J[10]
+            T_world[i, r, 3] = a0 * J[3] + a1 * J[7] + a2 * J[11] + T0[i, r, 3]
+        Tp = T_world[parent[i]]
+        Ti = T_world[i]
+        for c in range(4):
+            Ti[0, c], Ti[1, c], Ti[2, c] = _compose_column(Tp, Ti, c)
+        T_world[i, 3, 0] = 0.0
+        T_world[i, 3, 1] = 0.0
+        T_world[i, 3, 2] = 0.0
+        T_world[i, 3, 3] = 1.0
 
 
 # Fan offsets (j - half) * step as cosines/sines: each fan point's angle is the reference angle
@@ -144,15 +140,13 @@ _FAN_SIN = np.sin((np.arange(CONTACT_FAN_POINTS) - _FAN_HALF) * _FAN_STEP)
 
 
 @njit
-def _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, delta):
-    """Point on the wheel circle at contact angle ``delta`` (2.9) and its Δz (2.8)."""
-    return _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, math.sin(delta),
-                                    math.cos(delta))
-
-
-@njit
 def _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s, c):
-    """:func:`_contact_height_error` given sin and cos of the contact angle."""
+    """Point on the wheel circle at the contact angle with sine ``s``, cosine ``c`` (2.9) and its
+    Δz (2.8).
+
+    ``p``, ``xw``, ``zw``: wheel centre and x, z axes (world, 3-tuples) of the wheel frame
+    without its spin rotation. Returns ``(Δz, r_x, r_y, r_z, n_x, n_y, n_z)``.
+    """
     rx = p[0] - R * (s * xw[0] + c * zw[0])
     ry = p[1] - R * (s * xw[1] + c * zw[1])
     rz = p[2] - R * (s * xw[2] + c * zw[2])
@@ -162,17 +156,40 @@ def _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s, c):
 
 
 @njit
-def _parabola_vertex(d0, f_minus, f0, f_plus, step):
-    """Vertex abscissa of the parabola through (d0-step, f-), (d0, f0), (d0+step, f+)."""
+def _parabola_offset(f_minus, f0, f_plus, step):
+    """Vertex abscissa, relative to the middle point and clamped to +-step, of the parabola
+    through (-step, f-), (0, f0), (step, f+); 0 when it does not open upwards."""
     den = f_minus - 2.0 * f0 + f_plus
     if den <= 0.0:
-        return d0
+        return 0.0
     off = 0.5 * step * (f_minus - f_plus) / den
     if off > step:
         off = step
     elif off < -step:
         off = -step
-    return d0 + off
+    return off
+
+
+@njit
+def _rotate_angle(s, c, sd, cd):
+    """Sine and cosine of ``delta + e`` from those of ``delta`` (s, c) and ``e`` (sd, cd)."""
+    return s * cd + c * sd, c * cd - s * sd
+
+
+@njit
+def _sin_cos_small(x):
+    """Sine and cosine of a small angle (|x| <= 0.1 rad) by their Taylor series.
+
+    Truncated after the x^9 and x^10 terms: the remainders, below x^11/11! and x^12/12!, are
+    under 1e-19 for |x| <= 0.1 (3e-23 at the 2.5 degree bracket of the collision search, the
+    largest offset it is used for), so this matches ``math.sin``/``math.cos`` to round-off at a
+    fraction of the cost.
+    """
+    x2 = x * x
+    sn = x * (1.0 - x2 / 6.0 * (1.0 - x2 / 20.0 * (1.0 - x2 / 42.0 * (1.0 - x2 / 72.0))))
+    cs = 1.0 - x2 / 2.0 * (1.0 - x2 / 12.0 * (1.0 - x2 / 30.0 * (1.0 - x2 / 56.0
+                                                                    * (1.0 - x2 / 90.0))))
+    return sn, cs
 
 
 @njit
@@ -195,7 +212,9 @@ def _write_contact_frame(Tc, ax, ay, az, fx, fy, fz, nx, ny, nz, rx, ry, rz):
     cx /= cn
     cy /= cn
     cz /= cn
-    Tc[:, :] = 0.0
+    Tc[3, 0] = 0.0
+    Tc[3, 1] = 0.0
+    Tc[3, 2] = 0.0
     Tc[0, 0] = cx
     Tc[1, 0] = cy
     Tc[2, 0] = cz
@@ -222,10 +241,14 @@ def _write_contact_frame(Tc, ax, ay, az, fx, fy, fz, nx, ny, nz, rx, ry, rz):
 WARM_CONTACT_BRACKET = 0.25 * CONTACT_FAN_HALF_SPAN / (CONTACT_FAN_POINTS // 2)
 WARM_CONTACT_MAX_TRAVEL = 1.0
 WARM_CONTACT_MAX_WALK = 3
+# The bracket points' sines and cosines follow from the centre's by the angle-sum identities.
+_BRACKET_SIN = math.sin(WARM_CONTACT_BRACKET)
+_BRACKET_COS = math.cos(WARM_CONTACT_BRACKET)
 
-#: Columns of a collision workspace row (:func:`contact_workspace`): has-previous flag, then
-#: the wheel centre (world, 3) at the last full fan search.
-CONTACT_WS_WIDTH = 4
+#: Columns of a collision workspace row (:func:`contact_workspace`): has-previous flag, the
+#: wheel centre (world, 3) at the last full fan search, then the last contact angle written and
+#: its sine and cosine (reused while ``contact_angle`` still holds that angle).
+CONTACT_WS_WIDTH = 7
 
 
 def contact_workspace(nc: int) -> np.ndarray:
@@ -234,7 +257,7 @@ def contact_workspace(nc: int) -> np.ndarray:
 
 
 @njit
-def _wheel_fan(tkind, tparams, tgrid, p, xw, yw, zw, R, fvals):
+def _wheel_fan(tkind, tparams, tgrid, p, xw, yw, zw, R):
     """Coarse fan search of (2.8) over the lower arc plus one parabolic fit: contact angle."""
     K = CONTACT_FAN_POINTS
     half = K // 2
@@ -249,18 +272,23 @@ def _wheel_fan(tkind, tparams, tgrid, p, xw, yw, zw, R, fvals):
                         ux * zw[0] + uy * zw[1] + uz * zw[2])
     best = 0
     fbest = np.inf
+    f_prev = np.inf  # fan values at best - 1, j - 1 and best + 1
+    f_before = np.inf
+    f_after = np.inf
     s0, c0 = math.sin(delta0), math.cos(delta0)
     for j in range(K):
-        f = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R,
-                                     s0 * _FAN_COS[j] + c0 * _FAN_SIN[j],
-                                     c0 * _FAN_COS[j] - s0 * _FAN_SIN[j])[0]
-        fvals[j] = f
+        sj, cj = _rotate_angle(s0, c0, _FAN_SIN[j], _FAN_COS[j])
+        f = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, sj, cj)[0]
         if f < fbest:
             fbest = f
             best = j
+            f_before = f_prev
+        elif j == best + 1:
+            f_after = f
+        f_prev = f
     d = delta0 + (best - half) * step
     if 0 < best < K - 1:
-        d = _parabola_vertex(d, fvals[best - 1], fvals[best], fvals[best + 1], step)
+        d += _parabola_offset(f_before, fbest, f_after, step)
     return d
 
 
@@ -293,23 +321,39 @@ def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, 
 
 
 @njit
+def _bracket_fit(tkind, tparams, tgrid, p, xw, zw, R, d, s0, c0, fm, e0, fp):
+    """Fine parabolic fit through the bracket (d - h, d, d + h), h = WARM_CONTACT_BRACKET.
+
+    ``fm``, ``fp``: Δz at the ends; ``e0``: :func:`_contact_height_error_sc` at the centre,
+    whose sine and cosine are ``s0``, ``c0``. Returns the refined angle, its sine and cosine and
+    the contact there, or the centre's when the parabola overshot (a kink in the terrain: the
+    vertex is higher).
+    """
+    off = _parabola_offset(fm, e0[0], fp, WARM_CONTACT_BRACKET)
+    so, co = _sin_cos_small(off)
+    s1, c1 = _rotate_angle(s0, c0, so, co)
+    e1 = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s1, c1)
+    if e0[0] < e1[0]:
+        return d, s0, c0, e0
+    return d + off, s1, c1, e1
+
+
+@njit
 def _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
                    T_contact, dz, contact_angle, contact_ws):
     """:func:`wheel_contact`; ``contact_ws`` with zero rows means cold."""
     nw = wheel_frame.shape[0]
     warm = contact_ws.shape[0] > 0
-    step = CONTACT_FAN_HALF_SPAN / (CONTACT_FAN_POINTS // 2)
-    s2 = 0.25 * step
-    fvals = np.empty(CONTACT_FAN_POINTS)
-    Tw = np.empty((4, 4))
     for k in range(nw):
         i = wheel_frame[k]
         R = wheel_radius[k]
-        _compose(T_world[parent[i]], T0[i], Tw)  # wheel frame without its spin rotation
-        p = Tw[:3, 3]
-        xw = Tw[:3, 0]
-        yw = Tw[:3, 1]
-        zw = Tw[:3, 2]
+        # wheel frame without its spin rotation: axes and centre (world)
+        Tp = T_world[parent[i]]
+        Ti = T0[i]
+        xw = _compose_column(Tp, Ti, 0)
+        yw = _compose_column(Tp, Ti, 1)
+        zw = _compose_column(Tp, Ti, 2)
+        p = _compose_column(Tp, Ti, 3)
         done = False
         if warm and contact_ws[k, 0] > 0.0:
             ex = p[0] - contact_ws[k, 1]
@@ -319,48 +363,47 @@ def _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid,
             if ex * ex + ey * ey + ez * ez <= lim * lim:
                 d = contact_angle[k]
                 h = WARM_CONTACT_BRACKET
-                em = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d - h)
-                e0 = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d)
-                ep = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d + h)
+                if contact_ws[k, 4] == d:
+                    s0, c0 = contact_ws[k, 5], contact_ws[k, 6]
+                else:
+                    s0, c0 = math.sin(d), math.cos(d)
+                sm, cm = _rotate_angle(s0, c0, -_BRACKET_SIN, _BRACKET_COS)
+                sp, cp = _rotate_angle(s0, c0, _BRACKET_SIN, _BRACKET_COS)
+                em = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, sm, cm)
+                e0 = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s0, c0)
+                ep = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, sp, cp)
                 for _ in range(WARM_CONTACT_MAX_WALK):  # slide the bracket downhill
                     if em[0] < e0[0] and em[0] <= ep[0]:
                         d -= h
-                        ep = e0
-                        e0 = em
-                        em = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d - h)
+                        ep, sp, cp = e0, s0, c0
+                        e0, s0, c0 = em, sm, cm
+                        sm, cm = _rotate_angle(s0, c0, -_BRACKET_SIN, _BRACKET_COS)
+                        em = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, sm, cm)
                     elif ep[0] < e0[0]:
                         d += h
-                        em = e0
-                        e0 = ep
-                        ep = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d + h)
+                        em, sm, cm = e0, s0, c0
+                        e0, s0, c0 = ep, sp, cp
+                        sp, cp = _rotate_angle(s0, c0, _BRACKET_SIN, _BRACKET_COS)
+                        ep = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, sp, cp)
                     else:
                         break
-                fm = em[0]
-                f0 = e0[0]
-                fp = ep[0]
-                if f0 <= fm and f0 <= fp:  # minimum bracketed: one fine parabolic fit
-                    d1 = _parabola_vertex(d, fm, f0, fp, h)
-                    e1 = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d1)
-                    if f0 < e1[0]:  # parabola overshot (kink in the terrain): keep the centre
-                        e1 = e0
-                    else:
-                        d = d1
+                if e0[0] <= em[0] and e0[0] <= ep[0]:  # minimum bracketed: one fine fit
+                    d, s0, c0, e1 = _bracket_fit(tkind, tparams, tgrid, p, xw, zw, R, d, s0, c0,
+                                                 em[0], e0, ep[0])
                     f, rx, ry, rz, nx, ny, nz = e1
                     done = True
         if not done:
-            d = _wheel_fan(tkind, tparams, tgrid, p, xw, yw, zw, R, fvals)
+            d = _wheel_fan(tkind, tparams, tgrid, p, xw, yw, zw, R)
             # Second, finer parabolic refinement about the refined angle.
-            fm = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d - s2)[0]
-            f0 = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d)[0]
-            fp = _contact_height_error(tkind, tparams, tgrid, p, xw, zw, R, d + s2)[0]
-            d1 = _parabola_vertex(d, fm, f0, fp, s2)
-            f, rx, ry, rz, nx, ny, nz = _contact_height_error(tkind, tparams, tgrid, p, xw, zw,
-                                                              R, d1)
-            if f0 < f:  # parabola overshot (kink in the terrain): keep the first refinement
-                f, rx, ry, rz, nx, ny, nz = _contact_height_error(tkind, tparams, tgrid, p, xw,
-                                                                  zw, R, d)
-            else:
-                d = d1
+            s0, c0 = math.sin(d), math.cos(d)
+            sm, cm = _rotate_angle(s0, c0, -_BRACKET_SIN, _BRACKET_COS)
+            sp, cp = _rotate_angle(s0, c0, _BRACKET_SIN, _BRACKET_COS)
+            fm = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, sm, cm)[0]
+            e0 = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s0, c0)
+            fp = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, sp, cp)[0]
+            d, s0, c0, e1 = _bracket_fit(tkind, tparams, tgrid, p, xw, zw, R, d, s0, c0, fm, e0,
+                                         fp)
+            f, rx, ry, rz, nx, ny, nz = e1
             if warm:
                 contact_ws[k, 0] = 1.0
                 contact_ws[k, 1] = p[0]
@@ -368,6 +411,10 @@ def _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid,
                 contact_ws[k, 3] = p[2]
         dz[k] = f
         contact_angle[k] = d
+        if warm:
+            contact_ws[k, 4] = d
+            contact_ws[k, 5] = s0
+            contact_ws[k, 6] = c0
         # Contact frame axes: z = n, x = y_wheel x n (longitudinal), y = z x x (lateral).
         _write_contact_frame(T_contact[k], yw[0], yw[1], yw[2], xw[0], xw[1], xw[2],
                              nx, ny, nz, rx, ry, rz)
@@ -381,21 +428,37 @@ def chain_point_jacobian(parent, jtype, axis, T_world, i, p, sign, W):
     chain to the body (2.19): a revolute joint contributes ``axis x (p - r_j)`` (Algorithm 2
     line 6), a prismatic joint its axis (line 8). Body columns are not touched. ``W`` (3, nv).
     """
-    a = np.empty(3)
+    _chain_point_rows(parent, jtype, axis, T_world, i, p[0], p[1], p[2], sign, W, 0)
+
+
+@njit
+def _chain_point_rows(parent, jtype, axis, T_world, i, px, py, pz, sign, W, r0):
+    """:func:`chain_point_jacobian` of the point (px, py, pz) into rows r0..r0+2 of ``W``."""
     while i > 0:
-        for r in range(3):
-            a[r] = (T_world[i, r, 0] * axis[i, 0] + T_world[i, r, 1] * axis[i, 1]
-                    + T_world[i, r, 2] * axis[i, 2])
+        ax, ay, az = _compose_axis(T_world, i, axis)
         if jtype[i] == REVOLUTE:
-            d = p - T_world[i, :3, 3]
-            W[0, 5 + i] += sign * (a[1] * d[2] - a[2] * d[1])
-            W[1, 5 + i] += sign * (a[2] * d[0] - a[0] * d[2])
-            W[2, 5 + i] += sign * (a[0] * d[1] - a[1] * d[0])
+            dx = px - T_world[i, 0, 3]
+            dy = py - T_world[i, 1, 3]
+            dz = pz - T_world[i, 2, 3]
+            W[r0, 5 + i] += sign * (ay * dz - az * dy)
+            W[r0 + 1, 5 + i] += sign * (az * dx - ax * dz)
+            W[r0 + 2, 5 + i] += sign * (ax * dy - ay * dx)
         elif jtype[i] == PRISMATIC:
-            W[0, 5 + i] += sign * a[0]
-            W[1, 5 + i] += sign * a[1]
-            W[2, 5 + i] += sign * a[2]
+            W[r0, 5 + i] += sign * ax
+            W[r0 + 1, 5 + i] += sign * ay
+            W[r0 + 2, 5 + i] += sign * az
         i = parent[i]
+
+
+@njit
+def _compose_axis(T_world, i, axis):
+    """Joint axis of frame ``i`` in world coordinates, ``R_i axis[i]`` (3-tuple)."""
+    return ((T_world[i, 0, 0] * axis[i, 0] + T_world[i, 0, 1] * axis[i, 1]
+             + T_world[i, 0, 2] * axis[i, 2]),
+            (T_world[i, 1, 0] * axis[i, 0] + T_world[i, 1, 1] * axis[i, 1]
+             + T_world[i, 1, 2] * axis[i, 2]),
+            (T_world[i, 2, 0] * axis[i, 0] + T_world[i, 2, 1] * axis[i, 1]
+             + T_world[i, 2, 2] * axis[i, 2]))
 
 
 @njit
@@ -408,24 +471,39 @@ def wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, out)
     ``R_b`` (lines 12-13); the result is rotated into contact coordinates (line 14).
     ``out`` (3, nv) is overwritten.
     """
-    rc = T_contact[k, :3, 3]
-    W = np.zeros((3, out.shape[1]))
-    chain_point_jacobian(parent, jtype, axis, T_world, wheel_frame[k], rc, 1.0, W)
-    Rb = T_world[0, :3, :3]
-    d = rc - T_world[0, :3, 3]
+    _wheel_jacobian_rows(parent, jtype, axis, wheel_frame[k], T_world, T_contact, k, out, 0)
+
+
+@njit
+def _wheel_jacobian_rows(parent, jtype, axis, i, T_world, T_contact, k, out, r0):
+    """:func:`wheel_jacobian` of contact ``k`` carried by frame ``i``, into rows r0..r0+2 of
+    ``out`` (the world-frame Jacobian is built there, then rotated in place column by column)."""
+    nv = out.shape[1]
+    for r in range(r0, r0 + 3):
+        for j in range(nv):
+            out[r, j] = 0.0
+    rx, ry, rz = T_contact[k, 0, 3], T_contact[k, 1, 3], T_contact[k, 2, 3]
+    _chain_point_rows(parent, jtype, axis, T_world, i, rx, ry, rz, 1.0, out, r0)
+    d0 = rx - T_world[0, 0, 3]
+    d1 = ry - T_world[0, 1, 3]
+    d2 = rz - T_world[0, 2, 3]
     # [d]_x^T R_b = -[d]_x R_b: column j is -(d x R_b[:, j]) = R_b[:, j] x d
     for j in range(3):
-        W[0, j] = Rb[1, j] * d[2] - Rb[2, j] * d[1]
-        W[1, j] = Rb[2, j] * d[0] - Rb[0, j] * d[2]
-        W[2, j] = Rb[0, j] * d[1] - Rb[1, j] * d[0]
-        W[0, 3 + j] = Rb[0, j]
-        W[1, 3 + j] = Rb[1, j]
-        W[2, 3 + j] = Rb[2, j]
-    # line 14: A_wheel = (R_c^w)^T A_wheel
-    for r in range(3):
-        for j in range(out.shape[1]):
-            out[r, j] = (T_contact[k, 0, r] * W[0, j] + T_contact[k, 1, r] * W[1, j]
-                         + T_contact[k, 2, r] * W[2, j])
+        b0, b1, b2 = T_world[0, 0, j], T_world[0, 1, j], T_world[0, 2, j]
+        out[r0, j] = b1 * d2 - b2 * d1
+        out[r0 + 1, j] = b2 * d0 - b0 * d2
+        out[r0 + 2, j] = b0 * d1 - b1 * d0
+        out[r0, 3 + j] = b0
+        out[r0 + 1, 3 + j] = b1
+        out[r0 + 2, 3 + j] = b2
+    # line 14: A_wheel = (R_c^w)^T A_wheel (columns of joints off the chain stay zero)
+    for j in range(nv):
+        w0, w1, w2 = out[r0, j], out[r0 + 1, j], out[r0 + 2, j]
+        if w0 == 0.0 and w1 == 0.0 and w2 == 0.0:
+            continue
+        for r in range(3):
+            out[r0 + r, j] = (T_contact[k, 0, r] * w0 + T_contact[k, 1, r] * w1
+                              + T_contact[k, 2, r] * w2)
 
 
 @njit
@@ -490,46 +568,118 @@ def _patch_height_error(tkind, tparams, tgrid, T, pl):
 
 
 @njit
+def _belt_adjacent(track_frame, track_path, k):
+    """True when patches k and k + 1 follow each other along one belt (same frame, shared end
+    sub-point, as :func:`wmr_model.tracks.sample_track` lays them out)."""
+    M = track_path.shape[1]
+    if track_frame[k] != track_frame[k + 1]:
+        return False
+    for c in range(3):
+        if abs(track_path[k, M - 1, c] - track_path[k + 1, 0, c]) > 1e-12:
+            return False
+    return True
+
+
+@njit
+def _belt_lowest_patch(track_frame, track_path, dz):
+    """For every patch (``dz`` (ntp,)), the patch of smallest Δz on the same belt (the run of
+    adjacent patches it belongs to, :func:`_belt_adjacent`); (ntp,) int."""
+    ntp = track_frame.shape[0]
+    low = np.empty(ntp, dtype=np.int64)
+    k0 = 0
+    while k0 < ntp:
+        k1 = k0
+        while k1 + 1 < ntp and _belt_adjacent(track_frame, track_path, k1):
+            k1 += 1
+        best = k0
+        for k in range(k0, k1 + 1):
+            if dz[k] < dz[best]:
+                best = k
+        for k in range(k0, k1 + 1):
+            low[k] = best
+        k0 = k1 + 1
+    return low
+
+
+@njit
+def _belt_closest_point(track_frame, track_path, f, k, reach):
+    """Belt point closest to the terrain: ``(patch, fractional sub-point coordinate)``.
+
+    Centroid of the sub-points whose Δz (``f`` (ntp, M)) is within :data:`TRACK_PATCH_TOL` of
+    the minimum, weighted ``(1 - (Δz_j - Δz_min) / tol)^2``, over patch k alone (``reach``
+    False) or over patch k and the patches adjacent to it along the same belt (``reach`` True;
+    shared end sub-points counted once).
+    """
+    M = track_path.shape[1]
+    k0 = k
+    k1 = k
+    if reach:
+        if k > 0 and _belt_adjacent(track_frame, track_path, k - 1):
+            k0 = k - 1
+        if k + 1 < track_frame.shape[0] and _belt_adjacent(track_frame, track_path, k):
+            k1 = k + 1
+    fbest = np.inf
+    for kk in range(k0, k1 + 1):
+        for j in range(M):
+            if f[kk, j] < fbest:
+                fbest = f[kk, j]
+    sw = 0.0
+    su = 0.0
+    for kk in range(k0, k1 + 1):
+        for j in range(0 if kk == k0 else 1, M):
+            x = (f[kk, j] - fbest) / TRACK_PATCH_TOL
+            if x < 1.0:
+                w = (1.0 - x) * (1.0 - x)
+                sw += w
+                su += w * ((kk - k0) * (M - 1) + j)
+    X = su / sw
+    kk = k0 + min(int(X // (M - 1)), k1 - k0)
+    return kk, X - (kk - k0) * (M - 1)
+
+
+@njit
 def track_contact(track_frame, track_path, tkind, tparams, tgrid, T_world, nw, T_contact, dz,
                   contact_angle):
     """Belt-terrain collision detection for every track patch (the track analogue of 2.8-2.9).
 
     Patch k is the belt between its M sub-points (``track_path[k, :, 0:3]`` in the frame
     ``track_frame[k]``). Its contact height error Δz is the smallest sub-point Δz (2.8), edge
-    corrected (:func:`_patch_height_error`); its
-    contact point is the centroid of the sub-points within :data:`TRACK_PATCH_TOL` of that
-    minimum, weighted ``(1 - (Δz_j - Δz_min) / tol)^2`` - the patch centre on flat ground (a
-    belt lying on the ground bears along its length), the lowest sub-point on an edge, and
-    continuous in the state in between. Its fractional sub-point coordinate goes to
-    ``contact_angle[nw + k]``. The contact frame has z along the terrain normal there and
-    x = y_track x n (the belt's longitudinal direction), as for a wheel (Figure 2.3). Writes
-    entries ``nw .. nw + ntp - 1`` of ``T_contact``, ``dz``, ``contact_angle``.
+    corrected (:func:`_patch_height_error`); its contact point is the centroid of the
+    sub-points near that minimum (:func:`_belt_closest_point`) - the patch centre on flat
+    ground (a belt lying on the ground bears along its length), the lowest sub-point on an
+    edge, and continuous in the state in between. Its fractional sub-point coordinate goes to
+    ``contact_angle[nw + k]``.
+
+    The contact frame has z along the belt's inward normal and x = y_track x n (the belt's
+    longitudinal direction), as for a wheel (Figure 2.3), taken at the belt's closest point
+    over the patch *and its neighbours along the belt*: where the patch's own closest point is
+    its end sub-point and the belt keeps approaching the terrain beyond it (a patch on an end
+    arc next to the lower run, hovering above flat ground) the belt touches the terrain in the
+    neighbour, and the patch's rows take that contact's directions. The patch's own belt
+    normal there is tilted by the arc angle, so a level translation would read as approach
+    (front) and separation (rear) in its normal row and demand a pitch rate. Where the patch's
+    closest point is its own (an edge under the belt, a lower run on the ground) or the belt
+    is straight across the neighbours, the two agree. Writes entries ``nw .. nw + ntp - 1`` of
+    ``T_contact``, ``dz``, ``contact_angle``.
     """
     ntp = track_frame.shape[0]
     M = track_path.shape[1]
-    fvals = np.empty(M)
+    f = np.empty((ntp, M))
     pl = np.empty(6)
     for k in range(ntp):
         T = T_world[track_frame[k]]
-        fbest = np.inf
         for j in range(M):
-            f = _patch_height_error(tkind, tparams, tgrid, T, track_path[k, j])[0]
-            fvals[j] = f
-            if f < fbest:
-                fbest = f
-        sw = 0.0
-        su = 0.0
-        for j in range(M):
-            x = (fvals[j] - fbest) / TRACK_PATCH_TOL
-            if x < 1.0:
-                w = (1.0 - x) * (1.0 - x)
-                sw += w
-                su += w * j
-        u = su / sw
+            f[k, j] = _patch_height_error(tkind, tparams, tgrid, T, track_path[k, j])[0]
+    for k in range(ntp):
+        T = T_world[track_frame[k]]
+        u = _belt_closest_point(track_frame, track_path, f, k, False)[1]
         _patch_point(track_path, k, u, pl)
         rx, ry, rz = _patch_height_error(tkind, tparams, tgrid, T, pl)[1:4]
-        # contact normal: the belt's inward normal at the point, (b_z, 0, -b_x) / |b| in the
-        # track frame (b the belt velocity per unit rate, tangent to the belt)
+        # contact normal: the belt's inward normal at the closest point near the patch,
+        # (b_z, 0, -b_x) / |b| in the track frame (b the belt velocity per unit rate, tangent
+        # to the belt); neighbours along one belt share its frame
+        kb, ub = _belt_closest_point(track_frame, track_path, f, k, True)
+        _patch_point(track_path, kb, ub, pl)
         bn = math.sqrt(pl[3] * pl[3] + pl[5] * pl[5])
         mx = pl[5] / bn
         mz = -pl[3] / bn
@@ -537,6 +687,10 @@ def track_contact(track_frame, track_path, tkind, tparams, tgrid, T_world, nw, T
         ny = T[1, 0] * mx + T[1, 2] * mz
         nz = T[2, 0] * mx + T[2, 2] * mz
         c = nw + k
+        fbest = np.inf
+        for j in range(M):
+            if f[k, j] < fbest:
+                fbest = f[k, j]
         dz[c] = fbest
         contact_angle[c] = u
         # x = y_track x n (along the belt); the fallback (a belt normal along y_track) cannot
@@ -552,11 +706,19 @@ def track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_pa
 
     The point is fixed in the track frame, so its rigid-body part is Algorithm 2 from that
     frame up to the body (:func:`wheel_jacobian` applied to the track frame). The belt slides
-    over the frame at ``b * theta_dot_s`` (``b`` the belt velocity per unit drive rate at the
-    point, :mod:`wmr_model.tracks`), the contact surface motion of seed 003; it enters the
-    column of the drive joint ``s``:
+    over the frame along its own surface at the belt speed ``|b| theta_dot_s`` (``b`` the belt
+    velocity per unit drive rate, :mod:`wmr_model.tracks`), the contact surface motion of seed
+    003; it enters the column of the drive joint ``s`` along the contact's longitudinal axis x
+    (the belt direction where the belt meets the terrain, :func:`track_contact`), signed as
+    the belt moves there:
 
-    .. math:: A_k[:, s] \\mathrel{+}= (R_c^w)^T R_{track}^w b
+    .. math:: A_k[:, s] \\mathrel{+}= \\pm |b| \\, e_x
+
+    The belt speed is the same all round the loop, and the belt moving along its surface
+    changes no gap: the normal row has no belt term. (Projecting the patch's own belt direction
+    instead gives a patch on an end arc, whose contact axes are those of the neighbouring
+    lower-run contact, a speed short by the arc's cosine and a normal term that pumps the body
+    in pitch.)
 
     ``out`` (3, nv) is overwritten; ``belt`` (3,) receives the belt term alone (contact
     coordinates), so callers can separate the rigid part.
@@ -567,13 +729,15 @@ def track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_pa
     T = T_world[track_frame[k]]
     Tc = T_contact[nw + k]
     col = 5 + track_drive[k]
-    belt[:] = 0.0
+    bx = 0.0
     for r in range(3):
-        bw = T[r, 0] * pl[3] + T[r, 1] * pl[4] + T[r, 2] * pl[5]
-        for c in range(3):
-            belt[c] += Tc[r, c] * bw
-    for c in range(3):
-        out[c, col] += belt[c]
+        bx += Tc[r, 0] * (T[r, 0] * pl[3] + T[r, 1] * pl[4] + T[r, 2] * pl[5])
+    speed = math.sqrt(track_path[k, 0, 3] ** 2 + track_path[k, 0, 4] ** 2
+                      + track_path[k, 0, 5] ** 2)
+    belt[0] = speed if bx >= 0.0 else -speed
+    belt[1] = 0.0
+    belt[2] = 0.0
+    out[0, col] += belt[0]
 
 
 @njit
@@ -759,7 +923,11 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, l
     the activation rule of :mod:`wmr_model.tracks`: tangential rows scaled by ``w_t``
     (:func:`track_activation`), the normal row by ``w_n = w_min + (1 - w_min) w_t`` with its
     Δz capped at ``d_off`` (a patch clear of the terrain keeps only a faint pull of its rigid
-    point; the patch's normal is the belt's, so the belt term has no normal component). The
+    point). The normal row holds the rigid motion of the point only (the belt changes no gap),
+    along ``w_t n_k + (1 - w_t) n_low`` normalized, ``n_k`` the patch's contact normal and
+    ``n_low`` that of the lowest patch of its belt (:func:`_belt_lowest_patch`): a clear
+    patch pulls toward the terrain along the normal where its belt meets it, so a level
+    translation never reads as approach or separation through a tilted belt. The
     solve then releases track patches in tension (:func:`release_track_adhesion`). The last
     nhc rows are the holonomic constraints
     (:func:`holonomic_constraints`: joint constraints, then loop closures) with ``-sigma c``
@@ -769,14 +937,15 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, l
     ntp = track_frame.shape[0]
     nc = nw + ntp
     nv = A.shape[1]
-    blk = np.empty((3, nv))
     for k in range(nw):
-        wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
-        A[3 * k:3 * k + 3, :] = blk
+        _wheel_jacobian_rows(parent, jtype, axis, wheel_frame[k], T_world, T_contact, k, A, 3 * k)
         v[3 * k] = vc_xy[k, 0]
         v[3 * k + 1] = vc_xy[k, 1]
         v[3 * k + 2] = -sigma * dz[k]
-    belt = np.empty(3)
+    if ntp > 0:
+        blk = np.empty((3, nv))
+        belt = np.empty(3)
+        low = _belt_lowest_patch(track_frame, track_path, dz[nw:])
     for k in range(ntp):
         c = nw + k
         track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_path,
@@ -786,7 +955,27 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, l
         for j in range(nv):
             A[3 * c, j] = wt * blk[0, j]
             A[3 * c + 1, j] = wt * blk[1, j]
-            A[3 * c + 2, j] = wn * blk[2, j]
+        # normal row: rigid part only (the belt changes no gap), along the patch's own normal
+        # in contact, turning to the normal of its belt's closest patch as it clears
+        for i in range(3):
+            blk[i, 5 + track_drive[k]] -= belt[i]
+        Tc = T_contact[c]
+        Tl = T_contact[nw + low[k]]
+        m = np.empty(3)
+        mn = 0.0
+        for i in range(3):
+            acc = 0.0
+            for r in range(3):
+                acc += Tc[r, i] * (wt * Tc[r, 2] + (1.0 - wt) * Tl[r, 2])
+            m[i] = acc
+            mn += acc * acc
+        if mn < 1e-18:  # opposite normals half-way: keep the patch's own
+            m[:] = 0.0
+            m[2] = 1.0
+            mn = 1.0
+        mn = wn / math.sqrt(mn)
+        for j in range(nv):
+            A[3 * c + 2, j] = mn * (m[0] * blk[0, j] + m[1] * blk[1, j] + m[2] * blk[2, j])
         v[3 * c] = wt * vc_xy[c, 0]
         v[3 * c + 1] = wt * vc_xy[c, 1]
         v[3 * c + 2] = -wn * sigma * min(dz[c], track_act[1])
@@ -943,21 +1132,23 @@ def solve_partitioned(A, v, known, qdot_known, qdot):
                 for r in range(m):
                     rhs[r] -= A[r, j] * qdot_known[j]
     if nu > 0:
-        N = np.empty((nu, nu))
-        x = np.empty(nu)
+        # Normal equations N x = Au^T rhs, lower triangle: row r of A is added to every sum at
+        # once (each sum still runs over r in order), so the sums proceed side by side instead
+        # of one long dependency chain each; exact zeros of A (the other contacts' joint
+        # columns) add nothing and are skipped.
+        N = np.zeros((nu, nu))
+        x = np.zeros(nu)
+        for r in range(m):
+            for a in range(nu):
+                ara = A[r, idx[a]]
+                if ara == 0.0:
+                    continue
+                x[a] += ara * rhs[r]
+                for b in range(a + 1):
+                    N[a, b] += ara * A[r, idx[b]]
         for a in range(nu):
-            ja = idx[a]
-            t = 0.0
-            for r in range(m):
-                t += A[r, ja] * rhs[r]
-            x[a] = t
-            for b in range(a + 1):
-                jb = idx[b]
-                t = 0.0
-                for r in range(m):
-                    t += A[r, ja] * A[r, jb]
-                N[a, b] = t
-                N[b, a] = t
+            for b in range(a):
+                N[b, a] = N[a, b]
         if not _cholesky_solve_inplace(N, x):
             Au = np.empty((m, nu))
             for a in range(nu):
@@ -1021,10 +1212,13 @@ def integrate_euler(q, qdot, dt, q_next):
     The orientation row uses the exact exponential map for constant body angular velocity (no
     gimbal lock, norm preserved); position uses R_b at the start of the step, joints are linear.
     """
-    q_next[0:4] = quat_exp_body(q[0:4], qdot[0:3], dt)
-    Rb = quat_to_rot(q[0:4])
-    q_next[4:7] = q[4:7] + (Rb @ qdot[3:6]) * dt
-    q_next[7:] = q[7:] + qdot[6:] * dt
+    quat_exp_body_into(q, qdot, dt, q_next)
+    Rb = quat_rot_entries(q[0], q[1], q[2], q[3])
+    v0, v1, v2 = qdot[3], qdot[4], qdot[5]
+    for r in range(3):
+        q_next[4 + r] = q[4 + r] + (Rb[3 * r] * v0 + Rb[3 * r + 1] * v1 + Rb[3 * r + 2] * v2) * dt
+    for k in range(7, q.shape[0]):
+        q_next[k] = q[k] + qdot[k - 1] * dt
 
 
 @njit
@@ -1045,13 +1239,15 @@ def contact_velocity_norms(A, qdot, nw, out):
     """Magnitude of each contact's velocity |v_c| = |A_k qdot| for the first ``nw`` contacts
     (Table 2.4); track patch rows are activation-weighted, so theirs is weight * |v_c|."""
     for k in range(nw):
-        s = 0.0
-        for r in range(3):
-            e = 0.0
-            for j in range(qdot.shape[0]):
-                e += A[3 * k + r, j] * qdot[j]
-            s += e * e
-        out[k] = math.sqrt(s)
+        e0 = 0.0  # the three rows side by side (each still summed over j in order)
+        e1 = 0.0
+        e2 = 0.0
+        for j in range(qdot.shape[0]):
+            qj = qdot[j]
+            e0 += A[3 * k, j] * qj
+            e1 += A[3 * k + 1, j] * qj
+            e2 += A[3 * k + 2, j] * qj
+        out[k] = math.sqrt(0.0 + e0 * e0 + e1 * e1 + e2 * e2)
 
 
 # ----------------------------------------------------------------------------------------------
