@@ -13,7 +13,7 @@ model against the noise-free truth, on the fitted radii and on held-out radii 0.
 Predictor: the slip law on the belts' ideal differential drive
 (:class:`~wmr_model.calibration.track_slip.PlanarSlipPredictor`); ``--model-predictor`` also
 runs the 3D enhanced track kinematics of the Absolem (:class:`ModelPredictor`, dt 0.01 s,
-minutes).
+about a minute per fit).
 """
 
 from __future__ import annotations

@@ -302,6 +302,27 @@ class ModelPredictor:
         return IntervalPrediction(pose=pose_out, cmap=cmap, body=qn[:, :7], dt=dt)
 
 
+def planar_interval(pose0: np.ndarray, vx: np.ndarray, wz: np.ndarray,
+                    dt: float) -> IntervalPrediction:
+    """Interval prediction of planar candidates (level ground, height held).
+
+    ``pose0`` (7,) logged body pose at the interval start; ``vx``, ``wz`` (N, T) forward speed
+    [m/s] and yaw rate [rad/s] per candidate and step, integrated by
+    :func:`wmr_model.reference_models.integrate_planar`. The covariance map is candidate 0's.
+    """
+    N = vx.shape[0]
+    start = np.array([pose0[4], pose0[5], float(yaw_of(pose0[:4]))])
+    traj = integrate_planar(np.repeat(start[None], N, 0), vx, wz, dt)
+    yaw = traj[..., 2]
+    qz = np.stack([np.cos(yaw / 2), 0 * yaw, 0 * yaw, np.sin(yaw / 2)], axis=-1)
+    z = np.full(traj.shape[:2] + (1,), pose0[6])
+    body = np.concatenate([qz, traj[..., :2], z], axis=-1)
+    R = quat_to_matrix(body[0, :-1, :4])
+    v = np.stack([vx[0], 0 * vx[0], 0 * vx[0]], axis=1)
+    return IntervalPrediction(pose=body[:, -1], cmap=covariance_map(R, v, dt), body=body[0],
+                              dt=dt)
+
+
 @dataclass
 class DiffDrivePredictor:
     """Planar differential drive (3.64)-(3.65) / diff drive+ (3.66) interval predictor.
@@ -369,16 +390,6 @@ class DiffDrivePredictor:
             vr = self.radius * rates[:, ri].mean(axis=1)
             vx[k] = 0.5 * (vl + vr)
             wz[k] = float(c.get("diff_drive.alpha", 1.0)) * (vr - vl) / self.track
-        p0 = log.pose[i0]
-        start = np.array([p0[4], p0[5], float(yaw_of(p0[:4]))])
-        traj = integrate_planar(np.repeat(start[None], N, 0), vx, wz, dt)
-        yaw = traj[..., 2]
-        qz = np.stack([np.cos(yaw / 2), 0 * yaw, 0 * yaw, np.sin(yaw / 2)], axis=-1)
-        z = np.full(traj.shape[:2] + (1,), p0[6])
-        body = np.concatenate([qz, traj[..., :2], z], axis=-1)
-        R = quat_to_matrix(body[0, :-1, :4])
-        v = np.stack([vx[0], 0 * vx[0], 0 * vx[0]], axis=1)
-        return IntervalPrediction(pose=body[:, -1], cmap=covariance_map(R, v, dt),
-                                  body=body[0], dt=dt)
+        return planar_interval(log.pose[i0], vx, wz, dt)
 
 

@@ -32,14 +32,11 @@ import numpy as np
 
 from wmr_model import kinematics as kin
 from wmr_model.calibration.logs import CalibrationLog
-from wmr_model.calibration.predictors import IntervalPrediction, interval_steps
+from wmr_model.calibration.predictors import IntervalPrediction, interval_steps, planar_interval
 from wmr_model.calibration.residuals import (
     component_indices,
-    covariance_map,
     pose_residual,
     quat_multiply,
-    quat_to_matrix,
-    yaw_of,
 )
 from wmr_model.calibration.synthetic import _exp_quat
 from wmr_model.enhanced import DEFAULT_SLIP_AXES, STANDARD_GRAVITY, cg_slip_velocity
@@ -47,7 +44,7 @@ from wmr_model.errors import ModelError, ParameterError
 from wmr_model.experiments_tracks import FLIPPERS_FLAT, track_rates
 from wmr_model.model import VehicleModel
 from wmr_model.parameters import get_spec, slip_vector
-from wmr_model.reference_models import integrate_planar, integrate_planar_step
+from wmr_model.reference_models import integrate_planar_step
 from wmr_model.skid_steer import SkidSteerVehicle, steady_state_motion
 from wmr_model.terrain import flat
 
@@ -72,6 +69,8 @@ SEED_003_SET = ("slip.p2", "slip.p6")
 TURN_RATIO_SET = ("slip.p2", "slip.p6", "slip.p7", "slip.p8")
 # Sub-points within this height [m] of a main track's lowest one form its flat ground run.
 _GROUND_RUN_TOL = 1e-6
+# Encoder sample this long [s] before a switch of belt speeds still has the old speeds.
+_SWITCH_EPS = 1e-6
 
 
 @dataclass(frozen=True)
@@ -220,7 +219,8 @@ def track_slip_log(model: VehicleModel, manoeuvres: Sequence[Manoeuvre],
     instantly between manoeuvres. Body poses are sampled at ``pose_rate`` [Hz] (height and
     attitude of ``model`` resting on flat ground) with independent Gaussian noise of standard
     deviations ``pose_std = (rotation [rad], position [m])`` on every axis; sprocket rates at
-    ``joint_rate`` [Hz]; the flipper joints are held at ``flippers`` [rad] (pot readings).
+    ``joint_rate`` [Hz] and just before each switch; the flipper joints are held at
+    ``flippers`` [rad] (pot readings).
     """
     veh = truth_vehicle(model) if vehicle is None else vehicle
     mans = tuple(manoeuvres)
@@ -257,7 +257,11 @@ def track_slip_log(model: VehicleModel, manoeuvres: Sequence[Manoeuvre],
     cov = np.zeros((len(t_pose), 6, 6))
     cov[:, range(3), range(3)] = max(s_rot, 1e-6) ** 2
     cov[:, range(3, 6), range(3, 6)] = max(s_pos, 1e-6) ** 2
-    t_joint = np.arange(round(total * joint_rate) + 1) / joint_rate
+    # encoder samples at joint_rate plus one just before each switch of belt speeds, so the
+    # log's linear interpolation (CalibrationLog.rates_at) keeps the switch a step instead of
+    # blending two manoeuvres over the last sample period of each one
+    t_joint = np.union1d(np.arange(round(total * joint_rate) + 1) / joint_rate,
+                         start[1:] - _SWITCH_EPS)
     seg = np.clip(np.searchsorted(start, t_joint, side="right") - 1, 0, len(mans) - 1)
     rates = track_rates(model, belts[seg, 0], belts[seg, 1])
     sprockets = [act[0], act[1]]
@@ -346,18 +350,7 @@ class PlanarSlipPredictor:
                 slip = cg_slip_velocity(v_cg, f_cg, p, DEFAULT_SLIP_AXES, 0.0)
                 vx[k, t] = v_cg[3] + slip[3]
                 wz[k, t] = v_cg[2] + slip[2]
-        p0 = log.pose[i0]
-        start = np.array([p0[4], p0[5], float(yaw_of(p0[:4]))])
-        traj = integrate_planar(np.repeat(start[None], N, 0), vx, wz, dt)
-        yaw = traj[..., 2]
-        zero = np.zeros_like(yaw)
-        qz = np.stack([np.cos(yaw / 2), zero, zero, np.sin(yaw / 2)], axis=-1)
-        z = np.full(traj.shape[:2] + (1,), p0[6])
-        body = np.concatenate([qz, traj[..., :2], z], axis=-1)
-        R = quat_to_matrix(body[0, :-1, :4])
-        v = np.stack([vx[0], zero[0, :-1], zero[0, :-1]], axis=1)
-        return IntervalPrediction(pose=body[:, -1], cmap=covariance_map(R, v, dt),
-                                  body=body[0], dt=dt)
+        return planar_interval(log.pose[i0], vx, wz, dt)
 
 
 def manoeuvre_intervals(run: TrackSlipRun, length: float = 2.0) -> tuple[np.ndarray, list[str]]:
