@@ -87,9 +87,18 @@ def _time_constraints(m, Q, TW, TC, DZ, ANG, sigma, vc, A, v):
 
 
 @njit(cache=False)
-def _time_solve(AA, VV, known, qk, qdot):
+def _time_solve(AA, VV, known, qk, qdot, ws):
     for s in range(AA.shape[0]):
-        K.solve_partitioned(AA[s], VV[s], known, qk, qdot)
+        K.solve_partitioned(AA[s], VV[s], known, qk, qdot, ws)
+
+
+@njit(cache=False)
+def _time_solve_resolve(AA, VV, known, qk, qdot, ws):
+    # the enhanced step's pair: a solve, then the same A and known set with a new right-hand
+    # side (here the first solve's residual direction, any vector does)
+    for s in range(AA.shape[0]):
+        K.solve_partitioned(AA[s], VV[s], known, qk, qdot, ws)
+        K.resolve_partitioned(AA[s], VV[s] * 0.5, known, qk, qdot, ws)
 
 
 @njit(cache=False)
@@ -99,12 +108,13 @@ def _time_euler(Q, QD, dt, qn):
 
 
 @njit(cache=False)
-def _time_step(m, t, Q, known, qk, sigma, vc, T_world, T_contact, dz, ang, A, v, qdot, ws):
+def _time_step(m, t, Q, known, qk, sigma, vc, T_world, T_contact, dz, ang, A, v, qdot, ws,
+               sws):
     ws[:, :] = 0.0
     for s in range(Q.shape[0]):
         K.joint_space_velocity(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10],
                                m[11], m[12], t[0], t[1], t[2], Q[s], known, qk, sigma, vc,
-                               T_world, T_contact, dz, ang, A, v, qdot, ws)
+                               T_world, T_contact, dz, ang, A, v, qdot, ws, sws)
 
 
 def _best(f, *args, repeats=40):
@@ -149,6 +159,7 @@ def kernel_profile(quick: bool, dt: float = 0.04) -> dict:
             TW[s], TC[s], DZ[s], ANG[s] = d.T_world, d.T_contact, d.dz, d.contact_angle
             AA[s], VV[s], QD[s] = d.A, d.v, d.qdot
         ws = K.contact_workspace(model.nc)
+        sws = K.solve_workspace(d.A.shape[0], known)
         u = np.tile(ex.straight_wheel_rates(model, 1.0), (S, 1))
         times = {
             "forward_kinematics": _best(_time_fk, m, Q, d.T_world),
@@ -156,11 +167,13 @@ def kernel_profile(quick: bool, dt: float = 0.04) -> dict:
                                           d.contact_angle, ws),
             "constraint_system": _best(_time_constraints, m, Q, TW, TC, DZ, ANG, sigma, vc, d.A,
                                        d.v),
-            "solve_partitioned": _best(_time_solve, AA, VV, known, qk, d.qdot),
+            "solve_partitioned": _best(_time_solve, AA, VV, known, qk, d.qdot, sws),
+            "solve + resolve_partitioned": _best(_time_solve_resolve, AA, VV, known, qk, d.qdot,
+                                                 sws),
             "integrate_euler": _best(_time_euler, Q, QD, dt, qn),
             "joint_space_velocity (whole solve)": _best(
                 _time_step, m, t, Q, known, qk, sigma, vc, d.T_world, d.T_contact, d.dz,
-                d.contact_angle, d.A, d.v, d.qdot, ws),
+                d.contact_angle, d.A, d.v, d.qdot, ws, sws),
             "kin.simulate (whole run, per step)": _best(
                 kin.simulate, model, terrain, Q[0], u, dt, repeats=15),
         }

@@ -56,7 +56,12 @@ import numpy as np
 from wmr_model._jit import njit
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.inertia import composite_inertias, composite_workspace, mass_com_into
-from wmr_model.kinematics.kernels import joint_space_velocity, solve_partitioned, track_activation
+from wmr_model.kinematics.kernels import (
+    joint_space_velocity,
+    resolve_partitioned,
+    solve_workspace,
+    track_activation,
+)
 
 __all__ = [
     "STANDARD_GRAVITY",
@@ -281,7 +286,7 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
                                   track_act, tkind, tparams, tgrid, q, known, qdot_known, sigma,
                                   vc_xy, I_frame, gravity, p, slip_axes, enhanced, T_world,
                                   T_contact, dz, contact_angle, A, v, qdot, Ic, f_cg, c, v_b_slip,
-                                  vc_slip, contact_ws=None, ws=None):
+                                  vc_slip, contact_ws=None, ws=None, solve_ws=None):
     """Joint-space velocity with body-level slip, (2.44)-(2.52) then (2.38).
 
     1. least-squares (no added slip) solve of (2.37)-(2.38) with the given ``vc_xy`` (nw, 2);
@@ -290,7 +295,9 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
        stability margin;
     3. when ``enhanced``: slip at the cg (2.48)-(2.49), back to the body (2.50) into
        ``v_b_slip`` (6,), wheel slip (2.52) added to ``vc_xy`` into ``vc_slip`` (nw, 2), and the
-       same constraint matrix ``A`` solved again with the new right-hand side (2.38).
+       same constraint matrix ``A`` solved again with the new right-hand side (2.38), reusing
+       the first solve's index set and Cholesky factor
+       (:func:`wmr_model.kinematics.kernels.resolve_partitioned`).
 
     ``I_frame`` (nf, 6, 6) per-frame spatial inertias; ``gravity`` (3,) world gravity
     [m/s^2]; ``p`` (6,); ``slip_axes`` (4, 3). Workspace as in
@@ -299,21 +306,20 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
     rows are activation-weighted, so its slip (2.52) is applied to the weighted rows.
     ``contact_ws``: optional collision warm-start workspace
     (:func:`wmr_model.kinematics.kernels.wheel_contact`); ``ws``: optional scratch from
-    :func:`enhanced_workspace` (allocated when omitted; the loops create one per trajectory).
-    Returns the residual norm of the final solve.
+    :func:`enhanced_workspace` and ``solve_ws``: optional scratch of the velocity solve
+    (:func:`wmr_model.kinematics.kernels.solve_workspace` for ``known``), both allocated when
+    omitted (the loops create them once per trajectory). Returns the residual norm of the final
+    solve.
     """
     if ws is None:
-        return _enhanced_joint_space_velocity(
-            parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-            loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid,
-            q, known, qdot_known, sigma, vc_xy, I_frame, gravity, p, slip_axes, enhanced,
-            T_world, T_contact, dz, contact_angle, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip,
-            contact_ws, enhanced_workspace())
+        ws = enhanced_workspace()
+    if solve_ws is None:
+        solve_ws = solve_workspace(A.shape[0], known)
     return _enhanced_joint_space_velocity(
         parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset, loop_closure,
         track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q, known,
         qdot_known, sigma, vc_xy, I_frame, gravity, p, slip_axes, enhanced, T_world, T_contact,
-        dz, contact_angle, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, ws)
+        dz, contact_angle, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, ws, solve_ws)
 
 
 @njit
@@ -329,13 +335,15 @@ def _enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_r
                                    track_path, track_act, tkind, tparams, tgrid, q, known,
                                    qdot_known, sigma, vc_xy, I_frame, gravity, p, slip_axes,
                                    enhanced, T_world, T_contact, dz, contact_angle, A, v, qdot,
-                                   Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, ws):
-    """:func:`enhanced_joint_space_velocity` with its scratch ``ws`` (no allocation here)."""
+                                   Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, ws, solve_ws):
+    """:func:`enhanced_joint_space_velocity` with its scratch ``ws``, ``solve_ws`` (no
+    allocation here)."""
     cws, g_b, f_b, v_cg = ws
     res = joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
                                joint_offset, loop_closure, track_frame, track_drive, track_path,
                                track_act, tkind, tparams, tgrid, q, known, qdot_known, sigma, vc_xy,
-                               T_world, T_contact, dz, contact_angle, A, v, qdot, contact_ws)
+                               T_world, T_contact, dz, contact_angle, A, v, qdot, contact_ws,
+                               solve_ws)
     Ib = composite_inertias(parent, I_frame, T_world, Ic, cws)
     m = mass_com_into(Ib, c)
     Rb = T_world[0, :3, :3]
@@ -371,7 +379,8 @@ def _enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_r
                 s += A[3 * k + r, j] * v_b_slip[j]
             v[3 * k + r] = s + w * vc_xy[k, r]
             vc_slip[k, r] = (s / w if w > 0.0 else 0.0) + vc_xy[k, r]
-    return solve_partitioned(A, v, known, qdot_known, qdot)
+    # same A and known set as the first solve: keep its factor (2.38)
+    return resolve_partitioned(A, v, known, qdot_known, qdot, solve_ws)
 
 
 # ----------------------------------------------------------------------------------------------

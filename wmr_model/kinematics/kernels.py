@@ -997,7 +997,7 @@ TRACK_RELEASE_PASSES = 4
 
 
 @njit
-def release_track_adhesion(nw, dz, track_act, A, v, known, qdot_known, qdot, res):
+def release_track_adhesion(nw, dz, track_act, A, v, known, qdot_known, qdot, res, ws=None):
     """One-sided track contacts: release the patches whose normal row pulls the belt down.
 
     The least-squares solve (2.38) treats every row as an equality, so a patch in contact
@@ -1011,7 +1011,8 @@ def release_track_adhesion(nw, dz, track_act, A, v, known, qdot_known, qdot, res
     contact is in tension (at most :data:`TRACK_RELEASE_PASSES` passes). Rows of ``A``, ``v``
     are modified in place (so a later re-solve, e.g. enhanced kinematics, keeps them); writes
     ``qdot``; returns the residual norm. Contacts are rows ``3 (nw + k)`` as in
-    :func:`constraint_system`.
+    :func:`constraint_system`. ``ws``: the scratch of :func:`solve_partitioned` (then holding
+    the factor of the last solve).
     """
     nc = dz.shape[0]
     nv = A.shape[1]
@@ -1040,7 +1041,7 @@ def release_track_adhesion(nw, dz, track_act, A, v, known, qdot_known, qdot, res
                 changed = True
         if not changed:
             break
-        res = solve_partitioned(A, v, known, qdot_known, qdot)
+        res = solve_partitioned(A, v, known, qdot_known, qdot, ws)
     return res
 
 
@@ -1096,33 +1097,28 @@ def cholesky_solve(Lf, b, x):
 
 
 @njit
-def _cholesky_solve_inplace(N, b):
-    """Solve N x = b for symmetric positive definite N in place (b <- x); False if N is not SPD
-    to :data:`CHOLESKY_PIVOT_RTOL` (N then holds a partial factor)."""
-    if not cholesky_factor(N, N, CHOLESKY_PIVOT_RTOL):
-        return False
-    cholesky_solve(N, b, b)
-    return True
+def solve_workspace(m, known):
+    """Scratch of :func:`solve_partitioned` for ``m`` constraint rows and the unknown set of
+    ``known`` (nv,) bool: ``(idx, rhs, N, x, info)`` with the unknown indices ``idx`` (nv,),
+    the right-hand side ``rhs`` (m,), the normal matrix and then its Cholesky factor ``N``
+    (nu, nu), ``x`` (nv,) and ``info`` = [nu, 1 when ``N`` holds the factor else 0].
 
-
-@njit
-def solve_partitioned(A, v, known, qdot_known, qdot):
-    """Least-squares solve of the partitioned system, (2.37)-(2.38).
-
-    ``known`` (nv,) bool marks elements of qdot whose values are given in ``qdot_known`` (nv,)
-    (other entries ignored). Solves ``A[:, unknown] x = v - A[:, known] qdot[known]`` in the
-    least-squares sense and writes the full ``qdot`` (nv,). When ``A[:, unknown]`` has full column
-    rank the pseudoinverse solution equals the normal-equation solution, computed by Cholesky;
-    otherwise the minimum-norm SVD solution is used. Returns the residual norm ``|A qdot - v|``.
+    After a solve it keeps the index set and the factor of that solve's ``A``, for
+    :func:`resolve_partitioned`. The simulation loops carry one per trajectory.
     """
-    m, nv = A.shape
-    idx = np.empty(nv, dtype=np.int64)
+    nv = known.shape[0]
     nu = 0
     for j in range(nv):
         if not known[j]:
-            idx[nu] = j
             nu += 1
-    rhs = np.empty(m)
+    return (np.empty(nv, dtype=np.int64), np.empty(m), np.empty((nu, nu)), np.empty(nv),
+            np.zeros(2, dtype=np.int64))
+
+
+@njit
+def _known_rhs(A, v, known, qdot_known, qdot, rhs):
+    """``rhs = v - A[:, known] qdot[known]`` (2.37), and the known entries of ``qdot``."""
+    m, nv = A.shape
     for r in range(m):
         rhs[r] = v[r]
     for j in range(nv):
@@ -1131,13 +1127,74 @@ def solve_partitioned(A, v, known, qdot_known, qdot):
             if qdot_known[j] != 0.0:
                 for r in range(m):
                     rhs[r] -= A[r, j] * qdot_known[j]
+
+
+@njit
+def _lstsq_unknown(A, idx, nu, rhs, x):
+    """Minimum-norm least-squares ``x[:nu]`` of ``A[:, idx[:nu]] x = rhs`` (SVD, (2.38))."""
+    m = A.shape[0]
+    Au = np.empty((m, nu))
+    for a in range(nu):
+        for r in range(m):
+            Au[r, a] = A[r, idx[a]]
+    x[:nu] = np.linalg.lstsq(Au, rhs, rcond=1e-10)[0]
+
+
+@njit
+def _residual_norm(A, v, qdot):
+    """``|A qdot - v|``."""
+    m, nv = A.shape
+    res = 0.0
+    for r in range(m):
+        s = -v[r]
+        for j in range(nv):
+            s += A[r, j] * qdot[j]
+        res += s * s
+    return math.sqrt(res)
+
+
+@njit
+def solve_partitioned(A, v, known, qdot_known, qdot, ws=None):
+    """Least-squares solve of the partitioned system, (2.37)-(2.38).
+
+    ``known`` (nv,) bool marks elements of qdot whose values are given in ``qdot_known`` (nv,)
+    (other entries ignored). Solves ``A[:, unknown] x = v - A[:, known] qdot[known]`` in the
+    least-squares sense and writes the full ``qdot`` (nv,). When ``A[:, unknown]`` has full column
+    rank the pseudoinverse solution equals the normal-equation solution, computed by Cholesky;
+    otherwise the minimum-norm SVD solution is used. Returns the residual norm ``|A qdot - v|``.
+    ``ws``: scratch from :func:`solve_workspace` for this ``known`` (allocated when omitted); it
+    keeps the factor for :func:`resolve_partitioned`.
+    """
+    if ws is None:
+        return _solve_partitioned(A, v, known, qdot_known, qdot,
+                                  solve_workspace(A.shape[0], known))
+    return _solve_partitioned(A, v, known, qdot_known, qdot, ws)
+
+
+@njit
+def _solve_partitioned(A, v, known, qdot_known, qdot, ws):
+    """:func:`solve_partitioned` with its scratch ``ws`` (no allocation here)."""
+    idx, rhs, N, x, info = ws
+    m, nv = A.shape
+    nu = 0
+    for j in range(nv):
+        if not known[j]:
+            idx[nu] = j
+            nu += 1
+    if nu != N.shape[0]:
+        raise ValueError("solve_partitioned: ws was made for another known set")
+    info[0] = nu
+    info[1] = 0
+    _known_rhs(A, v, known, qdot_known, qdot, rhs)
     if nu > 0:
-        # Normal equations N x = Au^T rhs, lower triangle: row r of A is added to every sum at
-        # once (each sum still runs over r in order), so the sums proceed side by side instead
-        # of one long dependency chain each; exact zeros of A (the other contacts' joint
-        # columns) add nothing and are skipped.
-        N = np.zeros((nu, nu))
-        x = np.zeros(nu)
+        # Normal equations N x = Au^T rhs, lower triangle (all the factorization reads): row r
+        # of A is added to every sum at once (each sum still runs over r in order), so the sums
+        # proceed side by side instead of one long dependency chain each; exact zeros of A (the
+        # other contacts' joint columns) add nothing and are skipped.
+        for a in range(nu):
+            x[a] = 0.0
+            for b in range(a + 1):
+                N[a, b] = 0.0
         for r in range(m):
             for a in range(nu):
                 ara = A[r, idx[a]]
@@ -1146,24 +1203,44 @@ def solve_partitioned(A, v, known, qdot_known, qdot):
                 x[a] += ara * rhs[r]
                 for b in range(a + 1):
                     N[a, b] += ara * A[r, idx[b]]
-        for a in range(nu):
-            for b in range(a):
-                N[b, a] = N[a, b]
-        if not _cholesky_solve_inplace(N, x):
-            Au = np.empty((m, nu))
-            for a in range(nu):
-                for r in range(m):
-                    Au[r, a] = A[r, idx[a]]
-            x = np.linalg.lstsq(Au, rhs, rcond=1e-10)[0]
+        if cholesky_factor(N, N, CHOLESKY_PIVOT_RTOL):
+            info[1] = 1
+            cholesky_solve(N, x, x)
+        else:  # rank deficient to CHOLESKY_PIVOT_RTOL: N holds a partial factor
+            _lstsq_unknown(A, idx, nu, rhs, x)
         for a in range(nu):
             qdot[idx[a]] = x[a]
-    res = 0.0
-    for r in range(m):
-        s = -v[r]
-        for j in range(nv):
-            s += A[r, j] * qdot[j]
-        res += s * s
-    return math.sqrt(res)
+    return _residual_norm(A, v, qdot)
+
+
+@njit
+def resolve_partitioned(A, v, known, qdot_known, qdot, ws):
+    """:func:`solve_partitioned` again with a new right-hand side ``v`` and the same ``A`` and
+    ``known`` as the last solve that used ``ws``: the right-hand side is rebuilt (2.37) and the
+    kept Cholesky factor back-substituted (2.38), without refactoring. Bit for bit the result of
+    a fresh :func:`solve_partitioned` (same sums in the same order). Enhanced kinematics'
+    second solve (:mod:`wmr_model.enhanced`). Returns the residual norm.
+    """
+    idx, rhs, N, x, info = ws
+    m = A.shape[0]
+    nu = info[0]
+    _known_rhs(A, v, known, qdot_known, qdot, rhs)
+    if nu > 0:
+        for a in range(nu):
+            x[a] = 0.0
+        for r in range(m):
+            for a in range(nu):
+                ara = A[r, idx[a]]
+                if ara == 0.0:
+                    continue
+                x[a] += ara * rhs[r]
+        if info[1] == 1:
+            cholesky_solve(N, x, x)
+        else:
+            _lstsq_unknown(A, idx, nu, rhs, x)
+        for a in range(nu):
+            qdot[idx[a]] = x[a]
+    return _residual_norm(A, v, qdot)
 
 
 @njit
@@ -1184,24 +1261,28 @@ def contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_
 def joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
                          loop_closure, track_frame, track_drive, track_path, track_act, tkind,
                          tparams, tgrid, q, known, qdot_known, sigma, vc_xy, T_world, T_contact, dz,
-                         contact_angle, A, v, qdot, contact_ws=None):
+                         contact_angle, A, v, qdot, contact_ws=None, solve_ws=None):
     """Forward position kinematics, collision detection and forward velocity kinematics.
 
     The three blocks of the simulation flowchart (Figure 2.6) for one state: Algorithm 1,
     (2.8)-(2.9), then (2.33)-(2.38). Writes the workspace arrays and ``qdot``; returns the
     least-squares residual norm. ``contact_ws``: optional warm-start workspace of
-    :func:`wheel_contact` (simulation loops carry one per trajectory).
+    :func:`wheel_contact`; ``solve_ws``: optional scratch of :func:`solve_partitioned`
+    (:func:`solve_workspace`; it then keeps the factor of the final solve for
+    :func:`resolve_partitioned`). Simulation loops carry one of each per trajectory.
     """
+    if solve_ws is None:
+        solve_ws = solve_workspace(A.shape[0], known)
     forward_kinematics(parent, jtype, axis, T0, q, T_world)
     contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
                       tparams, tgrid, T_world, T_contact, dz, contact_angle, contact_ws)
     constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, loop_closure,
                       track_frame, track_drive, track_path, track_act, q, T_world, T_contact, dz,
                       contact_angle, sigma, vc_xy, A, v)
-    res = solve_partitioned(A, v, known, qdot_known, qdot)
+    res = solve_partitioned(A, v, known, qdot_known, qdot, solve_ws)
     if track_frame.shape[0] > 0:
         res = release_track_adhesion(wheel_frame.shape[0], dz, track_act, A, v, known,
-                                     qdot_known, qdot, res)
+                                     qdot_known, qdot, res, solve_ws)
     return res
 
 

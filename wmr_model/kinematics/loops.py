@@ -28,6 +28,7 @@ from wmr_model.kinematics.kernels import (
     loop_closure_rows,
     normalize_state,
     project_loop_closures,
+    solve_workspace,
     state_derivative,
 )
 from wmr_model.spatial import euler_from_quat, quat_from_euler, quat_mul, quat_to_rot
@@ -39,35 +40,6 @@ RK4 = 1
 # Flag bits of a predicted state (the values of wmr_model.predict's TIPOVER_RISK, WHEEL_LIFTOFF).
 TIPOVER_RISK = 1
 WHEEL_LIFTOFF = 4
-
-
-@njit
-def _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                   loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
-                   tgrid, q, known, qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p, slip_axes,
-                   enhanced, assess, noise, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c,
-                   v_b_slip, vc_slip, contact_ws, enhanced_ws):
-    """Joint-space velocity of one state: plain kinematics (2.38) or enhanced (2.44)-(2.52).
-
-    ``noise`` (6,) is added to the body twist after the solve (process-noise samples for
-    Monte Carlo; zeros otherwise). ``contact_ws``: the trajectory's collision warm-start
-    workspace (zero rows: cold collision detection every call); ``enhanced_ws``: scratch of
-    the enhanced kernel (:func:`wmr_model.enhanced.enhanced_workspace`).
-    """
-    if enhanced or assess:
-        E.enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                        joint_offset, loop_closure, track_frame, track_drive,
-                                        track_path, track_act, tkind, tparams, tgrid, q, known,
-                                        qdot_cmd, sigma, vc_xy, I_frame, gravity, slip_p, slip_axes,
-                                        enhanced, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg,
-                                        c, v_b_slip, vc_slip, contact_ws, enhanced_ws)
-    else:
-        joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                             joint_offset, loop_closure, track_frame, track_drive, track_path,
-                             track_act, tkind, tparams, tgrid, q, known, qdot_cmd, sigma, vc_xy,
-                             T_world, T_contact, dz, ang, A, v, qdot, contact_ws)
-    for j in range(noise.shape[0]):
-        qdot[j] += noise[j]
 
 
 @njit
@@ -153,6 +125,7 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     enhanced_ws = E.enhanced_workspace()
     margin_ws = E.margin_workspace(nw)
     cov_ws = covariance_workspace()
+    solve_ws = solve_workspace(m, known)
     imposed = attitude.shape[0] > 0
     q = q0.copy()
     if imposed:
@@ -166,91 +139,100 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     qd_s = np.empty(nv)
     nsteps = qdot_cmd.shape[0]
     has_noise = body_noise.shape[0] > 0
-    noise = no_noise
     has_flags = flags is not None
     nwheel = wheel_frame.shape[0]
     fl = 0
-    for t in range(nsteps):
-        if has_noise:
-            noise = body_noise[t]
-        _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                       loop_closure, track_frame, track_drive, track_path, track_act, tkind,
-                       tparams, tgrid, q, known, qdot_cmd[t], sigma, vc_xy[t], I_frame, gravity,
-                       slip_p, slip_axes, enhanced, assess, noise, T_world, T_contact, dz, ang, A,
-                       v, qdot, Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, enhanced_ws)
-        margin = np.nan
-        if stats:
-            margin = E.stability_margin(T_world, T_contact, c, f_cg, margin_ws)
-        if has_flags:
-            fl |= _state_flags(margin, dz, nwheel, tipover_margin, liftoff_threshold)
-        if t % every == 0:  # sample: state t and step t
-            s = t // every
-            q_traj[s] = q
-            dz_traj[s] = dz
-            qdot_traj[s] = qdot
-            contact_velocity_norms(A, qdot, nw, vc_norm[s])
-            if stats:
-                slip_traj[s] = v_b_slip
-                vc_slip_traj[s] = vc_slip
-                margin_traj[s] = margin
-            if propagate:
-                P_traj[s] = P
-            if has_flags:
-                flags[s] = fl
-                fl = 0
-        if propagate:
-            error_dynamics(T_world[0, :3, :3], qdot[3:6], F, G)
-            propagate_covariance(P, F, G, Qprime, dt, P, cov_ws)
+    # One velocity call site (calling through a helper with ~45 array arguments cost about
+    # 0.5 us per step in reference counting, issue 10): steps t < nsteps run 1 (Euler) or 4 (RK4)
+    # stages; t = nsteps is the final state (contact height error and stability only).
+    for t in range(nsteps + 1):
+        final = t == nsteps
+        tc = nsteps - 1 if final else t
+        noise = body_noise[t] if has_noise and not final else no_noise
+        nstages = 4 if integrator == RK4 and not final else 1
+        for stage in range(nstages):
+            qv = q
+            qd = qdot
+            stage_assess = assess
+            if stage > 0:  # RK4 stage states
+                if stage == 1:
+                    qs[:] = q + 0.5 * dt * k1
+                elif stage == 2:
+                    qs[:] = q + 0.5 * dt * k2
+                else:
+                    qs[:] = q + dt * k3
+                normalize_state(qs)
+                qv = qs
+                qd = qd_s
+                stage_assess = False
+            # joint-space velocity: plain kinematics (2.38) or enhanced (2.44)-(2.52); process
+            # noise (Monte Carlo samples, or none) added to the body twist after the solve
+            if enhanced or stage_assess:
+                E.enhanced_joint_space_velocity(
+                    parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                    loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
+                    tgrid, qv, known, qdot_cmd[tc], sigma, vc_xy[tc], I_frame, gravity, slip_p,
+                    slip_axes, enhanced, T_world, T_contact, dz, ang, A, v, qd, Ic, f_cg, c,
+                    v_b_slip, vc_slip, contact_ws, enhanced_ws, solve_ws)
+            else:
+                joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                                     joint_offset, loop_closure, track_frame, track_drive,
+                                     track_path, track_act, tkind, tparams, tgrid, qv, known,
+                                     qdot_cmd[tc], sigma, vc_xy[tc], T_world, T_contact, dz, ang,
+                                     A, v, qd, contact_ws, solve_ws)
+            for j in range(noise.shape[0]):
+                qd[j] += noise[j]
+            if stage == 0:
+                margin = np.nan
+                if stats:
+                    margin = E.stability_margin(T_world, T_contact, c, f_cg, margin_ws)
+                if final:
+                    break
+                if has_flags:
+                    fl |= _state_flags(margin, dz, nwheel, tipover_margin, liftoff_threshold)
+                if t % every == 0:  # sample: state t and step t
+                    s = t // every
+                    q_traj[s] = q
+                    dz_traj[s] = dz
+                    qdot_traj[s] = qdot
+                    contact_velocity_norms(A, qdot, nw, vc_norm[s])
+                    if stats:
+                        slip_traj[s] = v_b_slip
+                        vc_slip_traj[s] = vc_slip
+                        margin_traj[s] = margin
+                    if propagate:
+                        P_traj[s] = P
+                    if has_flags:
+                        flags[s] = fl
+                        fl = 0
+                if propagate:
+                    error_dynamics(T_world[0, :3, :3], qdot[3:6], F, G)
+                    propagate_covariance(P, F, G, Qprime, dt, P, cov_ws)
+                if nstages > 1:
+                    state_derivative(q, qdot, k1)
+            elif stage == 1:
+                state_derivative(qs, qd_s, k2)
+            elif stage == 2:
+                state_derivative(qs, qd_s, k3)
+            else:
+                state_derivative(qs, qd_s, k4)
+        if final:
+            break
         if integrator == EULER:
             integrate_euler(q, qdot, dt, qn)
         else:
-            state_derivative(q, qdot, k1)
-            qs[:] = q + 0.5 * dt * k1
-            normalize_state(qs)
-            _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, loop_closure, track_frame, track_drive, track_path,
-                           track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
-                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
-                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip,
-                           contact_ws, enhanced_ws)
-            state_derivative(qs, qd_s, k2)
-            qs[:] = q + 0.5 * dt * k2
-            normalize_state(qs)
-            _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, loop_closure, track_frame, track_drive, track_path,
-                           track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
-                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
-                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip,
-                           contact_ws, enhanced_ws)
-            state_derivative(qs, qd_s, k3)
-            qs[:] = q + dt * k3
-            normalize_state(qs)
-            _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, loop_closure, track_frame, track_drive, track_path,
-                           track_act, tkind, tparams, tgrid, qs, known, qdot_cmd[t], sigma,
-                           vc_xy[t], I_frame, gravity, slip_p, slip_axes, enhanced, False, noise,
-                           T_world, T_contact, dz, ang, A, v, qd_s, Ic, f_cg, c, v_b_slip, vc_slip,
-                           contact_ws, enhanced_ws)
-            state_derivative(qs, qd_s, k4)
             qn[:] = q + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
             normalize_state(qn)
-        q[:] = qn
+        q, qn = qn, q  # the new state (no copy)
         if loop_closure.shape[0] > 0:
             project_loop_closures(parent, jtype, axis, T0, loop_closure, ~known, q, T_world)
         if imposed:
             impose_roll_pitch(q, attitude[t + 1, 0], attitude[t + 1, 1])
-    # contact height error (and stability) of the final state, always the last sample
-    _step_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                   loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
-                   tgrid, q, known, qdot_cmd[nsteps - 1], sigma, vc_xy[nsteps - 1], I_frame,
-                   gravity, slip_p, slip_axes, enhanced, assess, no_noise, T_world, T_contact, dz,
-                   ang, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, enhanced_ws)
+    # the final state, always the last sample
     s = (nsteps + every - 1) // every
     q_traj[s] = q
     dz_traj[s] = dz
-    margin = np.nan
     if stats:
-        margin = E.stability_margin(T_world, T_contact, c, f_cg, margin_ws)
         margin_traj[s] = margin
     if propagate:
         P_traj[s] = P
@@ -412,6 +394,7 @@ def simulate_unconstrained(parent, jtype, axis, T0, wheel_frame, wheel_radius, A
     qdot_fd = np.empty(nv)
     none_known = np.zeros(nv, dtype=np.bool_)
     zeros_xy = np.zeros((nw, 2))
+    solve_ws = solve_workspace(m, none_known)
     q = q0.copy()
     qn = np.empty(nq)
     qfit = np.empty(nq)
@@ -421,7 +404,7 @@ def simulate_unconstrained(parent, jtype, axis, T0, wheel_frame, wheel_radius, A
         joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
                              joint_offset, loop_closure, track_frame, track_drive, track_path,
                              track_act, tkind, tparams, tgrid, q, none_known, qdot, 0.0, zeros_xy,
-                             T_world, T_contact, dz, ang, A, v, qdot)
+                             T_world, T_contact, dz, ang, A, v, qdot, None, solve_ws)
         dz_traj[t] = dz
         qdot[0:6] = body_velocity[t]
         qdot[6:] = joint_rates[t]
