@@ -1483,5 +1483,19 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
 
 @njit
 def normalize_state(q):
-    """Renormalize the quaternion part of ``q`` in place."""
+    """Renormalize the quaternion part of ``q`` in place (scalar part made non-negative)."""
     q[0:4] = quat_normalize(q[0:4])
+
+
+@njit
+def rescale_quaternion(q):
+    """Scale the quaternion part of ``q`` to unit length in place, keeping its sign.
+
+    For RK4 stage states: the stage derivatives are added to the step's start state, so they
+    must be taken on the same sign of the quaternion (``o`` and ``-o`` are one attitude but
+    ``0.5 o [0, w]`` flips with them). Flipping a stage state whose scalar part crossed zero
+    (a yaw of +-pi about the start) cancels the stage derivatives and the attitude stalls.
+    """
+    n = math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    for i in range(4):
+        q[i] = q[i] / n

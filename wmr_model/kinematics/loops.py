@@ -28,6 +28,7 @@ from wmr_model.kinematics.kernels import (
     loop_closure_rows,
     normalize_state,
     project_loop_closures,
+    rescale_quaternion,
     solve_workspace,
     state_derivative,
 )
@@ -161,7 +162,7 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                     qs[:] = q + 0.5 * dt * k2
                 else:
                     qs[:] = q + dt * k3
-                normalize_state(qs)
+                rescale_quaternion(qs)
                 qv = qs
                 qd = qd_s
                 stage_assess = False
