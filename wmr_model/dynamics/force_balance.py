@@ -44,7 +44,7 @@ from wmr_model.contact.models import contact_force
 from wmr_model.dynamics.actuators import IDEAL, actuator_force
 from wmr_model.kinematics.kernels import cholesky_factor, cholesky_solve
 
-__all__ = ["WOLFE_C1", "WOLFE_C2", "input_maps", "force_balance_error",
+__all__ = ["WOLFE_C1", "WOLFE_C2", "input_maps", "remove_component", "force_balance_error",
            "workspace", "strong_wolfe",
            "gauss_newton_direction", "force_balance"]
 
@@ -59,6 +59,17 @@ _MAX_ZOOM = 30
 # (far below any physical velocity scale, far above round-off) and how many per time step.
 _KINK_HOP = 1e-9
 _MAX_KINK_HOPS = 5
+
+
+@njit
+def remove_component(p, x):
+    """``x -= (p . x) p`` in place for a unit vector ``p`` (n,) and ``x`` (n,): one step of
+    modified Gram-Schmidt, or the projection of ``x`` off the direction ``p``."""
+    s = 0.0
+    for j in range(p.shape[0]):
+        s += p[j] * x[j]
+    for j in range(p.shape[0]):
+        x[j] -= s * p[j]
 
 
 @njit
@@ -224,17 +235,9 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
     # outside the span of those rows counts (with Pfix orthogonal to the ideal actuators' unit
     # rows this is the projection onto the complement of all prescribed rows).
     for f in range(Pfix.shape[0]):
-        s = 0.0
-        for j in range(nv):
-            s += Pfix[f, j] * e[j]
-        for j in range(nv):
-            e[j] -= s * Pfix[f, j]
+        remove_component(Pfix[f], e)
         for i in range(nx):
-            s = 0.0
-            for j in range(nv):
-                s += Pfix[f, j] * Je[j, i]
-            for j in range(nv):
-                Je[j, i] -= s * Pfix[f, j]
+            remove_component(Pfix[f], Je[:, i])
     L = 0.0
     for i in range(nv):
         L += e[i] * e[i]

@@ -23,7 +23,7 @@ from wmr_model.dynamics.actuators import ACTUATOR_KINDS, IDEAL
 from wmr_model.dynamics.api import gravity_of
 from wmr_model.dynamics.constraints import assemble_constraints, independent_rows
 from wmr_model.dynamics.crba import crba
-from wmr_model.dynamics.force_balance import force_balance, input_maps
+from wmr_model.dynamics.force_balance import force_balance, input_maps, remove_component
 from wmr_model.dynamics.integrate import symplectic_euler
 from wmr_model.dynamics.rnea import bias_force, bias_force_fused
 from wmr_model.dynamics.track_contact import (
@@ -327,11 +327,7 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
         for j in range(nv):
             Pfix[f, j] = A[r, j] if cols[j] else 0.0
         for g in range(f):  # modified Gram-Schmidt
-            s = 0.0
-            for j in range(nv):
-                s += Pfix[g, j] * Pfix[f, j]
-            for j in range(nv):
-                Pfix[f, j] -= s * Pfix[g, j]
+            remove_component(Pfix[g], Pfix[f])
         s = 0.0
         for j in range(nv):
             s += Pfix[f, j] * Pfix[f, j]
