@@ -775,6 +775,16 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
     )
 
 
+def _register_name(src: str, what: str, name: object, names: list[str]) -> None:
+    """Append the name of a sidecar element (``what``: "track", "loop closure") to ``names``;
+    ModelError when it is empty or already there."""
+    if not isinstance(name, str) or not name:
+        raise ModelError(f"{src}: a {what} has an empty name")
+    if name in names:
+        raise ModelError(f"{src}: {what} {name!r}: defined twice")
+    names.append(name)
+
+
 def _compile_loop_closures(spec: VehicleSpec, index: dict[str, int], parent: np.ndarray,
                            T0: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
     """Validate ``spec.loop_closures`` into rows of ``VehicleModel.loop_closure``."""
@@ -787,11 +797,7 @@ def _compile_loop_closures(spec: VehicleSpec, index: dict[str, int], parent: np.
     names: list[str] = []
     for r, lc in enumerate(spec.loop_closures):
         where = f"{src}: loop closure {lc.name!r}"
-        if not isinstance(lc.name, str) or not lc.name:
-            raise ModelError(f"{src}: a loop closure has an empty name")
-        if lc.name in names:
-            raise ModelError(f"{where}: defined twice")
-        names.append(lc.name)
+        _register_name(src, "loop closure", lc.name, names)
         if lc.kind not in LOOP_TYPES:
             raise ModelError(f"{where}: type must be one of {list(LOOP_TYPES)}, got {lc.kind!r}")
         for key, fr in (("frame_a", lc.frame_a), ("frame_b", lc.frame_b)):
@@ -847,11 +853,7 @@ def _compile_tracks(spec: VehicleSpec, index: dict[str, int], parent: np.ndarray
     of, frames, drives, paths = [], [], [], []
     for t, tr in enumerate(spec.tracks):
         where = f"{src}: track {tr.name!r}"
-        if not isinstance(tr.name, str) or not tr.name:
-            raise ModelError(f"{src}: a track has an empty name")
-        if tr.name in names:
-            raise ModelError(f"{where}: defined twice")
-        names.append(tr.name)
+        _register_name(src, "track", tr.name, names)
         if tr.frame not in index:
             raise ModelError(f"{where}: frame {tr.frame!r} is not a frame of this vehicle; "
                              f"frames are {list(index)}")
