@@ -44,7 +44,7 @@ def test_constraint_cache_solves_the_saddle_point_system(nv: int, nI: int) -> No
     c = rng.standard_normal(nv)
     qdot = rng.standard_normal(nv)
     dt = 0.04
-    out = dict(Lm=np.empty((nv, nv)), Minv_tc=np.empty(nv), W=np.empty((nI, nv)),
+    out = dict(Lm=np.empty((nv, nv)), Minv_tc=np.empty(nv), W=np.empty((nv, nI)),
                Cm=np.empty((nI, nI)), Lc=np.empty((nI, nI)), Cinv=np.empty((nI, nI)),
                G=np.empty((nv, nI)), d=np.empty(nI), qd0=np.empty(nv), lam0=np.empty(nI))
     constraint_cache(M, c, AI, qdot, dt, *out.values())

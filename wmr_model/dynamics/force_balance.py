@@ -131,7 +131,7 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
     nx = x.shape[0]
     nw = contact_radius.shape[0]  # contacts: wheels, then track patches
     na = act_joints.shape[0]
-    vI, lam, dfx, fc, Jc, y = work
+    vI, lam, dfx, fc, Jc, y, _, _, _, _, _ = work
     ix = 0
     for a in range(nI):
         if ctx_i[2, a] == 1:
@@ -139,16 +139,20 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
         else:
             vI[a] = x[ix]
             ix += 1
+    # qdn = qd0 + G vI and lam = lam0 + C^{-1} vI / dt; each sum in ascending order, with the
+    # loop over the sums innermost (see constraint_cache)
     for j in range(nv):
-        s = qd0[j]
-        for a in range(nI):
-            s += G[j, a] * vI[a]
-        qdn[j] = s
+        qdn[j] = qd0[j]
     for a in range(nI):
-        acc = 0.0
-        for b in range(nI):
-            acc += Cinv[a, b] * vI[b]
-        lam[a] = lam0[a] + acc / dt
+        lam[a] = 0.0
+    for b in range(nI):
+        vb = vI[b]
+        for j in range(nv):
+            qdn[j] += G[j, b] * vb
+        for a in range(nI):
+            lam[a] += Cinv[a, b] * vb
+    for a in range(nI):
+        lam[a] = lam0[a] + lam[a] / dt
     for j in range(nv):
         e[j] = 0.0
     for a in range(nI):
@@ -166,11 +170,14 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
     for k in range(nw):
         if not ctx_f[3 * k]:
             continue
-        for rr in range(3):
-            s = 0.0
-            for j in range(nv):
-                s += A[3 * k + rr, j] * qdn[j]
-            y[rr] = s
+        y[0] = 0.0
+        y[1] = 0.0
+        y[2] = 0.0
+        for j in range(nv):
+            qj = qdn[j]
+            y[0] += A[3 * k, j] * qj
+            y[1] += A[3 * k + 1, j] * qj
+            y[2] += A[3 * k + 2, j] * qj
         wj = 6 + contact_joint[k]
         Rw = contact_radius[k] * qdn[wj]
         dzn = dz[k] + dt * y[2]
@@ -245,11 +252,14 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
 
 
 @njit
-def workspace(nv, nI):
-    """Scratch arrays of :func:`force_balance_error`: ``(vI (nI,), lambda (nI,), df/dx (nI,),
-    f_c (3,), J_c (3, 5), v_c (3,))``, allocated once per time step (``nv`` is unused)."""
-    return (np.empty(nI), np.empty(nI), np.empty(nI), np.empty(3), np.empty((3, 5)),
-            np.empty(3))
+def workspace(nv, n):
+    """Scratch of :func:`force_balance` and :func:`force_balance_error` for up to ``n``
+    independent rows and ``nv`` joint-space velocities, allocated once per run: ``(vI,
+    lambda, df/dx (n,), f_c (3,), J_c (3, 5), v_c (3,), x trial, g, p (n,), Je p (nv,),
+    flat (2 n^2,))``; ``flat`` holds the Gauss-Newton Hessian and its factor."""
+    return (np.empty(n), np.empty(n), np.empty(n), np.empty(3), np.empty((3, 5)),
+            np.empty(3), np.empty(n), np.empty(n), np.empty(n), np.empty(nv),
+            np.empty(2 * n * n))
 
 
 @njit
@@ -265,12 +275,17 @@ def _phi(x0, p, alpha, args_cache, e, Je, qdn, fmodel, xt, work):
                             caxes, akinds,
                             aparams, act_joints, jK, jD, dt, Je_lam, AG, Gx, Pfix, e, Je, qdn,
                             fmodel, work)
+    nv = e.shape[0]
+    Jp = work[9]
+    for i in range(nv):  # (Je p)_i summed over k in ascending order, rows innermost
+        Jp[i] = 0.0
+    for k in range(p.shape[0]):
+        pk = p[k]
+        for i in range(nv):
+            Jp[i] += Je[i, k] * pk
     dphi = 0.0
-    for i in range(e.shape[0]):
-        acc = 0.0
-        for k in range(p.shape[0]):
-            acc += Je[i, k] * p[k]
-        dphi += e[i] * acc
+    for i in range(nv):
+        dphi += e[i] * Jp[i]
     return L, 2.0 * dphi
 
 
@@ -319,18 +334,21 @@ def gauss_newton_direction(Je, e, H, Lf, g, p):
     spoils the factorization).
     """
     nv, nx = Je.shape
+    for a in range(nx):  # sums over i in ascending order, with the outputs innermost
+        g[a] = 0.0
+        for b in range(a + 1):
+            H[a, b] = 0.0
+    for i in range(nv):
+        ei = e[i]
+        for a in range(nx):
+            jia = Je[i, a]
+            g[a] += jia * ei
+            for b in range(a + 1):
+                H[a, b] += jia * Je[i, b]
     dmax = 0.0
     for a in range(nx):
-        acc = 0.0
-        for i in range(nv):
-            acc += Je[i, a] * e[i]
-        g[a] = acc
-        for b in range(a + 1):
-            acc = 0.0
-            for i in range(nv):
-                acc += Je[i, a] * Je[i, b]
-            H[a, b] = acc
-            H[b, a] = acc
+        for b in range(a):
+            H[b, a] = H[a, b]
         dmax = max(dmax, H[a, a])
     for a in range(nx):
         H[a, a] += _GN_REG * dmax + 1e-300
@@ -343,23 +361,24 @@ def gauss_newton_direction(Je, e, H, Lf, g, p):
 
 
 @njit
-def force_balance(x, args_cache, max_iter, tol, single_step, e, Je, qdn, fmodel):
+def force_balance(x, args_cache, max_iter, tol, single_step, e, Je, qdn, fmodel, work):
     """Minimize L(x) (2.76) by Newton steps (2.84) with the strong Wolfe line search.
 
     ``x`` (nx,) holds the warm start (§2.4.4: the previous step's inputs) and receives the
-    solution. ``single_step`` performs (2.84) once (the non-iterative mode of §2.4.4). Returns
+    solution; ``work`` is the scratch of :func:`workspace` (nothing is allocated per step).
+    ``single_step`` performs (2.84) once (the non-iterative mode of §2.4.4). Returns
     ``(iterations, L)``; iterations is 0 when the warm start already meets ``|e| <= tol``.
     """
     nx = x.shape[0]
-    xt = np.empty(nx)
-    work = workspace(e.shape[0], args_cache[0].shape[1])
-    L, _ = _phi(x, np.zeros(nx), 0.0, args_cache, e, Je, qdn, fmodel, xt, work)
+    xt = work[6][:nx]
+    g = work[7][:nx]
+    p = work[8][:nx]
+    H = work[10][:nx * nx].reshape((nx, nx))
+    Lf = work[10][nx * nx:2 * nx * nx].reshape((nx, nx))
+    p[:] = 0.0
+    L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt, work)
     it = 0
     hops = 0
-    H = np.empty((nx, nx))
-    Lf = np.empty((nx, nx))
-    g = np.empty(nx)
-    p = np.empty(nx)
     while it < max_iter and math.sqrt(L) > tol and nx > 0:
         gauss_newton_direction(Je, e, H, Lf, g, p)
         dL0 = 0.0

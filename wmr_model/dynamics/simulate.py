@@ -23,7 +23,12 @@ from wmr_model.dynamics.actuators import ACTUATOR_KINDS, IDEAL
 from wmr_model.dynamics.api import gravity_of
 from wmr_model.dynamics.constraints import assemble_constraints, independent_rows
 from wmr_model.dynamics.crba import crba
-from wmr_model.dynamics.force_balance import force_balance, input_maps, remove_component
+from wmr_model.dynamics.force_balance import (
+    force_balance,
+    input_maps,
+    remove_component,
+    workspace,
+)
 from wmr_model.dynamics.integrate import symplectic_euler
 from wmr_model.dynamics.rnea import bias_force, bias_force_fused
 from wmr_model.dynamics.track_contact import (
@@ -50,7 +55,7 @@ from wmr_model.model import VehicleModel
 from wmr_model.terrain import Terrain
 
 __all__ = ["DynamicsTrajectory", "dynamics_step", "step_workspace", "constraint_cache",
-           "simulate_loop", "simulate_dynamics", "track_arguments",
+           "simulate_loop", "loop_arguments", "simulate_dynamics", "track_arguments",
            "joint_spring_dampers", "CONTACT_MARGIN", "LOOP_STIFFNESS", "LOOP_DAMPING",
            "LOOP_MODELS", "DEFAULT_LOOP_MODEL"]
 
@@ -77,14 +82,15 @@ def step_workspace(nv, nc, nh):
     """Per-run scratch of :func:`dynamics_step` (allocated once by :func:`simulate_loop`).
 
     ``(c_hol (nh,), J_hol (nh, nv), active, forced, indep (nc,) bool, cols (nv,) bool,
-    Lm (nv, nv), Minv_tc (nv,), fbuf, ibuf)``; ``fbuf``/``ibuf`` are flat buffers from which
-    the arrays sized by the step's number of independent rows nI are cut as C-contiguous views.
+    Lm (nv, nv), Minv_tc (nv,), fbuf, ibuf, fb)``; ``fbuf``/``ibuf`` are flat buffers from
+    which the arrays sized by the step's number of independent rows nI are cut as C-contiguous
+    views; ``fb`` is the force balance's :func:`~wmr_model.dynamics.force_balance.workspace`.
     """
     nfl = 7 * nc * nv + 4 * nc * nc + 4 * nc + nv
     return (np.empty(nh), np.empty((nh, nv)), np.empty(nc, dtype=np.bool_),
             np.empty(nc, dtype=np.bool_), np.empty(nc, dtype=np.bool_),
             np.empty(nv, dtype=np.bool_), np.empty((nv, nv)), np.empty(nv), np.empty(nfl),
-            np.empty(4 * nc, dtype=np.int64))
+            np.empty(4 * nc, dtype=np.int64), workspace(nv, nc))
 
 
 @njit
@@ -101,9 +107,13 @@ def constraint_cache(M, c, AI, qdot, dt, Lm, Minv_tc, W, Cm, Lc, Cinv, G, d_cons
     A_I^T``: ``C = W^T W = Lc Lc^T``, ``M^{-1} A_I^T = Lm^{-T} W``, ``Cinv = C^{-1}``,
     ``G = M^{-1} A_I^T C^{-1}``, ``d_const = -A_I M^{-1}(tau - c)`` with tau = 0,
     ``qd0 = qdot + dt M^{-1}(tau - c) - G (A_I qdot - dt d_const)`` and ``lam0 = C^{-1}
-    (d_const - A_I qdot / dt)``. ``W`` is stored transposed, (nI, nv), and ends holding
-    ``A_I M^{-1}``; ``d_const`` ends holding ``d_const - A_I qdot / dt``. C falls back to LU
-    if its factor fails to round-off.
+    (d_const - A_I qdot / dt)``. ``W`` (nv, nI) ends holding ``M^{-1} A_I^T``; ``d_const``
+    ends holding ``d_const - A_I qdot / dt``. C falls back to LU if its factor fails to
+    round-off.
+
+    Every product sums over its inner index in ascending order from 0, as a plain dot product
+    would; the loops are ordered so that the innermost runs over independent outputs rather
+    than along one running sum, so the compiler can overlap them (same sums, same results).
     """
     nI, nv = AI.shape
     if not cholesky_factor(M, Lm, 0.0):
@@ -111,74 +121,93 @@ def constraint_cache(M, c, AI, qdot, dt, Lm, Minv_tc, W, Cm, Lc, Cinv, G, d_cons
     for j in range(nv):
         Minv_tc[j] = -c[j]
     cholesky_solve(Lm, Minv_tc, Minv_tc)
-    for i in range(nv):  # mirror the factor: Lm[i, k] = Lm[k, i] for k > i (row access)
-        for k in range(i + 1, nv):
-            Lm[i, k] = Lm[k, i]
-    for a in range(nI):  # row a of W^T = Lm^{-1} (A_I[a])^T
-        for i in range(nv):
-            acc = AI[a, i]
-            for k in range(i):
-                acc -= Lm[i, k] * W[a, k]
-            W[a, i] = acc / Lm[i, i]
+    for i in range(nv):  # W = Lm^{-1} A_I^T, row i: (A_I[:, i] - sum_k<i Lm[i, k] W[k]) / Lm[i, i]
+        for a in range(nI):
+            W[i, a] = AI[a, i]
+        for k in range(i):
+            lik = Lm[i, k]
+            for a in range(nI):
+                W[i, a] -= lik * W[k, a]
+        lii = Lm[i, i]
+        for a in range(nI):
+            W[i, a] /= lii
     for a in range(nI):
         for b in range(a + 1):
-            acc = 0.0
-            for i in range(nv):
-                acc += W[a, i] * W[b, i]
-            Cm[a, b] = acc
-            Cm[b, a] = acc
-    for a in range(nI):  # W^T <- W^T Lm^{-1}: rows of A_I M^{-1}
-        for i in range(nv - 1, -1, -1):
-            acc = W[a, i]
-            for k in range(i + 1, nv):
-                acc -= Lm[i, k] * W[a, k]
-            W[a, i] = acc / Lm[i, i]
-    if cholesky_factor(Cm, Lc, 0.0):
-        for j in range(nI):  # Lc <- Lc^{-1} (lower triangular, in place by columns)
-            Lc[j, j] = 1.0 / Lc[j, j]
-            for i in range(j + 1, nI):
-                acc = 0.0
-                for k in range(j, i):
-                    acc -= Lc[i, k] * Lc[k, j]
-                Lc[i, j] = acc / Lc[i, i]
-        for a in range(nI):  # C^{-1} = Lc^{-T} Lc^{-1}
+            Cm[a, b] = 0.0
+    for i in range(nv):  # C = W^T W, lower triangle, then mirrored
+        for a in range(nI):
+            wia = W[i, a]
             for b in range(a + 1):
-                acc = 0.0
-                for k in range(a, nI):
-                    acc += Lc[k, a] * Lc[k, b]
-                Cinv[a, b] = acc
-                Cinv[b, a] = acc
+                Cm[a, b] += wia * W[i, b]
+    for a in range(nI):
+        for b in range(a):
+            Cm[b, a] = Cm[a, b]
+    for i in range(nv - 1, -1, -1):  # W <- Lm^{-T} W = M^{-1} A_I^T
+        for k in range(i + 1, nv):
+            lki = Lm[k, i]
+            for a in range(nI):
+                W[i, a] -= lki * W[k, a]
+        lii = Lm[i, i]
+        for a in range(nI):
+            W[i, a] /= lii
+    if cholesky_factor(Cm, Lc, 0.0):
+        X = Cm  # C is not needed once factored: X = Lc^{-1} (lower triangular), by rows
+        for i in range(nI):
+            for j in range(i):
+                X[i, j] = 0.0
+            for k in range(i):
+                lik = Lc[i, k]
+                for j in range(k + 1):
+                    X[i, j] -= lik * X[k, j]
+            lii = Lc[i, i]
+            for j in range(i):
+                X[i, j] /= lii
+            X[i, i] = 1.0 / lii
+        for a in range(nI):  # C^{-1} = X^T X
+            for b in range(a + 1):
+                Cinv[a, b] = 0.0
+        for k in range(nI):
+            for a in range(k + 1):
+                xka = X[k, a]
+                for b in range(a + 1):
+                    Cinv[a, b] += xka * X[k, b]
+        for a in range(nI):
+            for b in range(a):
+                Cinv[b, a] = Cinv[a, b]
     elif nI > 0:
         Cinv[:, :] = np.linalg.inv(Cm)
+    d_const[:] = 0.0
+    lam0[:] = 0.0
+    for j in range(nv):
+        mj = Minv_tc[j]
+        qj = qdot[j]
+        for a in range(nI):
+            d_const[a] += AI[a, j] * mj
+            lam0[a] += AI[a, j] * qj
+    # lam0 holds r = A_I qdot - dt d_const for a moment, then d_const <- d_const - A_I qdot/dt
     for a in range(nI):
-        acc = 0.0
-        for j in range(nv):
-            acc += AI[a, j] * Minv_tc[j]
-        d_const[a] = -acc
+        d_const[a] = -d_const[a]
+        lam0[a] = lam0[a] - dt * d_const[a]
     G[:, :] = 0.0
     for j in range(nv):  # G = (M^{-1} A_I^T) C^{-1}
         for a in range(nI):
-            w = W[a, j]
+            w = W[j, a]
             for b in range(nI):
                 G[j, b] += w * Cinv[a, b]
-    # lam0 holds r = A_I qdot - dt d_const for a moment, then d_const <- d_const - A_I qdot/dt
+    qd0[:] = 0.0
     for a in range(nI):
-        acc = 0.0
+        ra = lam0[a]
         for j in range(nv):
-            acc += AI[a, j] * qdot[j]
-        lam0[a] = acc - dt * d_const[a]
+            qd0[j] += G[j, a] * ra
     for j in range(nv):
-        acc = 0.0
-        for a in range(nI):
-            acc += G[j, a] * lam0[a]
-        qd0[j] = qdot[j] + dt * Minv_tc[j] - acc
+        qd0[j] = qdot[j] + dt * Minv_tc[j] - qd0[j]
     for a in range(nI):
         d_const[a] = -lam0[a] / dt
-    for a in range(nI):
-        acc = 0.0
-        for b in range(nI):
-            acc += Cinv[a, b] * d_const[b]
-        lam0[a] = acc
+    lam0[:] = 0.0
+    for b in range(nI):
+        db = d_const[b]
+        for a in range(nI):
+            lam0[a] += Cinv[a, b] * db
 
 
 @njit
@@ -231,7 +260,7 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
     ncon = nw + trk[0].shape[0]  # contacts: wheels, then track patches
     na = act_joints.shape[0]
     nc, nv = A.shape
-    c_hol, J_hol, active, forced, indep, cols, Lm, Minv_tc, fbuf, ibuf = ws
+    c_hol, J_hol, active, forced, indep, cols, Lm, Minv_tc, fbuf, ibuf, fbw = ws
     crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M)
     if ncon > nw:
         _contacts(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, u, T_world,
@@ -277,7 +306,7 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
     ctx_m = ibuf[3 * nc:4 * nc]
     at = 0
     AI, at = _cut(fbuf, at, nI, nv)
-    W, at = _cut(fbuf, at, nI, nv)
+    W, at = _cut(fbuf, at, nv, nI)
     Cm, at = _cut(fbuf, at, nI, nI)
     Lc, at = _cut(fbuf, at, nI, nI)
     Cinv, at = _cut(fbuf, at, nI, nI)
@@ -350,7 +379,7 @@ def dynamics_step(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
             share, ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD,
             dt, Je_lam, AG, Gx, Pfix)
     e = Minv_tc  # free after the cache: reused as the force-balance error (nv,)
-    it, L = force_balance(x, args, max_iter, tol, single_step, e, Je, qdot_next, fmodel)
+    it, L = force_balance(x, args, max_iter, tol, single_step, e, Je, qdot_next, fmodel, fbw)
     for r in range(nc):
         s = 0.0
         for j in range(nv):
@@ -526,6 +555,52 @@ def check_dynamics_inputs(model: VehicleModel, q0: np.ndarray, qdot0: np.ndarray
     return q0, qdot0, U
 
 
+def loop_arguments(model: VehicleModel, terrain: Terrain, dt: float, *,
+                   contact_model: str | None = None,
+                   contact_params: Mapping[str, Any] | None = None,
+                   actuator: str | Mapping[str, str] = "ideal",
+                   actuator_params: Mapping[str, Any] | None = None,
+                   joint_stiffness: float | None = None, joint_damping: float | None = None,
+                   fused_bias: bool = False, single_step: bool = False, max_iter: int = 30,
+                   tol: float | None = None, loop_model: str | None = None,
+                   friction_directions: str | None = None,
+                   steering_efficiency: float | None = None) -> tuple[tuple, tuple[str, ...]]:
+    """The state-independent arguments of :func:`simulate_loop` / :func:`dynamics_step` for
+    :func:`simulate_dynamics` (keywords as there), and the contact model names.
+
+    Returns ``(args, names)``: ``args[:23]`` precede ``q0, qdot0, U`` in :func:`simulate_loop`,
+    ``args[23:29]`` are ``dt, fused, single_step, max_iter, tol, loop_sigma`` and ``args[29]``
+    is ``trk``.
+    """
+    g = gravity_of(model)
+    mg = model.total_mass * float(np.linalg.norm(g))
+    cs = contact_setup(model, contact_model, contact_params, float(np.linalg.norm(g)))
+    akinds, aparams = _actuators(model, actuator, actuator_params)
+    jK, jD, offset = joint_spring_dampers(model, mg, joint_stiffness, joint_damping)
+    loop_model = model.options.get("loop_model", DEFAULT_LOOP_MODEL) if loop_model is None \
+        else loop_model
+    if loop_model not in LOOP_MODELS:
+        raise ParameterError(f"loop_model must be one of {list(LOOP_MODELS)}, got {loop_model!r}")
+    loop_sigma = 0.0
+    if loop_model == "ideal" and model.nlr > 0:
+        loop_sigma = 1.0 / float(dt)
+        jK[model.ncj:] = 0.0  # no spring-damper force: the multiplier carries the load
+        jD[model.ncj:] = 0.0
+    tol = 1e-6 * mg if tol is None else float(tol)
+    fdir = model.options.get("friction_directions", "belt") if friction_directions is None \
+        else friction_directions
+    chi = model.options.get("steering_efficiency", 1.0) if steering_efficiency is None \
+        else steering_efficiency
+    trk = track_arguments(model, fdir, float(chi), float(model.options.get("icr_x", 0.0)))
+    tk, tp, tg = terrain.kernel_args()
+    args = (model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
+            model.wheel_radius, model.A_joint, offset, model.loop_closure,
+            model_frame_inertias(model), g, tk, tp, tg, cs.kinds, cs.params, cs.tables,
+            cs.axes, model.actuated_joints.astype(np.int64), akinds, aparams, jK, jD,
+            float(dt), bool(fused_bias), bool(single_step), int(max_iter), tol, loop_sigma, trk)
+    return args, cs.names
+
+
 def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                       qdot0: np.ndarray, commands: np.ndarray, dt: float, *,
                       contact_model: str | None = None,
@@ -570,26 +645,14 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
         tol: force-balance tolerance on |e| [N]; default 1e-6 m g.
     """
     q0, qdot0, U = check_dynamics_inputs(model, q0, qdot0, commands, dt)
-    g = gravity_of(model)
-    mg = model.total_mass * float(np.linalg.norm(g))
-    cs = contact_setup(model, contact_model, contact_params, float(np.linalg.norm(g)))
-    akinds, aparams = _actuators(model, actuator, actuator_params)
-    jK, jD, offset = joint_spring_dampers(model, mg, joint_stiffness, joint_damping)
-    loop_model = model.options.get("loop_model", DEFAULT_LOOP_MODEL) if loop_model is None \
-        else loop_model
-    if loop_model not in LOOP_MODELS:
-        raise ParameterError(f"loop_model must be one of {list(LOOP_MODELS)}, got {loop_model!r}")
-    loop_sigma = 0.0
-    if loop_model == "ideal" and model.nlr > 0:
-        loop_sigma = 1.0 / float(dt)
-        jK[model.ncj:] = 0.0  # no spring-damper force: the multiplier carries the load
-        jD[model.ncj:] = 0.0
-    tol = 1e-6 * mg if tol is None else float(tol)
-    fdir = model.options.get("friction_directions", "belt") if friction_directions is None \
-        else friction_directions
-    chi = model.options.get("steering_efficiency", 1.0) if steering_efficiency is None \
-        else steering_efficiency
-    trk = track_arguments(model, fdir, float(chi), float(model.options.get("icr_x", 0.0)))
+    args, names = loop_arguments(model, terrain, dt, contact_model=contact_model,
+                                 contact_params=contact_params, actuator=actuator,
+                                 actuator_params=actuator_params,
+                                 joint_stiffness=joint_stiffness, joint_damping=joint_damping,
+                                 fused_bias=fused_bias, single_step=single_step,
+                                 max_iter=max_iter, tol=tol, loop_model=loop_model,
+                                 friction_directions=friction_directions,
+                                 steering_efficiency=steering_efficiency)
     T = U.shape[0]
     Q = np.empty((T + 1, model.nq))
     QD = np.empty((T + 1, model.nv))
@@ -597,11 +660,6 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
     COST = np.empty(T)
     FC = np.empty((T, model.nc, 3))
     DZ = np.empty((T, model.nc))
-    tk, tp, tg = terrain.kernel_args()
-    simulate_loop(model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
-                  model.wheel_radius, model.A_joint, offset, model.loop_closure,
-                  model_frame_inertias(model), g, tk, tp, tg, cs.kinds, cs.params, cs.tables,
-                  cs.axes, model.actuated_joints.astype(np.int64), akinds, aparams, jK, jD, q0,
-                  qdot0, U, float(dt), bool(fused_bias), bool(single_step), int(max_iter), tol,
-                  loop_sigma, Q, QD, IT, COST, FC, DZ, trk)
-    return DynamicsTrajectory(np.arange(T + 1) * dt, Q, QD, IT, COST, FC, DZ, cs.names)
+    a = args
+    simulate_loop(*a[:23], q0, qdot0, U, *a[23:29], Q, QD, IT, COST, FC, DZ, a[29])
+    return DynamicsTrajectory(np.arange(T + 1) * dt, Q, QD, IT, COST, FC, DZ, names)

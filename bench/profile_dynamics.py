@@ -1,0 +1,223 @@
+"""Where a Pacejka dynamics step of Zoë goes (issue 10): per-kernel microseconds per step.
+
+Usage: ``python bench/profile_dynamics.py [--terrains N] [--repeats R] [--json OUT]``.
+
+Zoë at 1 m/s straight over the rough wmrde benchmark terrains, dt 0.04, 10 s (the ``wmr bench
+--quick --only dynamic`` run). The states of each trajectory are recorded, then every kernel of
+:func:`wmr_model.dynamics.simulate.dynamics_step` is run over those states in its own compiled
+loop (best of the repeats, per step): forward kinematics, CRBA (which includes forward
+kinematics), cold collision, bias force (Alg. 4 or 2.89), holonomic + stacked constraint rows,
+independent rows; "force balance and rest" is the compiled loop's whole step less those.
+Also printed: the Newton iterations and the ``simulate_dynamics`` call (with its Python set-up)
+per step and as a real-time factor. Numbers are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from wmr_model._jit import njit
+from wmr_model.dynamics import scenarios as sc
+from wmr_model.dynamics.constraints import assemble_constraints, independent_rows
+from wmr_model.dynamics.crba import crba
+from wmr_model.dynamics.rnea import bias_force, bias_force_fused
+from wmr_model.dynamics.simulate import (
+    dynamics_step,
+    loop_arguments,
+    simulate_dynamics,
+    simulate_loop,
+    step_workspace,
+)
+from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
+from wmr_model.kinematics.kernels import (
+    forward_kinematics,
+    holonomic_constraints,
+    wheel_contact,
+)
+from wmr_model.vehicles import load_vehicle
+
+DT = 0.04
+DURATION = 10.0
+
+
+@njit
+def _fk_loop(parent, jtype, axis, T0, Q, TW):
+    for t in range(Q.shape[0]):
+        forward_kinematics(parent, jtype, axis, T0, Q[t], TW[t])
+
+
+@njit
+def _crba_loop(parent, jtype, axis, T0, I_frame, Q, TW, Ic, M):
+    for t in range(Q.shape[0]):
+        crba(parent, jtype, axis, T0, I_frame, Q[t], TW[t], Ic, M)
+
+
+@njit
+def _contact_loop(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, TW, TC, DZ,
+                  ANG):
+    for t in range(TW.shape[0]):
+        wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, TW[t],
+                      TC[t], DZ[t], ANG[t])
+
+
+@njit
+def _bias_loop(parent, jtype, axis, T0, I_frame, gravity, Q, QD, TW, Ic, fused, c):
+    for t in range(Q.shape[0]):
+        if fused:
+            bias_force_fused(np.ascontiguousarray(Ic[0]), gravity, Q[t], QD[t], c)
+        else:
+            bias_force(parent, jtype, axis, T0, I_frame, gravity, Q[t], QD[t], TW[t], c)
+
+
+@njit
+def _rows_loop(parent, jtype, axis, A_joint, joint_offset, loop_closure, wheel_frame,
+               act_joints, Q, TW, TC, c_hol, J_hol, AA):
+    for t in range(Q.shape[0]):
+        holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure, Q[t],
+                              TW[t], c_hol, J_hol)
+        assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, TW[t], TC[t],
+                             AA[t])
+
+
+@njit
+def _indep_loop(AA, active, cols, forced, indep):
+    n = 0
+    for t in range(AA.shape[0]):
+        n += independent_rows(AA[t], active, cols, forced, indep)
+    return n
+
+
+@njit
+def _setup_loop(a0, Q, QD, U, dt, fused, tol, loop_sigma, trk, TW, TC, DZ, ANG, Ic, M, c, AA,
+                fmodel, q_next, qd_next, v_prev, ws):
+    """dynamics_step over the recorded states with no Newton iteration: everything but the
+    iterations (the force balance evaluates its warm start once)."""
+    for t in range(Q.shape[0]):
+        dynamics_step(*a0, Q[t], QD[t], U[t], dt, v_prev, fused, False, 0, tol, TW[t], TC[t],
+                      DZ[t], ANG[t], Ic, M, c, AA[t], fmodel, q_next, qd_next, loop_sigma, ws,
+                      trk)
+
+
+def _best(fn, repeats: int) -> float:
+    fn()  # compile / warm
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _profile_terrain(model, ter, U: np.ndarray, repeats: int) -> tuple[dict, float]:
+    """Per-kernel microseconds per step on one terrain, and the mean Newton iterations."""
+    T = U.shape[0]
+    q0, qd0 = sc._moving_start(model, ter, 1.0)
+    a, _ = loop_arguments(model, ter, DT, contact_model="pacejka")
+    (parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, offset, loop_closure,
+     I_frame, gravity, tk, tp, tg) = a[:14]
+    act = a[18]
+    fused = a[24]
+    nf, nw, nv = parent.shape[0], wheel_frame.shape[0], model.nv
+    nc = 3 * nw + act.shape[0] + A_joint.shape[0]
+    tr = simulate_dynamics(model, ter, q0, qd0, U, DT, contact_model="pacejka")
+    Q = np.ascontiguousarray(tr.q[:-1])
+    QD = np.ascontiguousarray(tr.qdot[:-1])
+    TW = np.empty((T, nf, 4, 4))
+    Ic = np.empty((nf, 6, 6))
+    M = np.empty((nv, nv))
+    TC = np.empty((T, nw, 4, 4))
+    DZ = np.empty((T, nw))
+    ANG = np.empty((T, nw))
+    c = np.empty(nv)
+    nh = A_joint.shape[0]
+    c_hol, J_hol = np.empty(nh), np.empty((nh, nv))
+    AA = np.empty((T, nc, nv))
+    active = np.ones(nc, dtype=np.bool_)
+    forced = np.zeros(nc, dtype=np.bool_)
+    cols = np.ones(nv, dtype=np.bool_)
+    indep = np.empty(nc, dtype=np.bool_)
+    for k in range(act.shape[0]):  # ideal actuators, as in dynamics_step
+        forced[3 * nw + k] = True
+        cols[6 + act[k]] = False
+    Qs, QDs = np.empty_like(tr.q), np.empty_like(tr.qdot)
+    IT, COST = np.empty(T, dtype=np.int64), np.empty(T)
+    FC, DZs = np.empty((T, nw, 3)), np.empty((T, nw))
+    runs = {
+        "fk": lambda: _fk_loop(parent, jtype, axis, T0, Q, TW),
+        "crba": lambda: _crba_loop(parent, jtype, axis, T0, I_frame, Q, TW, Ic, M),
+        "contact": lambda: _contact_loop(parent, T0, wheel_frame, wheel_radius, tk, tp, tg,
+                                         TW, TC, DZ, ANG),
+        "bias": lambda: _bias_loop(parent, jtype, axis, T0, I_frame, gravity, Q, QD, TW, Ic,
+                                   fused, c),
+        "rows": lambda: _rows_loop(parent, jtype, axis, A_joint, offset, loop_closure,
+                                   wheel_frame, act, Q, TW, TC, c_hol, J_hol, AA),
+        "indep": lambda: _indep_loop(AA, active, cols, forced, indep),
+        "setup": lambda: _setup_loop(tuple(a[:23]), Q, QD, U, DT, fused, a[27], a[28], a[29],
+                                     TW, TC, DZ, ANG, Ic, M, c, AA, np.zeros(nc),
+                                     np.empty(model.nq), np.empty(nv), AA[0] @ QD[0],
+                                     step_workspace(nv, nc, nh)),
+        "step": lambda: simulate_loop(*a[:23], q0, qd0, U, *a[23:29], Qs, QDs, IT, COST, FC,
+                                      DZs, a[29]),
+        "call": lambda: simulate_dynamics(model, ter, q0, qd0, U, DT,
+                                          contact_model="pacejka"),
+    }
+    # in order: each loop's inputs come from the ones before
+    return {k: _best(f, repeats) / T * 1e6 for k, f in runs.items()}, float(tr.iterations.mean())
+
+
+def profile(n_terrains: int = 3, repeats: int = 5) -> dict:
+    model = load_vehicle("zoe")
+    terrains = load_wmrde_benchmark_terrains()[:n_terrains]
+    u = sc.straight_wheel_rates(model, 1.0)
+    T = round(DURATION / DT)
+    U = np.tile(u, (T, 1))
+    keys = ("fk", "crba", "contact", "bias", "rows", "indep", "setup", "step", "call")
+    acc = {k: 0.0 for k in keys}
+    iters = []
+    for ter in terrains:
+        us, it = _profile_terrain(model, ter, U, repeats)
+        iters.append(it)
+        for k in keys:
+            acc[k] += us[k] / len(terrains)
+    parts = acc["crba"] + acc["contact"] + acc["bias"] + acc["rows"] + acc["indep"]
+    out = {"us_per_step": acc, "force_balance_and_rest": acc["step"] - parts,
+           "newton_iterations": acc["step"] - acc["setup"],
+           "mean_iterations": float(np.mean(iters)),
+           "real_time_factor_call": DT / (acc["call"] * 1e-6),
+           "real_time_factor_loop": DT / (acc["step"] * 1e-6), "terrains": len(terrains)}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--terrains", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--json")
+    ns = ap.parse_args()
+    r = profile(ns.terrains, ns.repeats)
+    us = r["us_per_step"]
+    print(f"Zoe, Pacejka, dt {DT}, {DURATION:g} s, {r['terrains']} terrains, mean Newton "
+          f"iterations {r['mean_iterations']:.3f}; microseconds per step (best of repeats)")
+    names = {"fk": "forward kinematics (inside CRBA)", "crba": "CRBA (Alg. 3, with FK)",
+             "contact": "collision (cold fan)", "bias": "bias force (Alg. 4)",
+             "rows": "holonomic + constraint rows", "indep": "independent rows (QR)"}
+    for k, label in names.items():
+        print(f"  {label:36s} {us[k]:7.2f}")
+    print(f"  {'force balance and rest':36s} {r['force_balance_and_rest']:7.2f}")
+    print(f"    {'of which Newton iterations':34s} {r['newton_iterations']:7.2f}  (step less "
+          "the step with max_iter 0)")
+    print(f"  {'whole compiled step':36s} {us['step']:7.2f}  ({r['real_time_factor_loop']:,.0f}x"
+          " real time)")
+    print(f"  {'simulate_dynamics call':36s} {us['call']:7.2f}  ({r['real_time_factor_call']:,.0f}x"
+          " real time)")
+    if ns.json:
+        with open(ns.json, "w", encoding="utf-8") as fh:
+            json.dump(r, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
