@@ -22,15 +22,20 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.dynamics import scenarios as sc
-from wmr_model.dynamics.constraints import assemble_constraints, independent_rows
-from wmr_model.dynamics.crba import crba
-from wmr_model.dynamics.rnea import bias_force, bias_force_fused
+from wmr_model.dynamics.constraints import (
+    assemble_constraints,
+    independent_rows_into,
+    rows_workspace,
+)
+from wmr_model.dynamics.crba import crba_into, crba_workspace, relative_transforms
+from wmr_model.dynamics.rnea import bias_force_fused, bias_force_into, rnea_workspace
 from wmr_model.dynamics.simulate import (
     dynamics_step,
     loop_arguments,
     simulate_dynamics,
     simulate_loop,
     step_workspace,
+    warm_wheel_contact,
 )
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
 from wmr_model.kinematics.kernels import (
@@ -52,8 +57,9 @@ def _fk_loop(parent, jtype, axis, T0, Q, TW):
 
 @njit
 def _crba_loop(parent, jtype, axis, T0, I_frame, Q, TW, Ic, M):
+    ws = crba_workspace(parent.shape[0])
     for t in range(Q.shape[0]):
-        crba(parent, jtype, axis, T0, I_frame, Q[t], TW[t], Ic, M)
+        crba_into(parent, jtype, axis, T0, I_frame, Q[t], TW[t], Ic, M, ws)
 
 
 @njit
@@ -65,12 +71,29 @@ def _contact_loop(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, 
 
 
 @njit
-def _bias_loop(parent, jtype, axis, T0, I_frame, gravity, Q, QD, TW, Ic, fused, c):
+def _warm_contact_loop(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, TW, TC, DZ,
+                       ANG, cws, fan):
+    cws[:, 0] = 0.0  # each timed pass starts cold, as a trajectory does
+    for t in range(TW.shape[0]):  # ANG (nw,): the previous step's angles, overwritten
+        warm_wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, TW[t],
+                           TC[t], DZ[t], ANG, cws, fan)
+
+
+@njit
+def _rel_loop(parent, TW, RU, PU):
+    for t in range(TW.shape[0]):
+        relative_transforms(parent, TW[t], RU[t], PU[t])
+
+
+@njit
+def _bias_loop(parent, jtype, axis, I_frame, gravity, Q, QD, TW, RU, PU, Ic, fused, c, ws):
+    """The bias force as the step computes it: from the CRBA's kinematics (RU, PU)."""
     for t in range(Q.shape[0]):
         if fused:
             bias_force_fused(np.ascontiguousarray(Ic[0]), gravity, Q[t], QD[t], c)
         else:
-            bias_force(parent, jtype, axis, T0, I_frame, gravity, Q[t], QD[t], TW[t], c)
+            bias_force_into(parent, jtype, axis, I_frame, gravity, QD[t], TW[t], RU[t], PU[t],
+                            c, ws)
 
 
 @njit
@@ -86,8 +109,9 @@ def _rows_loop(parent, jtype, axis, A_joint, joint_offset, loop_closure, wheel_f
 @njit
 def _indep_loop(AA, active, cols, forced, indep):
     n = 0
+    ws = rows_workspace(AA.shape[1], AA.shape[2])
     for t in range(AA.shape[0]):
-        n += independent_rows(AA[t], active, cols, forced, indep)
+        n += independent_rows_into(AA[t], active, cols, forced, indep, ws)
     return n
 
 
@@ -112,18 +136,20 @@ def _best(fn, repeats: int) -> float:
     return best
 
 
-def _profile_terrain(model, ter, U: np.ndarray, repeats: int) -> tuple[dict, float]:
+def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
+                     collision: str) -> tuple[dict, float]:
     """Per-kernel microseconds per step on one terrain, and the mean Newton iterations."""
     T = U.shape[0]
     q0, qd0 = sc._moving_start(model, ter, 1.0)
-    a, _ = loop_arguments(model, ter, DT, contact_model="pacejka")
+    a, _ = loop_arguments(model, ter, DT, contact_model="pacejka", collision=collision)
     (parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, offset, loop_closure,
      I_frame, gravity, tk, tp, tg) = a[:14]
     act = a[18]
     fused = a[24]
     nf, nw, nv = parent.shape[0], wheel_frame.shape[0], model.nv
     nc = 3 * nw + act.shape[0] + A_joint.shape[0]
-    tr = simulate_dynamics(model, ter, q0, qd0, U, DT, contact_model="pacejka")
+    tr = simulate_dynamics(model, ter, q0, qd0, U, DT, contact_model="pacejka",
+                           collision=collision)
     Q = np.ascontiguousarray(tr.q[:-1])
     QD = np.ascontiguousarray(tr.qdot[:-1])
     TW = np.empty((T, nf, 4, 4))
@@ -132,6 +158,8 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int) -> tuple[dict, flo
     TC = np.empty((T, nw, 4, 4))
     DZ = np.empty((T, nw))
     ANG = np.empty((T, nw))
+    RU = np.empty((T, nf, 3, 3))
+    PU = np.empty((T, nf, 3))
     c = np.empty(nv)
     nh = A_joint.shape[0]
     c_hol, J_hol = np.empty(nh), np.empty((nh, nv))
@@ -151,39 +179,46 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int) -> tuple[dict, flo
         "crba": lambda: _crba_loop(parent, jtype, axis, T0, I_frame, Q, TW, Ic, M),
         "contact": lambda: _contact_loop(parent, T0, wheel_frame, wheel_radius, tk, tp, tg,
                                          TW, TC, DZ, ANG),
-        "bias": lambda: _bias_loop(parent, jtype, axis, T0, I_frame, gravity, Q, QD, TW, Ic,
-                                   fused, c),
+        "contact_warm": lambda: _warm_contact_loop(parent, T0, wheel_frame, wheel_radius, tk, tp,
+                                                   tg, TW, TC, DZ, np.zeros(nw),
+                                                   np.zeros((nw, 7)), np.zeros((nw, 7, 3))),
+        "rel": lambda: _rel_loop(parent, TW, RU, PU),
+        "bias": lambda: _bias_loop(parent, jtype, axis, I_frame, gravity, Q, QD, TW, RU, PU, Ic,
+                                   fused, c, rnea_workspace(nf, nv)),
         "rows": lambda: _rows_loop(parent, jtype, axis, A_joint, offset, loop_closure,
                                    wheel_frame, act, Q, TW, TC, c_hol, J_hol, AA),
         "indep": lambda: _indep_loop(AA, active, cols, forced, indep),
-        "setup": lambda: _setup_loop(tuple(a[:23]), Q, QD, U, DT, fused, a[27], a[28], a[29],
+        "setup": lambda: _setup_loop(tuple(a[:23]), Q, QD, U, DT, fused, a[27], a[28], a[30],
                                      TW, TC, DZ, ANG, Ic, M, c, AA, np.zeros(nc),
                                      np.empty(model.nq), np.empty(nv), AA[0] @ QD[0],
-                                     step_workspace(nv, nc, nh)),
-        "step": lambda: simulate_loop(*a[:23], q0, qd0, U, *a[23:29], Qs, QDs, IT, COST, FC,
-                                      DZs, a[29]),
+                                     step_workspace(nf, nv, nc, nh,
+                                                    nw if collision == "warm" else 0)),
+        "step": lambda: simulate_loop(*a[:23], q0, qd0, U, *a[23:30], Qs, QDs, IT, COST, FC,
+                                      DZs, a[30]),
         "call": lambda: simulate_dynamics(model, ter, q0, qd0, U, DT,
-                                          contact_model="pacejka"),
+                                          contact_model="pacejka", collision=collision),
     }
     # in order: each loop's inputs come from the ones before
     return {k: _best(f, repeats) / T * 1e6 for k, f in runs.items()}, float(tr.iterations.mean())
 
 
-def profile(n_terrains: int = 3, repeats: int = 5) -> dict:
+def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold") -> dict:
     model = load_vehicle("zoe")
     terrains = load_wmrde_benchmark_terrains()[:n_terrains]
     u = sc.straight_wheel_rates(model, 1.0)
     T = round(DURATION / DT)
     U = np.tile(u, (T, 1))
-    keys = ("fk", "crba", "contact", "bias", "rows", "indep", "setup", "step", "call")
+    keys = ("fk", "crba", "contact", "contact_warm", "rel", "bias", "rows", "indep", "setup",
+            "step", "call")
     acc = {k: 0.0 for k in keys}
     iters = []
     for ter in terrains:
-        us, it = _profile_terrain(model, ter, U, repeats)
+        us, it = _profile_terrain(model, ter, U, repeats, collision)
         iters.append(it)
         for k in keys:
             acc[k] += us[k] / len(terrains)
-    parts = acc["crba"] + acc["contact"] + acc["bias"] + acc["rows"] + acc["indep"]
+    coll = acc["contact_warm"] if collision == "warm" else acc["contact"]
+    parts = acc["crba"] + coll + acc["bias"] + acc["rows"] + acc["indep"]
     out = {"us_per_step": acc, "force_balance_and_rest": acc["step"] - parts,
            "newton_iterations": acc["step"] - acc["setup"],
            "mean_iterations": float(np.mean(iters)),
@@ -196,14 +231,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--terrains", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--collision", choices=("cold", "warm"), default="cold",
+                    help="wheel collision search of the whole-step runs (the collision kernel "
+                         "line always times the cold fan)")
     ap.add_argument("--json")
     ns = ap.parse_args()
-    r = profile(ns.terrains, ns.repeats)
+    r = profile(ns.terrains, ns.repeats, ns.collision)
     us = r["us_per_step"]
-    print(f"Zoe, Pacejka, dt {DT}, {DURATION:g} s, {r['terrains']} terrains, mean Newton "
-          f"iterations {r['mean_iterations']:.3f}; microseconds per step (best of repeats)")
+    print(f"Zoe, Pacejka, dt {DT}, {DURATION:g} s, {r['terrains']} terrains, {ns.collision} "
+          f"collision, mean Newton iterations {r['mean_iterations']:.3f}; microseconds per step "
+          "(best of repeats)")
     names = {"fk": "forward kinematics (inside CRBA)", "crba": "CRBA (Alg. 3, with FK)",
-             "contact": "collision (cold fan)", "bias": "bias force (Alg. 4)",
+             "contact": "collision (cold fan)",
+             "contact_warm": "collision (warm, warm_wheel_contact)",
+             "bias": "bias force (Alg. 4, FK reused)",
              "rows": "holonomic + constraint rows", "indep": "independent rows (QR)"}
     for k, label in names.items():
         print(f"  {label:36s} {us[k]:7.2f}")

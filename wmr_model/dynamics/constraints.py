@@ -26,7 +26,7 @@ from wmr_model._jit import njit
 from wmr_model.kinematics.kernels import wheel_jacobian
 
 __all__ = ["assemble_constraints", "qr_column_pivoting", "qr_priority_pivoting",
-           "independent_rows"]
+           "independent_rows", "independent_rows_into", "rows_workspace"]
 
 # |R(i, i)| below this fraction of |R(0, 0)| marks a dependent constraint row, (2.68). Rows of A
 # mix metres and radians; 1e-9 is far above round-off (1e-16 * condition of well-posed A) and far
@@ -47,13 +47,11 @@ def assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_
     """
     nw = wheel_frame.shape[0]
     na = act_joints.shape[0]
-    nv = A.shape[1]
     nc = (A.shape[0] - na - J_hol.shape[0]) // 3
-    blk = np.empty((3, nv))
     A[:, :] = 0.0
-    for k in range(nw):
-        wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
-        A[3 * k:3 * k + 3, :] = blk
+    for k in range(nw):  # written in place: wheel_jacobian overwrites its three rows
+        wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k,
+                       A[3 * k:3 * k + 3])
     for a in range(na):
         A[3 * nc + a, 6 + act_joints[a]] = 1.0
     for r in range(J_hol.shape[0]):
@@ -79,7 +77,14 @@ def qr_priority_pivoting(B, piv, npri, rtol):
     prescribed (ideal) constraint row is never dropped in favour of a row that depends on it.
     """
     m, n = B.shape
-    norms = np.empty(n)
+    return _qr_priority_pivoting(B, piv, npri, rtol, np.empty(n), np.zeros(min(m, n)))
+
+
+@njit
+def _qr_priority_pivoting(B, piv, npri, rtol, norms, diag):
+    """:func:`qr_priority_pivoting` with scratch ``norms`` (n,) and the output ``diag``
+    (min(m, n),) zeroed by the caller."""
+    m, n = B.shape
     big = 0.0
     for j in range(n):
         piv[j] = j
@@ -90,7 +95,6 @@ def qr_priority_pivoting(B, piv, npri, rtol):
         big = max(big, s)
     floor = rtol * rtol * big
     kmax = min(m, n)
-    diag = np.zeros(kmax)
     for k in range(kmax):
         best = k
         if k < npri:
@@ -147,7 +151,22 @@ def qr_priority_pivoting(B, piv, npri, rtol):
 
 
 @njit
+def rows_workspace(nc, nv):
+    """Scratch of :func:`independent_rows_into` for ``A`` (nc, nv): ``(rows, piv (nc,) int,
+    B (nv nc,), norms (nc,), diag (nv,))``, allocated once per run."""
+    return (np.empty(nc, dtype=np.int64), np.empty(nc, dtype=np.int64), np.empty(nv * nc),
+            np.empty(nc), np.empty(nv))
+
+
+@njit
 def independent_rows(A, active, cols, forced, indep):
+    """Linearly independent subset of the active rows of ``A``, (2.66)-(2.68):
+    :func:`independent_rows_into` with fresh scratch."""
+    return independent_rows_into(A, active, cols, forced, indep, rows_workspace(*A.shape))
+
+
+@njit
+def independent_rows_into(A, active, cols, forced, indep, ws):
     """Linearly independent subset of the active rows of ``A``, (2.66)-(2.68).
 
     QR with column pivoting of ``A[rows, cols]^T``; a row is independent when its pivot's
@@ -156,10 +175,11 @@ def independent_rows(A, active, cols, forced, indep):
     is always included and left out of the decomposition with its column. Other forced rows
     (ideal loop closures) enter the decomposition first (:func:`qr_priority_pivoting`): they are
     kept unless they depend on each other and the ideal actuators. Writes ``indep`` (nc,) bool;
-    returns the number of independent rows.
+    returns the number of independent rows. ``ws``: :func:`rows_workspace` (nothing is
+    allocated).
     """
     nc, nv = A.shape
-    rows = np.empty(nc, dtype=np.int64)
+    rows, piv_buf, B_buf, norms, diag_buf = ws
     nr = 0
     for r in range(nc):
         indep[r] = False
@@ -191,15 +211,17 @@ def independent_rows(A, active, cols, forced, indep):
             count += 1
     if nr == 0:
         return count
-    B = np.empty((ncol, nr))
+    B = B_buf[:ncol * nr].reshape((ncol, nr))
     c = 0
     for j in range(nv):
         if cols[j]:
             for a in range(nr):
                 B[c, a] = A[rows[a], j]
             c += 1
-    piv = np.empty(nr, dtype=np.int64)
-    diag = qr_priority_pivoting(B, piv, npri, INDEPENDENCE_RTOL)
+    piv = piv_buf[:nr]
+    diag = diag_buf[:min(ncol, nr)]
+    diag[:] = 0.0
+    _qr_priority_pivoting(B, piv, npri, INDEPENDENCE_RTOL, norms[:nr], diag)
     ref = 0.0
     for k in range(diag.shape[0]):
         ref = max(ref, abs(diag[k]))

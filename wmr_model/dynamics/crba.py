@@ -19,25 +19,27 @@ from __future__ import annotations
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.inertia import composite_inertias, relative_transform
+from wmr_model.inertia import composite_inertias, composite_workspace, relative_transform
 from wmr_model.kinematics.kernels import forward_kinematics
 from wmr_model.model import REVOLUTE
 
-__all__ = ["motion_subspace", "relative_transforms", "force_to_parent", "crba"]
+__all__ = ["motion_subspace", "relative_transforms", "force_to_parent", "crba", "crba_workspace",
+           "crba_into"]
 
 
 @njit
-def motion_subspace(jtype, axis_i, S):
-    """Motion subspace (6,) of a single-DOF joint in its frame: ``[a; 0]`` revolute, ``[0; a]``.
+def motion_subspace(jtype, axis, i, S):
+    """Motion subspace ``S`` (6,) of frame ``i``'s single-DOF joint in its frame: ``[a; 0]``
+    revolute, ``[0; a]`` prismatic, ``a = axis[i]`` (``jtype``, ``axis``: (nf,), (nf, 3)).
 
     Generalizes the thesis' spatial index ``s(i)`` (RX=1 ... PZ=6, Alg. 3-4) to any unit axis.
     """
     for r in range(6):
         S[r] = 0.0
-    off = 0 if jtype == REVOLUTE else 3
-    S[off] = axis_i[0]
-    S[off + 1] = axis_i[1]
-    S[off + 2] = axis_i[2]
+    off = 0 if jtype[i] == REVOLUTE else 3
+    S[off] = axis[i, 0]
+    S[off + 1] = axis[i, 1]
+    S[off + 2] = axis[i, 2]
 
 
 @njit
@@ -51,27 +53,49 @@ def relative_transforms(parent, T_world, R_up, p_up):
 
 
 @njit
-def force_to_parent(R, p, f, out):
-    """``out`` (6,) += the spatial force ``f`` (6,) of a frame expressed in its parent, (B.12):
-    ``[R n + p x (R f_lin); R f_lin]``, i.e. ``plucker_force_from_transform(T) @ f`` for
-    ``T = [R, p; 0, 1]`` without forming the 6 x 6 matrix."""
-    n0 = R[0, 0] * f[0] + R[0, 1] * f[1] + R[0, 2] * f[2]
-    n1 = R[1, 0] * f[0] + R[1, 1] * f[1] + R[1, 2] * f[2]
-    n2 = R[2, 0] * f[0] + R[2, 1] * f[1] + R[2, 2] * f[2]
-    l0 = R[0, 0] * f[3] + R[0, 1] * f[4] + R[0, 2] * f[5]
-    l1 = R[1, 0] * f[3] + R[1, 1] * f[4] + R[1, 2] * f[5]
-    l2 = R[2, 0] * f[3] + R[2, 1] * f[4] + R[2, 2] * f[5]
-    out[0] += n0 + p[1] * l2 - p[2] * l1
-    out[1] += n1 + p[2] * l0 - p[0] * l2
-    out[2] += n2 + p[0] * l1 - p[1] * l0
-    out[3] += l0
-    out[4] += l1
-    out[5] += l2
+def force_to_parent(R_up, p_up, j, f, fi, out, oi):
+    """``out[oi]`` (6,) += the spatial force ``f[fi]`` (6,) of frame ``j`` expressed in its
+    parent, (B.12): ``[R n + p x (R f_lin); R f_lin]`` with ``R = R_up[j]``, ``p = p_up[j]``
+    (:func:`relative_transforms`), i.e. ``plucker_force_from_transform(T) @ f`` for
+    ``T = [R, p; 0, 1]`` without forming the 6 x 6 matrix. ``f``, ``out``: (n, 6) rows; the
+    arrays are indexed in place (no per-call views)."""
+    f0, f1, f2, f3, f4, f5 = f[fi, 0], f[fi, 1], f[fi, 2], f[fi, 3], f[fi, 4], f[fi, 5]
+    n0 = R_up[j, 0, 0] * f0 + R_up[j, 0, 1] * f1 + R_up[j, 0, 2] * f2
+    n1 = R_up[j, 1, 0] * f0 + R_up[j, 1, 1] * f1 + R_up[j, 1, 2] * f2
+    n2 = R_up[j, 2, 0] * f0 + R_up[j, 2, 1] * f1 + R_up[j, 2, 2] * f2
+    l0 = R_up[j, 0, 0] * f3 + R_up[j, 0, 1] * f4 + R_up[j, 0, 2] * f5
+    l1 = R_up[j, 1, 0] * f3 + R_up[j, 1, 1] * f4 + R_up[j, 1, 2] * f5
+    l2 = R_up[j, 2, 0] * f3 + R_up[j, 2, 1] * f4 + R_up[j, 2, 2] * f5
+    p0, p1, p2 = p_up[j, 0], p_up[j, 1], p_up[j, 2]
+    out[oi, 0] += n0 + p1 * l2 - p2 * l1
+    out[oi, 1] += n1 + p2 * l0 - p0 * l2
+    out[oi, 2] += n2 + p0 * l1 - p1 * l0
+    out[oi, 3] += l0
+    out[oi, 4] += l1
+    out[oi, 5] += l2
+
+
+@njit
+def crba_workspace(nf):
+    """Scratch of :func:`crba_into`: ``(R_up (nf, 3, 3), p_up (nf, 3), S, Sj, fc (6,), fp (1, 6),
+    composite_workspace)``. ``R_up``/``p_up`` hold the relative transforms of the last call,
+    which the bias force (:func:`wmr_model.dynamics.rnea.bias_force_into`) reuses."""
+    return (np.empty((nf, 3, 3)), np.empty((nf, 3)), np.empty(6), np.empty(6),
+            np.empty((1, 6)), np.empty((1, 6)), composite_workspace())
 
 
 @njit
 def crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M):
-    """Joint-space inertia ``M`` (nv, nv), Algorithm 3 (modified CRBA).
+    """Joint-space inertia ``M`` (nv, nv), Algorithm 3 (modified CRBA): :func:`crba_into` with
+    fresh scratch. Writes ``T_world`` (nf, 4, 4), ``Ic`` (nf, 6, 6) and ``M``; returns ``M``."""
+    return crba_into(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M,
+                     crba_workspace(parent.shape[0]))
+
+
+@njit
+def crba_into(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M, ws):
+    """Joint-space inertia ``M`` (nv, nv), Algorithm 3 (modified CRBA), in the scratch ``ws``
+    of :func:`crba_workspace` (nothing allocated).
 
     Lines 1-4 (composite inertias) are :func:`wmr_model.inertia.composite_inertias`; lines 5-22
     walk from each joint to the body carrying the force ``f^c = I_i^c S_i`` needed to accelerate
@@ -81,40 +105,45 @@ def crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M):
     Line 12 as printed transforms with :math:`X_{p(i)}^i` at every level; the transform of the
     current frame *j* (:math:`X_{p(j)}^j`) is meant and used here.
 
-    Writes ``T_world`` (nf, 4, 4), ``Ic`` (nf, 6, 6) and ``M`` (nv, nv); returns ``M``.
+    Writes ``T_world`` (nf, 4, 4), ``Ic`` (nf, 6, 6), ``M`` (nv, nv) and the relative transforms
+    ``ws[0]``, ``ws[1]``; returns ``M``.
     """
     nf = parent.shape[0]
+    R_up, p_up, S, Sj, fc, fp, cws = ws
     forward_kinematics(parent, jtype, axis, T0, q, T_world)
-    composite_inertias(parent, I_frame, T_world, Ic)
-    R_up = np.empty((nf, 3, 3))
-    p_up = np.empty((nf, 3))
+    composite_inertias(parent, I_frame, T_world, Ic, cws)
     relative_transforms(parent, T_world, R_up, p_up)
     M[:, :] = 0.0
-    M[0:6, 0:6] = Ic[0]
-    S = np.empty(6)
-    Sj = np.empty(6)
-    fc = np.empty(6)
-    fp = np.empty(6)
+    for r in range(6):
+        for k in range(6):
+            M[r, k] = Ic[0, r, k]
     for i in range(1, nf):
-        motion_subspace(jtype[i], axis[i], S)
+        motion_subspace(jtype, axis, i, S)
+        d = 0.0
         for r in range(6):
             acc = 0.0
             for k in range(6):
                 acc += Ic[i, r, k] * S[k]
-            fc[r] = acc
-        M[i + 5, i + 5] = S @ fc
+            fc[0, r] = acc
+            d += S[r] * acc
+        M[i + 5, i + 5] = d
         j = i
         while j > 0:
-            fp[:] = 0.0
-            force_to_parent(R_up[j], p_up[j], fc, fp)
-            fc[:] = fp
+            for r in range(6):
+                fp[0, r] = 0.0
+            force_to_parent(R_up, p_up, j, fc, 0, fp, 0)
+            for r in range(6):
+                fc[0, r] = fp[0, r]
             j = parent[j]
             if j == 0:
                 for r in range(6):
-                    M[r, i + 5] = fc[r]
-                    M[i + 5, r] = fc[r]
+                    M[r, i + 5] = fc[0, r]
+                    M[i + 5, r] = fc[0, r]
             else:
-                motion_subspace(jtype[j], axis[j], Sj)
-                M[j + 5, i + 5] = Sj @ fc
-                M[i + 5, j + 5] = M[j + 5, i + 5]
+                motion_subspace(jtype, axis, j, Sj)
+                d = 0.0
+                for r in range(6):
+                    d += Sj[r] * fc[0, r]
+                M[j + 5, i + 5] = d
+                M[i + 5, j + 5] = d
     return M

@@ -109,12 +109,15 @@ def input_maps(ctx_i, A, G, Cinv, dt, Je_lam, AG, Gx):
 
 
 @njit
-def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint,
-                        contact_radius, contact_joint, share, ckinds, cparams, ctables, caxes,
-                        akinds, aparams, act_joints, jK, jD, dt, Je_lam, AG, Gx, Pfix, e, Je,
-                        qdn, fmodel, work):
-    """Error ``e`` (nv,) of (2.78) and its Jacobian ``Je`` (nv, nx) at inputs ``x`` (nx,).
+def force_balance_error(x0, p, alpha, args_cache, e, Je, qdn, fmodel, work):
+    """Error ``e`` (nv,) of (2.78) and its Jacobian ``Je`` (nv, nx) at the inputs ``x = x0 +
+    alpha p`` (nx,); returns ``(L, dL)``: ``L = e.e`` and its derivative along ``p``,
+    ``2 e^T Je p`` (the line function of :func:`strong_wolfe` and its slope).
 
+    ``args_cache`` (the step's constants, unpacked once per call; one function per evaluation
+    so that the arrays cross a single call boundary) is ``(ctx_i, ctx_f, ctx_m, A, G, Cinv,
+    qd0, lam0, u, dz, cjoint, contact_radius, contact_joint, share, ckinds, cparams, ctables,
+    caxes, akinds, aparams, act_joints, jK, jD, dt, Je_lam, AG, Gx, Pfix)``:
     ``ctx_i`` (int rows): ``[I (nI), input position in I (nx), forced flag per I]`` packed as
     (3, nI); ``ctx_f`` (nc,) active row flags; ``ctx_m`` (nc,) row kind (0 wheel, 1 act,
     2 joint); ``Je_lam``, ``AG``, ``Gx`` from :func:`input_maps`; ``Pfix`` (nfix, nv)
@@ -123,15 +126,20 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
     (wheels, then track patches) roll at ``contact_radius`` (nc,) times the rate of joint
     ``contact_joint`` (nc,); ``share`` (nc,) scales each contact's model force (1 for wheels,
     a patch's load share, :func:`wmr_model.dynamics.track_contact.track_shares`). Writes ``qdn``
-    (nv,) = qdot'[i+1] and ``fmodel`` (nc,); returns L = e.e.
+    (nv,) = qdot'[i+1], ``fmodel`` (nc,) and ``x`` into ``work[6]``.
     ``work`` is the scratch of :func:`workspace` (nothing is allocated per call).
     """
+    (ctx_i, ctx_f, _, A, G, Cinv, qd0, lam0, u, dz, cjoint, contact_radius, contact_joint,
+     share, ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD, dt,
+     Je_lam, AG, Gx, Pfix) = args_cache
+    vI, lam, dfx, fc, Jc, y, x, _, _, Jp, _ = work
+    for i in range(x0.shape[0]):
+        x[i] = x0[i] + alpha * p[i]
     nc, nv = A.shape
     nI = ctx_i.shape[1]
-    nx = x.shape[0]
+    nx = x0.shape[0]
     nw = contact_radius.shape[0]  # contacts: wheels, then track patches
     na = act_joints.shape[0]
-    vI, lam, dfx, fc, Jc, y, _, _, _, _, _ = work
     ix = 0
     for a in range(nI):
         if ctx_i[2, a] == 1:
@@ -248,7 +256,16 @@ def force_balance_error(x, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cj
     L = 0.0
     for i in range(nv):
         L += e[i] * e[i]
-    return L
+    for i in range(nv):  # (Je p)_i summed over k in ascending order, rows innermost
+        Jp[i] = 0.0
+    for k in range(nx):
+        pk = p[k]
+        for i in range(nv):
+            Jp[i] += Je[i, k] * pk
+    dphi = 0.0
+    for i in range(nv):
+        dphi += e[i] * Jp[i]
+    return L, 2.0 * dphi
 
 
 @njit
@@ -263,34 +280,7 @@ def workspace(nv, n):
 
 
 @njit
-def _phi(x0, p, alpha, args_cache, e, Je, qdn, fmodel, xt, work):
-    """``L(x0 + alpha p)`` and its directional derivative ``2 e^T Je p``."""
-    for i in range(x0.shape[0]):
-        xt[i] = x0[i] + alpha * p[i]
-    (ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint, contact_radius, contact_joint,
-     share, ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD, dt,
-     Je_lam, AG, Gx, Pfix) = args_cache
-    L = force_balance_error(xt, ctx_i, ctx_f, ctx_m, A, G, Cinv, qd0, lam0, u, dz, cjoint,
-                            contact_radius, contact_joint, share, ckinds, cparams, ctables,
-                            caxes, akinds,
-                            aparams, act_joints, jK, jD, dt, Je_lam, AG, Gx, Pfix, e, Je, qdn,
-                            fmodel, work)
-    nv = e.shape[0]
-    Jp = work[9]
-    for i in range(nv):  # (Je p)_i summed over k in ascending order, rows innermost
-        Jp[i] = 0.0
-    for k in range(p.shape[0]):
-        pk = p[k]
-        for i in range(nv):
-            Jp[i] += Je[i, k] * pk
-    dphi = 0.0
-    for i in range(nv):
-        dphi += e[i] * Jp[i]
-    return L, 2.0 * dphi
-
-
-@njit
-def strong_wolfe(x0, p, L0, dL0, args_cache, e, Je, qdn, fmodel, xt, work):
+def strong_wolfe(x0, p, L0, dL0, args_cache, e, Je, qdn, fmodel, work):
     """Step length in (0, 1] meeting the strong Wolfe conditions (D.2), (D.4); App. D.
 
     Nocedal and Wright Alg. 3.5 with the first trial at the full Newton step (the upper bound),
@@ -300,7 +290,7 @@ def strong_wolfe(x0, p, L0, dL0, args_cache, e, Je, qdn, fmodel, xt, work):
     """
     a_prev, L_prev = 0.0, L0
     a = 1.0
-    L, dL = _phi(x0, p, a, args_cache, e, Je, qdn, fmodel, xt, work)
+    L, dL = force_balance_error(x0, p, a, args_cache, e, Je, qdn, fmodel, work)
     lo, hi, L_lo = 0.0, 0.0, L0
     if L > L0 + WOLFE_C1 * a * dL0:
         lo, hi, L_lo = a_prev, a, L_prev
@@ -312,7 +302,7 @@ def strong_wolfe(x0, p, L0, dL0, args_cache, e, Je, qdn, fmodel, xt, work):
         return a, L, True  # still descending at the upper bound alpha = 1
     for _ in range(_MAX_ZOOM):
         aj = 0.5 * (lo + hi)
-        Lj, dLj = _phi(x0, p, aj, args_cache, e, Je, qdn, fmodel, xt, work)
+        Lj, dLj = force_balance_error(x0, p, aj, args_cache, e, Je, qdn, fmodel, work)
         if Lj > L0 + WOLFE_C1 * aj * dL0 or Lj >= L_lo:
             hi = aj
         else:
@@ -370,13 +360,12 @@ def force_balance(x, args_cache, max_iter, tol, single_step, e, Je, qdn, fmodel,
     ``(iterations, L)``; iterations is 0 when the warm start already meets ``|e| <= tol``.
     """
     nx = x.shape[0]
-    xt = work[6][:nx]
     g = work[7][:nx]
     p = work[8][:nx]
     H = work[10][:nx * nx].reshape((nx, nx))
     Lf = work[10][nx * nx:2 * nx * nx].reshape((nx, nx))
     p[:] = 0.0
-    L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt, work)
+    L, _ = force_balance_error(x, p, 0.0, args_cache, e, Je, qdn, fmodel, work)
     it = 0
     hops = 0
     while it < max_iter and math.sqrt(L) > tol and nx > 0:
@@ -387,7 +376,7 @@ def force_balance(x, args_cache, max_iter, tol, single_step, e, Je, qdn, fmodel,
         if dL0 >= 0.0:
             break
         alpha, L_alpha, fresh = strong_wolfe(x, p, L, dL0, args_cache, e, Je, qdn, fmodel,
-                                             xt, work)
+                                             work)
         it += 1
         if alpha <= 0.0:
             # No decrease along p: x sits on a kink of a piecewise model (saturation, contact
@@ -400,20 +389,20 @@ def force_balance(x, args_cache, max_iter, tol, single_step, e, Je, qdn, fmodel,
                 pmax = max(pmax, abs(p[i]))
                 xmax = max(xmax, abs(x[i]))
             if hops >= _MAX_KINK_HOPS or pmax == 0.0 or single_step:
-                L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt, work)
+                L, _ = force_balance_error(x, p, 0.0, args_cache, e, Je, qdn, fmodel, work)
                 break
             hops += 1
             h = _KINK_HOP * (1.0 + xmax) / pmax
             for i in range(nx):
                 x[i] += h * p[i]
-            L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt, work)
+            L, _ = force_balance_error(x, p, 0.0, args_cache, e, Je, qdn, fmodel, work)
             continue
         for i in range(nx):
             x[i] += alpha * p[i]  # bit for bit the trial point x0 + alpha p of the search
         if fresh:
             L = L_alpha
         else:
-            L, _ = _phi(x, p, 0.0, args_cache, e, Je, qdn, fmodel, xt, work)
+            L, _ = force_balance_error(x, p, 0.0, args_cache, e, Je, qdn, fmodel, work)
         if single_step:
             break
     return it, L

@@ -24,23 +24,34 @@ from wmr_model.dynamics.crba import force_to_parent, motion_subspace, relative_t
 from wmr_model.kinematics.kernels import forward_kinematics
 from wmr_model.spatial import crf, quat_to_rot
 
-__all__ = ["GRAVITY", "rnea", "bias_force", "bias_force_fused"]
+__all__ = ["GRAVITY", "rnea", "rnea_into", "rnea_workspace", "bias_force", "bias_force_into",
+           "bias_force_fused"]
 
 #: Standard gravity in world coordinates [m/s^2] (REP-103: z up).
 GRAVITY = np.array([0.0, 0.0, -9.80665])
 
 
 @njit
-def _motion_to_child(R, p, m, out):
-    """``out`` (6,) = the parent's motion vector ``m`` (6,) in child coordinates, (B.11):
-    ``[R^T m_ang; R^T (m_lin + m_ang x p)]`` for the child's ``T = [R, p; 0, 1]`` in its parent
-    (``plucker_from_transform(transform_inverse(T)) @ m`` without the 6 x 6 matrix)."""
-    u0 = m[3] + m[1] * p[2] - m[2] * p[1]
-    u1 = m[4] + m[2] * p[0] - m[0] * p[2]
-    u2 = m[5] + m[0] * p[1] - m[1] * p[0]
+def _motion_to_child(R_up, p_up, i, m, mi, out, oi):
+    """``out[oi]`` (6,) = the parent's motion vector ``m[mi]`` (6,) in the coordinates of child
+    ``i``, (B.11): ``[R^T m_ang; R^T (m_lin + m_ang x p)]`` for the child's ``T = [R, p; 0, 1]``
+    in its parent, ``R = R_up[i]``, ``p = p_up[i]`` (``plucker_from_transform(
+    transform_inverse(T)) @ m`` without the 6 x 6 matrix or per-call views)."""
+    m0, m1, m2 = m[mi, 0], m[mi, 1], m[mi, 2]
+    u0 = m[mi, 3] + m1 * p_up[i, 2] - m2 * p_up[i, 1]
+    u1 = m[mi, 4] + m2 * p_up[i, 0] - m0 * p_up[i, 2]
+    u2 = m[mi, 5] + m0 * p_up[i, 1] - m1 * p_up[i, 0]
     for r in range(3):
-        out[r] = R[0, r] * m[0] + R[1, r] * m[1] + R[2, r] * m[2]
-        out[3 + r] = R[0, r] * u0 + R[1, r] * u1 + R[2, r] * u2
+        out[oi, r] = R_up[i, 0, r] * m0 + R_up[i, 1, r] * m1 + R_up[i, 2, r] * m2
+        out[oi, 3 + r] = R_up[i, 0, r] * u0 + R_up[i, 1, r] * u1 + R_up[i, 2, r] * u2
+
+
+@njit
+def rnea_workspace(nf, nv):
+    """Scratch of :func:`rnea_into`: ``(v, a, f (nf, 6), S, Iv (6,), zero accelerations (nv,),
+    zero external forces (nf, 6))``."""
+    return (np.empty((nf, 6)), np.empty((nf, 6)), np.empty((nf, 6)), np.empty(6), np.empty(6),
+            np.zeros(nv), np.zeros((nf, 6)))
 
 
 @njit
@@ -54,7 +65,8 @@ def rnea(parent, jtype, axis, T0, I_frame, gravity, q, qdot, qddot, f_ext, T_wor
         \\vec f_i = I_i \\vec a_i + \\vec v_i \\times_f I_i \\vec v_i - \\vec f_i^{ext}
 
     with ``a_1 = qddot'[0:6] - [0; R_b^T g]`` (Alg. 4 line 2), then the backward pass
-    ``tau_i = S_i . f_i``, ``f_p += (X_p^i)^T f_i`` (lines 12-16).
+    ``tau_i = S_i . f_i``, ``f_p += (X_p^i)^T f_i`` (lines 12-16). Forward kinematics and the
+    relative transforms are computed here; :func:`rnea_into` takes them from the CRBA.
 
     Args:
         I_frame: (nf, 6, 6) per-frame spatial inertias about each frame origin (B.13).
@@ -72,9 +84,19 @@ def rnea(parent, jtype, axis, T0, I_frame, gravity, q, qdot, qddot, f_ext, T_wor
     R_up = np.empty((nf, 3, 3))
     p_up = np.empty((nf, 3))
     relative_transforms(parent, T_world, R_up, p_up)
-    v = np.empty((nf, 6))
-    a = np.empty((nf, 6))
-    f = np.empty((nf, 6))
+    return rnea_into(parent, jtype, axis, I_frame, gravity, qdot, qddot, f_ext, T_world, R_up,
+                     p_up, tau, rnea_workspace(nf, qdot.shape[0]))
+
+
+@njit
+def rnea_into(parent, jtype, axis, I_frame, gravity, qdot, qddot, f_ext, T_world, R_up, p_up,
+              tau, ws):
+    """:func:`rnea` at the state whose world transforms ``T_world`` (nf, 4, 4) and relative
+    transforms ``R_up`` (nf, 3, 3), ``p_up`` (nf, 3) are given (as the CRBA leaves them,
+    :func:`wmr_model.dynamics.crba.crba_into`), in the scratch ``ws`` of
+    :func:`rnea_workspace` (nothing allocated). Writes and returns ``tau`` (nv,)."""
+    nf = parent.shape[0]
+    v, a, f, S, Iv, _, _ = ws
     for r in range(3):
         gb = 0.0  # R_b^T g
         for k in range(3):
@@ -83,11 +105,11 @@ def rnea(parent, jtype, axis, T0, I_frame, gravity, q, qdot, qddot, f_ext, T_wor
         v[0, 3 + r] = qdot[3 + r]
         a[0, r] = qddot[r]
         a[0, 3 + r] = qddot[3 + r] - gb
-    S = np.empty(6)
     for i in range(1, nf):
-        motion_subspace(jtype[i], axis[i], S)
-        _motion_to_child(R_up[i], p_up[i], v[parent[i]], v[i])
-        _motion_to_child(R_up[i], p_up[i], a[parent[i]], a[i])
+        motion_subspace(jtype, axis, i, S)
+        pi = parent[i]
+        _motion_to_child(R_up, p_up, i, v, pi, v, i)
+        _motion_to_child(R_up, p_up, i, a, pi, a, i)
         qd = qdot[i + 5]
         for r in range(6):
             v[i, r] += S[r] * qd
@@ -102,7 +124,6 @@ def rnea(parent, jtype, axis, T0, I_frame, gravity, q, qdot, qddot, f_ext, T_wor
         a[i, 3] += w1 * sv2 - w2 * sv1 + l1 * sw2 - l2 * sw1
         a[i, 4] += w2 * sv0 - w0 * sv2 + l2 * sw0 - l0 * sw2
         a[i, 5] += w0 * sv1 - w1 * sv0 + l0 * sw1 - l1 * sw0
-    Iv = np.empty(6)
     for i in range(nf):
         for r in range(6):
             acc_v = 0.0
@@ -121,9 +142,12 @@ def rnea(parent, jtype, axis, T0, I_frame, gravity, q, qdot, qddot, f_ext, T_wor
         f[i, 4] += w2 * Iv[3] - w0 * Iv[5]
         f[i, 5] += w0 * Iv[4] - w1 * Iv[3]
     for i in range(nf - 1, 0, -1):
-        motion_subspace(jtype[i], axis[i], S)
-        tau[i + 5] = S @ f[i]
-        force_to_parent(R_up[i], p_up[i], f[i], f[parent[i]])
+        motion_subspace(jtype, axis, i, S)
+        t = 0.0
+        for r in range(6):
+            t += S[r] * f[i, r]
+        tau[i + 5] = t
+        force_to_parent(R_up, p_up, i, f, i, f, parent[i])
     for r in range(6):
         tau[r] = f[0, r]
     return tau
@@ -135,6 +159,15 @@ def bias_force(parent, jtype, axis, T0, I_frame, gravity, q, qdot, T_world, c):
     nv = qdot.shape[0]
     return rnea(parent, jtype, axis, T0, I_frame, gravity, q, qdot, np.zeros(nv),
                 np.zeros((parent.shape[0], 6)), T_world, c)
+
+
+@njit
+def bias_force_into(parent, jtype, axis, I_frame, gravity, qdot, T_world, R_up, p_up, c, ws):
+    """:func:`bias_force` reusing the CRBA's forward kinematics and relative transforms
+    (:func:`rnea_into` at zero acceleration and external force; ``ws`` from
+    :func:`rnea_workspace`, whose zero arrays are never written)."""
+    return rnea_into(parent, jtype, axis, I_frame, gravity, qdot, ws[5], ws[6], T_world, R_up,
+                     p_up, c, ws)
 
 
 @njit
