@@ -55,7 +55,13 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.inertia import composite_inertias, composite_workspace, mass_com_into
+from wmr_model.inertia import (
+    body_composite_inertia,
+    composite_inertias,
+    composite_workspace,
+    fold_spinning_leaves,
+    mass_com_into,
+)
 from wmr_model.kinematics.kernels import (
     joint_space_velocity,
     resolve_partitioned,
@@ -73,10 +79,12 @@ __all__ = [
     "cg_force",
     "cg_force_into",
     "cg_slip_velocity",
+    "cg_slip_velocity_into",
     "body_slip_velocity",
     "wheel_slip_velocity",
     "enhanced_joint_space_velocity",
     "enhanced_workspace",
+    "folded_enhanced_workspace",
     "ground_plane",
     "ground_plane_into",
     "support_polygon",
@@ -224,6 +232,14 @@ def cg_slip_velocity(v_cg, f_cg, p, slip_axes, min_load):
     ``min_load`` [N]: below it (``f_z <= min_load``) the force-ratio terms are zero.
     Returns the spatial slip velocity (6,) ``[w; v]`` at the cg.
     """
+    out = np.empty(6)
+    cg_slip_velocity_into(v_cg, f_cg, p, slip_axes, min_load, out)
+    return out
+
+
+@njit
+def cg_slip_velocity_into(v_cg, f_cg, p, slip_axes, min_load, out):
+    """:func:`cg_slip_velocity` written to ``out`` (6,), which must not alias the inputs."""
     lon = slip_axes[0]
     lat = slip_axes[1]
     ang = slip_axes[2]
@@ -247,11 +263,9 @@ def cg_slip_velocity(v_cg, f_cg, p, slip_axes, min_load):
         if w_b > 0.0:
             rho = w_b / (abs(V_lon) + w_b)
             s_ang += (p[6] * rho + p[7] * rho * rho) * V_ang
-    out = np.empty(6)
     for r in range(3):
         out[r] = s_ang * ang[r]
         out[3 + r] = s_lon * lon[r] + s_lat * lat[r]
-    return out
 
 
 @njit
@@ -306,7 +320,8 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
     rows are activation-weighted, so its slip (2.52) is applied to the weighted rows.
     ``contact_ws``: optional collision warm-start workspace
     (:func:`wmr_model.kinematics.kernels.wheel_contact`); ``ws``: optional scratch from
-    :func:`enhanced_workspace` and ``solve_ws``: optional scratch of the velocity solve
+    :func:`enhanced_workspace` or :func:`folded_enhanced_workspace` (then ``Ic`` is not
+    written) and ``solve_ws``: optional scratch of the velocity solve
     (:func:`wmr_model.kinematics.kernels.solve_workspace` for ``known``), both allocated when
     omitted (the loops create them once per trajectory). Returns the residual norm of the final
     solve.
@@ -325,8 +340,25 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
 @njit
 def enhanced_workspace():
     """Scratch of :func:`enhanced_joint_space_velocity`: the composite-inertia scratch
-    (:func:`wmr_model.inertia.composite_workspace`), ``g_b``, ``f_b``, ``v_cg`` (6,) each."""
-    return (composite_workspace(), np.zeros(6), np.empty(6), np.empty(6))
+    (:func:`wmr_model.inertia.composite_workspace`), ``g_b``, ``f_b``, ``v_cg``, ``s_cg`` (6,)
+    each, and no reduced tree (``keep`` (0,): the composite inertia comes from ``I_frame``,
+    :func:`wmr_model.inertia.composite_inertias`)."""
+    return (composite_workspace(), np.zeros(6), np.empty(6), np.empty(6), np.empty(6),
+            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.empty((0, 6, 6)),
+            np.empty((0, 4, 4)), np.empty((0, 6, 6)))
+
+
+@njit
+def folded_enhanced_workspace(parent, jtype, axis, T0, I_frame):
+    """:func:`enhanced_workspace` with the model's spinning leaves (rigid axisymmetric wheels)
+    folded into their parents (:func:`wmr_model.inertia.fold_spinning_leaves`, from the
+    ``I_frame`` (nf, 6, 6) later passed to the kernel): the body composite inertia then comes
+    from the reduced tree (:func:`wmr_model.inertia.body_composite_inertia`; equal to
+    round-off) and ``Ic`` is not written. The simulation loops make one per trajectory."""
+    keep, parent_k, I_k = fold_spinning_leaves(parent, jtype, axis, T0, I_frame)
+    nk = keep.shape[0]
+    return (composite_workspace(), np.zeros(6), np.empty(6), np.empty(6), np.empty(6), keep,
+            parent_k, I_k, np.empty((nk, 4, 4)), np.empty((nk, 6, 6)))
 
 
 @njit
@@ -338,13 +370,16 @@ def _enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_r
                                    Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, ws, solve_ws):
     """:func:`enhanced_joint_space_velocity` with its scratch ``ws``, ``solve_ws`` (no
     allocation here)."""
-    cws, g_b, f_b, v_cg = ws
+    cws, g_b, f_b, v_cg, s_cg, keep, parent_k, I_k, T_k, Ic_k = ws
     res = joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
                                joint_offset, loop_closure, track_frame, track_drive, track_path,
                                track_act, tkind, tparams, tgrid, q, known, qdot_known, sigma, vc_xy,
                                T_world, T_contact, dz, contact_angle, A, v, qdot, contact_ws,
                                solve_ws)
-    Ib = composite_inertias(parent, I_frame, T_world, Ic, cws)
+    if keep.shape[0] > 0:
+        Ib = body_composite_inertia(keep, parent_k, I_k, T_world, T_k, Ic_k, cws)
+    else:
+        Ib = composite_inertias(parent, I_frame, T_world, Ic, cws)
     m = mass_com_into(Ib, c)
     Rb = T_world[0, :3, :3]
     for r in range(3):
@@ -361,7 +396,7 @@ def _enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_r
     gnorm = math.sqrt(gravity[0] ** 2 + gravity[1] ** 2 + gravity[2] ** 2)
     min_load = MIN_NORMAL_LOAD_FRACTION * m * gnorm
     _shift_motion(v_b, c, 1.0, v_cg)  # (2.45)
-    s_cg = cg_slip_velocity(v_cg, f_cg, p, slip_axes, min_load)
+    cg_slip_velocity_into(v_cg, f_cg, p, slip_axes, min_load, s_cg)
     _shift_motion(s_cg, c, -1.0, v_b_slip)  # (2.50)
     wheel_slip_velocity(A, v_b_slip, nw, vc_slip)
     for k in range(nw):
@@ -598,14 +633,14 @@ def _stability_margin(T_world, T_contact, c, f_cg, ws):
         for j in range(3):
             Rb[i, j] = T_world[0, i, j]
     ground_plane_into(T_contact, Rb, o, n, S)
-    np.dot(Rb, f_cg[3:6], d)  # BLAS, as before (its rounding differs from a plain loop's)
+    for i in range(3):  # d = Rb f (world), plain sums (no BLAS call per step)
+        d[i] = Rb[i, 0] * f_cg[3] + Rb[i, 1] * f_cg[4] + Rb[i, 2] * f_cg[5]
     dn = d[0] * n[0] + d[1] * n[1] + d[2] * n[2]
     dnorm = math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
     if not (dn < -1e-12 * dnorm) or dnorm == 0.0:
         return -np.inf
-    np.dot(Rb, c, r_cg)
-    for i in range(3):
-        r_cg[i] += T_world[0, i, 3]
+    for i in range(3):  # cg in world coordinates
+        r_cg[i] = Rb[i, 0] * c[0] + Rb[i, 1] * c[1] + Rb[i, 2] * c[2] + T_world[0, i, 3]
     s = ((o[0] - r_cg[0]) * n[0] + (o[1] - r_cg[1]) * n[1] + (o[2] - r_cg[2]) * n[2]) / dn
     hit0 = r_cg[0] + s * d[0]
     hit1 = r_cg[1] + s * d[1]

@@ -11,6 +11,10 @@ Kernels (numba, loop form):
 * :func:`frame_spatial_inertias` - (B.13) for every frame, once per model;
 * :func:`composite_inertias` - the backward pass of Algorithm 3 (lines 1-4), from the world
   transforms of Algorithm 1;
+* :func:`fold_spinning_leaves` and :func:`body_composite_inertia` - the body's composite
+  :math:`I_b^c` alone, faster: the frames whose inertia their joint's motion cannot change (a
+  rigid, axisymmetric wheel spinning about its axis) are merged into their parents once per
+  model, and :func:`composite_inertias` runs on the remaining (reduced) tree;
 * :func:`inertia_mass_com` - mass and centre of mass encoded in a spatial inertia.
 
 Python entry point: :func:`composite_inertia` ``(model, q) -> (6, 6)``.
@@ -22,13 +26,15 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.errors import ShapeError
-from wmr_model.model import VehicleModel
-from wmr_model.spatial import spatial_inertia
+from wmr_model.model import REVOLUTE, VehicleModel
+from wmr_model.spatial import rot_axis_angle, spatial_inertia
 
 __all__ = [
     "frame_spatial_inertias",
     "composite_inertias",
     "composite_workspace",
+    "fold_spinning_leaves",
+    "body_composite_inertia",
     "relative_transform",
     "inertia_mass_com",
     "mass_com_into",
@@ -145,6 +151,106 @@ def _composite_inertias(parent, I_frame, T_world, Ic, ws):
             for c in range(6):
                 Ic[p, r, c] += acc[c]
     return Ic[0]
+
+
+# A frame's spatial inertia counts as unchanged by its joint's rotation when every entry of the
+# rotated inertia is within this fraction of its largest entry (round-off of the rotation).
+FOLD_RTOL = 1e-12
+
+
+@njit
+def _child_inertia_in_parent(I_child, R, t, ws):
+    """``(X_p^i)^T I_child X_p^i`` (6, 6) for a child frame at ``[R, t; 0, 1]`` in its parent's
+    coordinates: :func:`composite_inertias` of the two-frame tree (massless parent, child)."""
+    parent = np.array([-1, 0])
+    I2 = np.zeros((2, 6, 6))
+    I2[1] = I_child
+    T2 = np.zeros((2, 4, 4))
+    for r in range(4):
+        T2[0, r, r] = 1.0
+    T2[1, 3, 3] = 1.0
+    for r in range(3):
+        T2[1, r, 3] = t[r]
+        for c in range(3):
+            T2[1, r, c] = R[r, c]
+    return composite_inertias(parent, I2, T2, np.empty((2, 6, 6)), ws).copy()
+
+
+@njit
+def fold_spinning_leaves(parent, jtype, axis, T0, I_frame):
+    """Merge each frame that its joint's motion cannot change into its parent, once per model.
+
+    A leaf frame *i* (no children) on a revolute joint whose spatial inertia is invariant under
+    rotation about the joint axis (a rigid wheel with its centre of mass on the spin axis and
+    equal moments about the other two axes, or a massless frame) adds the same
+    :math:`(X_{p(i)}^i)^T I_i X_{p(i)}^i` to its parent at every joint angle: the one at zero
+    displacement, :math:`T_i^{p(i)} = T0_i` (Algorithm 1). Invariance is tested at two joint
+    angles to :data:`FOLD_RTOL`.
+
+    Returns the reduced tree ``(keep, parent_k, I_k)``: the kept frames' indices (nk,) in
+    increasing order (the body first), their parents as positions in ``keep`` (nk,) and their
+    inertias with the folded children added (nk, 6, 6). :func:`body_composite_inertia` runs
+    :func:`composite_inertias` on it.
+    """
+    nf = parent.shape[0]
+    ws = composite_workspace()
+    leaf = np.ones(nf, dtype=np.bool_)
+    for i in range(1, nf):
+        leaf[parent[i]] = False
+    folded = np.zeros(nf, dtype=np.bool_)
+    I_fold = I_frame.copy()
+    zero = np.zeros(3)
+    for i in range(1, nf):
+        if not leaf[i] or jtype[i] != REVOLUTE:
+            continue
+        scale = 0.0
+        for r in range(6):
+            for c in range(6):
+                scale = max(scale, abs(I_frame[i, r, c]))
+        invariant = True
+        for angle in (1.0, 2.5):
+            rotated = _child_inertia_in_parent(
+                I_frame[i], rot_axis_angle(np.ascontiguousarray(axis[i]), angle), zero, ws)
+            for r in range(6):
+                for c in range(6):
+                    if abs(rotated[r, c] - I_frame[i, r, c]) > FOLD_RTOL * scale:
+                        invariant = False
+        if invariant:
+            I_fold[parent[i]] += _child_inertia_in_parent(
+                I_frame[i], np.ascontiguousarray(T0[i, :3, :3]),
+                np.ascontiguousarray(T0[i, :3, 3]), ws)
+            folded[i] = True
+    nk = nf - int(folded.sum())
+    keep = np.empty(nk, dtype=np.int64)
+    position = np.full(nf, -1, dtype=np.int64)
+    j = 0
+    for i in range(nf):
+        if not folded[i]:
+            keep[j] = i
+            position[i] = j
+            j += 1
+    parent_k = np.empty(nk, dtype=np.int64)
+    I_k = np.empty((nk, 6, 6))
+    for j in range(nk):
+        parent_k[j] = -1 if j == 0 else position[parent[keep[j]]]
+        I_k[j] = I_fold[keep[j]]
+    return keep, parent_k, I_k
+
+
+@njit
+def body_composite_inertia(keep, parent_k, I_k, T_world, T_k, Ic_k, ws):
+    """The body composite :math:`I_b^c` (6, 6) on the reduced tree of
+    :func:`fold_spinning_leaves`: the kept frames' world transforms are gathered into ``T_k``
+    (nk, 4, 4), then :func:`composite_inertias` (``Ic_k`` (nk, 6, 6), ``ws`` its scratch).
+    Equals ``composite_inertias(...)[0]`` of the whole tree to round-off (the folded frames'
+    terms are formed once, at zero joint displacement, and summed in another order).
+    """
+    for j in range(keep.shape[0]):
+        i = keep[j]
+        for r in range(4):
+            for c in range(4):
+                T_k[j, r, c] = T_world[i, r, c]
+    return composite_inertias(parent_k, I_k, T_k, Ic_k, ws)
 
 
 @njit

@@ -67,8 +67,8 @@ from wmr_model.terrain import Terrain, flat
 from wmr_model.uncertainty import (
     TWIST_COMPONENTS,
     check_covariance,
-    error_dynamics,
-    propagate_covariance,
+    covariance_workspace,
+    propagate_pose_covariance,
     qprime_from_parameters,
     qprime_names,
     to_ros_pose_covariance,
@@ -247,6 +247,7 @@ class Odometry3D:
         self.model = model
         self._data = kin.create_data(model)
         self._contact_ws = K.contact_workspace(model.nc)  # collision warm start (kernels)
+        self._cov_ws = covariance_workspace()
         self._I_frame = model_frame_inertias(model)
         self._Ic = np.zeros((model.nf, 6, 6))
         emap = self._user_encoder_map
@@ -629,10 +630,8 @@ class Odometry3D:
         self.diagnostics.max_residual = max(self.diagnostics.max_residual, float(res))
         qdot = data.qdot
         # covariance first: F and G at the start of the step (3.22)-(3.24)
-        F = np.empty((6, 6))
-        G = np.empty((6, 6))
-        error_dynamics(quat_to_rot(q[0:4]), np.ascontiguousarray(qdot[3:6]), F, G)
-        propagate_covariance(self.P, F, G, self.Qprime, dt, self.P)
+        propagate_pose_covariance(self.P, quat_to_rot(q[0:4]), np.ascontiguousarray(qdot[3:6]),
+                                  self.Qprime, dt, self.P, self._cov_ws)
         q_next = np.empty(model.nq)
         K.integrate_euler(q, qdot, dt, q_next)
         # measured positions of non-wheel joints (steering, suspension) replace integrated ones

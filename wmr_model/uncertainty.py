@@ -55,6 +55,7 @@ __all__ = [
     "TWIST_COMPONENTS",
     "error_dynamics",
     "propagate_covariance",
+    "propagate_pose_covariance",
     "covariance_workspace",
     "qprime_from_cholesky",
     "cholesky_from_qprime",
@@ -143,6 +144,70 @@ def _propagate_covariance(P, F, G, Qprime, dt, out, ws):
             for k in range(6):
                 a += PhiP[i, k] * F[j, k] * dt
                 g += GQ[i, k] * G[j, k]
+            Pn[i, j] = a + g * dt
+    for i in range(6):
+        for j in range(i, 6):
+            s = 0.5 * (Pn[i, j] + Pn[j, i])
+            out[i, j] = s
+            out[j, i] = s
+
+
+@njit
+def _f_row_entries(r, u0, u1, u2):
+    """Columns and values of the two nonzero entries of row ``3 + r`` of F (:func:
+    `error_dynamics`), columns ascending: ``-[u]_x`` has rows (0, u2, -u1), (-u2, 0, u0),
+    (u1, -u0, 0)."""
+    if r == 0:
+        return 1, u2, 2, -u1
+    if r == 1:
+        return 0, -u2, 2, u0
+    return 0, u1, 1, -u0
+
+
+@njit
+def propagate_pose_covariance(P, Rb, v_b, Qprime, dt, out, ws):
+    """:func:`error_dynamics` followed by :func:`propagate_covariance`, without forming F, G.
+
+    One discrete step (3.22)-(3.24) for the pose error of the kinematic state equation, using
+    the structure of F (six nonzeros, ``-[R_b v_b]_x`` in rows 3..5, columns 0..2) and G
+    (block-diagonal ``R_b``): the same sums as the general kernel in the same order with its
+    exact zero terms left out, so the result is the general kernel's (equal values; at most the
+    sign of an exact zero differs). About a third of the general kernel's cost; the simulation
+    loops use this. ``P`` (6, 6), ``Rb`` (3, 3), ``v_b`` (3,), ``Qprime`` (6, 6), ``dt`` [s];
+    writes ``out`` (6, 6) (may alias ``P``); ``ws`` from :func:`covariance_workspace`.
+    """
+    PhiP, GQ, Pn = ws
+    u0 = Rb[0, 0] * v_b[0] + Rb[0, 1] * v_b[1] + Rb[0, 2] * v_b[2]
+    u1 = Rb[1, 0] * v_b[0] + Rb[1, 1] * v_b[1] + Rb[1, 2] * v_b[2]
+    u2 = Rb[2, 0] * v_b[0] + Rb[2, 1] * v_b[1] + Rb[2, 2] * v_b[2]
+    # PhiP = P + F dt P (rows 0..2 of F are zero), GQ = G Q' (G block-diagonal R_b)
+    for i in range(6):
+        b = 0 if i < 3 else 3
+        if i >= 3:
+            ka, fa, kb, fb = _f_row_entries(i - 3, u0, u1, u2)
+        for j in range(6):
+            a = P[i, j]
+            if i >= 3:
+                a += fa * dt * P[ka, j]
+                a += fb * dt * P[kb, j]
+            PhiP[i, j] = a
+            g = 0.0
+            for k in range(3):
+                g += Rb[i - b, k] * Qprime[b + k, j]
+            GQ[i, j] = g
+    # Pn = PhiP + PhiP (F dt)^T + GQ G^T dt
+    for j in range(6):
+        b = 0 if j < 3 else 3
+        if j >= 3:
+            ka, fa, kb, fb = _f_row_entries(j - 3, u0, u1, u2)
+        for i in range(6):
+            a = PhiP[i, j]
+            if j >= 3:
+                a += PhiP[i, ka] * fa * dt
+                a += PhiP[i, kb] * fb * dt
+            g = 0.0
+            for k in range(3):
+                g += GQ[i, b + k] * Rb[j - b, k]
             Pn[i, j] = a + g * dt
     for i in range(6):
         for j in range(i, 6):

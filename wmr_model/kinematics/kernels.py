@@ -1097,22 +1097,26 @@ def cholesky_solve(Lf, b, x):
 
 
 @njit
-def solve_workspace(m, known):
+def solve_workspace(m, known, residual=True):
     """Scratch of :func:`solve_partitioned` for ``m`` constraint rows and the unknown set of
     ``known`` (nv,) bool: ``(idx, rhs, N, x, info)`` with the unknown indices ``idx`` (nv,),
     the right-hand side ``rhs`` (m,), the normal matrix and then its Cholesky factor ``N``
-    (nu, nu), ``x`` (nv,) and ``info`` = [nu, 1 when ``N`` holds the factor else 0].
+    (nu, nu), ``x`` (nv,) and ``info`` = [nu, 1 when ``N`` holds the factor else 0, 1 when
+    the solves return the residual norm else 0].
 
     After a solve it keeps the index set and the factor of that solve's ``A``, for
-    :func:`resolve_partitioned`. The simulation loops carry one per trajectory.
+    :func:`resolve_partitioned`. The simulation loops carry one per trajectory, made with
+    ``residual=False`` (they do not use it): the solves then return NaN instead of computing
+    ``|A qdot - v|``.
     """
     nv = known.shape[0]
     nu = 0
     for j in range(nv):
         if not known[j]:
             nu += 1
-    return (np.empty(nv, dtype=np.int64), np.empty(m), np.empty((nu, nu)), np.empty(nv),
-            np.zeros(2, dtype=np.int64))
+    info = np.zeros(3, dtype=np.int64)
+    info[2] = 1 if residual else 0
+    return (np.empty(nv, dtype=np.int64), np.empty(m), np.empty((nu, nu)), np.empty(nv), info)
 
 
 @njit
@@ -1161,7 +1165,8 @@ def solve_partitioned(A, v, known, qdot_known, qdot, ws=None):
     (other entries ignored). Solves ``A[:, unknown] x = v - A[:, known] qdot[known]`` in the
     least-squares sense and writes the full ``qdot`` (nv,). When ``A[:, unknown]`` has full column
     rank the pseudoinverse solution equals the normal-equation solution, computed by Cholesky;
-    otherwise the minimum-norm SVD solution is used. Returns the residual norm ``|A qdot - v|``.
+    otherwise the minimum-norm SVD solution is used. Returns the residual norm ``|A qdot - v|``
+    (NaN with a workspace made with ``residual=False``).
     ``ws``: scratch from :func:`solve_workspace` for this ``known`` (allocated when omitted); it
     keeps the factor for :func:`resolve_partitioned`.
     """
@@ -1210,7 +1215,7 @@ def _solve_partitioned(A, v, known, qdot_known, qdot, ws):
             _lstsq_unknown(A, idx, nu, rhs, x)
         for a in range(nu):
             qdot[idx[a]] = x[a]
-    return _residual_norm(A, v, qdot)
+    return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
 
 
 @njit
@@ -1219,7 +1224,8 @@ def resolve_partitioned(A, v, known, qdot_known, qdot, ws):
     ``known`` as the last solve that used ``ws``: the right-hand side is rebuilt (2.37) and the
     kept Cholesky factor back-substituted (2.38), without refactoring. Bit for bit the result of
     a fresh :func:`solve_partitioned` (same sums in the same order). Enhanced kinematics'
-    second solve (:mod:`wmr_model.enhanced`). Returns the residual norm.
+    second solve (:mod:`wmr_model.enhanced`). Returns the residual norm (NaN with a workspace
+    made with ``residual=False``).
     """
     idx, rhs, N, x, info = ws
     m = A.shape[0]
@@ -1240,7 +1246,7 @@ def resolve_partitioned(A, v, known, qdot_known, qdot, ws):
             _lstsq_unknown(A, idx, nu, rhs, x)
         for a in range(nu):
             qdot[idx[a]] = x[a]
-    return _residual_norm(A, v, qdot)
+    return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
 
 
 @njit

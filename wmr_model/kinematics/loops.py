@@ -33,7 +33,7 @@ from wmr_model.kinematics.kernels import (
     state_derivative,
 )
 from wmr_model.spatial import euler_from_quat, quat_from_euler, quat_mul, quat_to_rot
-from wmr_model.uncertainty import covariance_workspace, error_dynamics, propagate_covariance
+from wmr_model.uncertainty import covariance_workspace, propagate_pose_covariance
 
 EULER = 0
 RK4 = 1
@@ -115,18 +115,19 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     c = np.zeros(3)
     v_b_slip = np.zeros(6)
     vc_slip = np.zeros((nw, 2))
-    F = np.zeros((6, 6))
-    G = np.zeros((6, 6))
     P = P0.copy()
     no_noise = np.zeros(0)
     stats = enhanced or assess
     contact_ws = np.zeros((wheel_frame.shape[0] if warm_contact else 0, CONTACT_WS_WIDTH))
     # per-trajectory scratch of the enhanced, stability and covariance kernels (no allocation
-    # per step)
-    enhanced_ws = E.enhanced_workspace()
+    # per step); the enhanced one with the wheels' inertias folded into their parents
+    if stats:
+        enhanced_ws = E.folded_enhanced_workspace(parent, jtype, axis, T0, I_frame)
+    else:
+        enhanced_ws = E.enhanced_workspace()
     margin_ws = E.margin_workspace(nw)
     cov_ws = covariance_workspace()
-    solve_ws = solve_workspace(m, known)
+    solve_ws = solve_workspace(m, known, False)  # residual norms unused here
     imposed = attitude.shape[0] > 0
     q = q0.copy()
     if imposed:
@@ -144,8 +145,10 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     nwheel = wheel_frame.shape[0]
     fl = 0
     # One velocity call site (calling through a helper with ~45 array arguments cost about
-    # 0.5 us per step in reference counting, issue 10): steps t < nsteps run 1 (Euler) or 4 (RK4)
-    # stages; t = nsteps is the final state (contact height error and stability only).
+    # 0.5 us per step in reference counting, issue 10; for the same reason the enhanced kernel
+    # is called without its scratch-allocating wrapper, 0.3 us): steps t < nsteps run 1 (Euler)
+    # or 4 (RK4) stages; t = nsteps is the final state (contact height error and stability
+    # only).
     for t in range(nsteps + 1):
         final = t == nsteps
         tc = nsteps - 1 if final else t
@@ -169,7 +172,7 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
             # joint-space velocity: plain kinematics (2.38) or enhanced (2.44)-(2.52); process
             # noise (Monte Carlo samples, or none) added to the body twist after the solve
             if enhanced or stage_assess:
-                E.enhanced_joint_space_velocity(
+                E._enhanced_joint_space_velocity(
                     parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
                     loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
                     tgrid, qv, known, qdot_cmd[tc], sigma, vc_xy[tc], I_frame, gravity, slip_p,
@@ -206,9 +209,9 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
                     if has_flags:
                         flags[s] = fl
                         fl = 0
-                if propagate:
-                    error_dynamics(T_world[0, :3, :3], qdot[3:6], F, G)
-                    propagate_covariance(P, F, G, Qprime, dt, P, cov_ws)
+                if propagate:  # error_dynamics + propagate_covariance, structure used
+                    propagate_pose_covariance(P, T_world[0, :3, :3], qdot[3:6], Qprime, dt, P,
+                                              cov_ws)
                 if nstages > 1:
                     state_derivative(q, qdot, k1)
             elif stage == 1:
