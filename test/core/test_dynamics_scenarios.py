@@ -150,3 +150,29 @@ def test_stiff_matches_dae_on_flat_ground_and_rejects_ideal_actuators():
         simulate_stiff(m, ter, q0, np.zeros(m.nv), U, 0.01, actuator="ideal")
     with pytest.raises(ParameterError, match=r"method must be one of"):
         simulate_stiff(m, ter, q0, np.zeros(m.nv), U, 0.01, method="RK45")
+
+
+def test_zoe_benchmark_options_reach_every_run():
+    """The benchmark's ``options`` (the §2.4.4 speed-ups of ``wmr bench``) are those of each
+    run: end positions equal direct simulate_dynamics calls with the same keywords, and one
+    Newton step per time step is what the single-step rows report."""
+    zoe = load_vehicle("zoe")
+    terrains = [tr.rough(0.15, 0.8, seed=s, x_range=(-3, 5), y_range=(-3, 3)) for s in (1, 2)]
+    fast = {"fused_bias": True, "single_step": True, "collision": "warm"}
+    rows = {}
+    for name, opts in (("full", None), ("fast", fast)):
+        (rows[name],) = sc.zoe_dynamics_benchmark(zoe, terrains, contact_models=("pacejka",),
+                                                  step_sizes=(0.04,), duration=1.0, repeats=1,
+                                                  options=opts)
+    u = sc.straight_wheel_rates(zoe, 1.0)
+    for k, ter in enumerate(terrains):
+        q0, qd0 = sc._moving_start(zoe, ter, 1.0)
+        for name, opts in (("full", {}), ("fast", fast)):
+            run = simulate_dynamics(zoe, ter, q0, qd0, np.tile(u, (25, 1)), 0.04,
+                                    contact_model="pacejka", **opts)
+            np.testing.assert_array_equal(rows[name]["end_positions"][k], run.q[-1, 4:7])
+    assert rows["fast"]["options"] == fast and rows["full"]["options"] == {}
+    assert rows["fast"]["mean_iterations"] <= 1.0 < rows["full"]["mean_iterations"]
+    moved = [np.linalg.norm(np.subtract(a, b)) for a, b in
+             zip(rows["fast"]["end_positions"], rows["full"]["end_positions"])]
+    assert 0.0 < max(moved) < 0.05  # approximations: a change, but millimetres over 1 m

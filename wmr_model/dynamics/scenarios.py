@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -409,7 +409,8 @@ def zoe_dynamics_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
                                                             "ishigami"),
                            step_sizes: Sequence[float] = (0.01, 0.02, 0.04, 0.10),
                            speed: float = 1.0, duration: float = 10.0,
-                           repeats: int = 3) -> list[dict[str, Any]]:
+                           repeats: int = 3, options: Mapping[str, Any] | None = None
+                           ) -> list[dict[str, Any]]:
     """§2.5.4, Tables 2.6-2.7: Zoë driving straight over each terrain, per model and step size.
 
     Ideal actuators at the naive straight-line wheel rates (the thesis does not name Zoë's
@@ -428,23 +429,31 @@ def zoe_dynamics_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
     terrains at every step size; the force balance fails only in those tumbling states (and,
     for the piecewise-linear pyramid at dt 0.10, where a wheel sits on a corner of the friction
     pyramid, C.7-C.8; the Coulomb cone converges there).
+
+    ``options`` are keywords of :func:`simulate_dynamics` for every run (e.g. the speed-ups of
+    §2.4.4: ``fused_bias``, ``single_step``, or ``collision="warm"``); each row repeats them
+    and lists the end positions per terrain (``end_positions`` [m]), so that configurations
+    can be compared run by run.
     """
+    opts = dict(options or {})
     u = straight_wheel_rates(model, speed)
     starts = [_moving_start(model, ter, speed) for ter in terrains]
     for name in contact_models:  # compile outside the timing
         simulate_dynamics(model, terrains[0], *starts[0], np.tile(u, (5, 1)), 0.1,
-                          contact_model=name)
+                          contact_model=name, **opts)
     rows = []
     for name in contact_models:
         ref: dict[int, tuple[np.ndarray, float]] = {}
         for dt in sorted(step_sizes):
             U = np.tile(u, (round(duration / dt), 1))
             norm, its, pos_err, yaw_err, cost, over, rolled = [], [], [], [], [], 0, 0
+            ends = []
             for k, ter in enumerate(terrains):
                 best = math.inf
                 for _ in range(max(repeats, 1)):
                     t0 = time.perf_counter()
-                    tr = simulate_dynamics(model, ter, *starts[k], U, dt, contact_model=name)
+                    tr = simulate_dynamics(model, ter, *starts[k], U, dt, contact_model=name,
+                                           **opts)
                     best = min(best, time.perf_counter() - t0)
                 norm.append(best / (U.shape[0] * dt))
                 its.append(float(tr.iterations.mean()))
@@ -453,6 +462,7 @@ def zoe_dynamics_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
                                              * 9.80665))
                 rolled += int(any(quat_to_rot(q[0:4])[2, 2] <= 0.0 for q in tr.q))
                 pos = tr.q[-1, 4:7]
+                ends.append([float(v) for v in pos])
                 yaw = float(rot_to_euler(quat_to_rot(tr.q[-1, 0:4]))[2])
                 if k not in ref:
                     ref[k] = (pos, yaw)
@@ -470,5 +480,6 @@ def zoe_dynamics_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
                 "rolled_over": rolled,
                 "thesis_normalized_time_e3": THESIS_TABLE_2_6.get(name, {}).get(dt),
                 "thesis": THESIS_TABLE_2_7.get(name, {}).get(dt),
+                "options": opts, "end_positions": ends,
             })
     return rows
