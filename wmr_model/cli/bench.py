@@ -47,8 +47,10 @@ TARGETS: dict[str, tuple[str, str, float, str]] = {
 }
 
 # The thesis' C++ library on this machine class (2 cores; same Zoë benchmark), x real time.
+_CPP_HERE_PACEJKA = 2700.0
 _CPP_HERE = {("kinematic", 0.04): "8,200-8,900", ("kinematic", 0.10): "19,000-22,000",
-             ("pacejka", 0.04): "2,700", ("ishigami", 0.04): "3,000 (lookup table)"}
+             ("pacejka", 0.04): f"{_CPP_HERE_PACEJKA:,.0f}",
+             ("ishigami", 0.04): "3,000 (lookup table)"}
 # A general physics engine (MuJoCo, heightfield terrain) on the same rover and terrain.
 _PHYSICS_ENGINE_HERE = "50-90"
 # C++ run one candidate at a time, kinematic dt 0.04 (~8,500x / 0.04 s): candidate-steps/s.
@@ -58,6 +60,7 @@ _CPP_ONE_BY_ONE_STEPS_PER_S = 8500.0 / 0.04
 DYNAMIC_SPEEDUPS: dict[str, Any] = {"fused_bias": True, "single_step": True, "collision": "warm"}
 
 _BATCH_SIZES = (1, 10, 100, 1000, 10000)
+_DYN_BATCH = 16  # candidates of the dynamic batch row (Pacejka, 5 s at dt 0.04)
 _KIN_STEPS = (0.01, 0.04, 0.10)
 _DYN_MODELS = ("piecewise_linear", "pacejka", "ishigami")
 
@@ -137,7 +140,10 @@ def _dynamic(quick: bool) -> dict:
     moved = [math.dist(a, b) for a, b in zip(fast["end_positions"], full["end_positions"])]
     fast["moved_vs_full_mean_m"] = sum(moved) / len(moved)
     fast["moved_vs_full_max_m"] = max(moved)
-    return {"vehicle": "zoe", "terrains": len(terrains), "rows": rows, "speedups": fast}
+    batch = sc.dynamics_batch_throughput(model, terrains[0], candidates=_DYN_BATCH,
+                                         repeats=1 if quick else 3, contact_model="pacejka")
+    return {"vehicle": "zoe", "terrains": len(terrains), "rows": rows, "speedups": fast,
+            "batch": batch}
 
 
 def _batch(quick: bool) -> dict:
@@ -237,6 +243,13 @@ def _table(result: dict) -> str:
         rows.append(("  end position moved from the full model, mean / max [m]",
                      f"{_num(r['moved_vs_full_mean_m'], '.4f')} / "
                      f"{_num(r['moved_vs_full_max_m'], '.4f')}", "-", "-", "", ""))
+    if "batch" in result.get("dynamic", {}):
+        r = result["dynamic"]["batch"]
+        cpp = f"~{_num(_CPP_HERE_PACEJKA / r['dt'])} (1 by 1)"
+        rows.append((f"dynamic pacejka batch N={r['candidates']} x 5 s [cand-steps/s]",
+                     _num(r["batch_candidate_steps_per_s"]), "-", cpp, "", ""))
+        rows.append(("  the same one by one (simulate_dynamics) [cand-steps/s]",
+                     _num(r["single_candidate_steps_per_s"]), "-", "-", "", ""))
     for r in result.get("batch", {}).get("rows", []):
         rows.append((f"batch N={r['candidates']} [cand-steps/s]",
                      _num(r["candidate_steps_per_s"]), "-",

@@ -28,7 +28,11 @@ from typing import Any
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.dynamics.simulate import DynamicsTrajectory, simulate_dynamics
+from wmr_model.dynamics.simulate import (
+    DynamicsTrajectory,
+    simulate_dynamics,
+    simulate_dynamics_batch,
+)
 from wmr_model.dynamics.stiff import StiffTrajectory, simulate_stiff
 from wmr_model.experiments import straight_wheel_rates
 from wmr_model.kinematics import initialize_contact
@@ -60,6 +64,7 @@ __all__ = [
     "landtamer_with_cg",
     "rollover",
     "zoe_dynamics_benchmark",
+    "dynamics_batch_throughput",
 ]
 
 # §2.5.2 says only "a basic proportional controller ... with a modest gain". 2000 N m s/rad per
@@ -483,3 +488,42 @@ def zoe_dynamics_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
                 "options": opts, "end_positions": ends,
             })
     return rows
+
+
+def dynamics_batch_throughput(model: VehicleModel, terrain: Terrain, candidates: int = 16,
+                              duration: float = 5.0, dt: float = 0.04, repeats: int = 3,
+                              seed: int = 0, **options: Any) -> dict[str, Any]:
+    """Candidate-steps per second of :func:`simulate_dynamics_batch` against the same
+    candidates run one by one with :func:`simulate_dynamics` (best of ``repeats`` each).
+
+    Candidates: ``model`` starting at 1 m/s on ``terrain`` (as :func:`zoe_dynamics_benchmark`),
+    each wheel's straight-line rate scaled by a factor drawn in [0.6, 1.4] per candidate and
+    wheel (so they turn and differ). ``options`` go to both calls; the batch's trajectories are
+    checked to equal the single runs (``identical``).
+    """
+    rng = np.random.default_rng(seed)
+    base = straight_wheel_rates(model, 1.0)
+    T = round(duration / dt)
+    U = np.tile(base, (candidates, T, 1)) * rng.uniform(0.6, 1.4, (candidates, 1, base.size))
+    q0, qd0 = _moving_start(model, terrain, 1.0)
+    simulate_dynamics_batch(model, terrain, q0, qd0, U[:2, :3], dt, **options)  # compile
+    simulate_dynamics(model, terrain, q0, qd0, U[0, :3], dt, **options)
+    best_batch = best_single = math.inf
+    batch: DynamicsTrajectory | None = None
+    singles: list[DynamicsTrajectory] = []
+    for _ in range(max(repeats, 1)):
+        t0 = time.perf_counter()
+        batch = simulate_dynamics_batch(model, terrain, q0, qd0, U, dt, **options)
+        best_batch = min(best_batch, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        singles = [simulate_dynamics(model, terrain, q0, qd0, U[n], dt, **options)
+                   for n in range(candidates)]
+        best_single = min(best_single, time.perf_counter() - t0)
+    same = batch is not None and all(np.array_equal(batch.q[n], s.q)
+                                     for n, s in enumerate(singles))
+    steps = candidates * T
+    return {"candidates": candidates, "steps": T, "dt": dt, "options": dict(options),
+            "batch_wall_s": best_batch, "single_wall_s": best_single,
+            "batch_candidate_steps_per_s": steps / best_batch,
+            "single_candidate_steps_per_s": steps / best_single,
+            "speedup": best_single / best_batch, "identical": bool(same)}

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from wmr_model._jit import njit
+from wmr_model._jit import njit, num_threads, prange
 from wmr_model.contact.models import contact_setup
 from wmr_model.dynamics.actuators import ACTUATOR_KINDS, IDEAL
 from wmr_model.dynamics.api import gravity_of
@@ -58,11 +58,14 @@ from wmr_model.kinematics.kernels import (
     project_loop_closures,
     wheel_contact,
 )
+from wmr_model.kinematics.loops import _row
 from wmr_model.model import VehicleModel
 from wmr_model.terrain import Terrain
 
 __all__ = ["DynamicsTrajectory", "dynamics_step", "step_workspace", "constraint_cache",
-           "simulate_loop", "loop_arguments", "simulate_dynamics", "track_arguments",
+           "simulate_loop", "simulate_range", "simulate_batch", "loop_arguments",
+           "simulate_dynamics", "simulate_dynamics_batch", "DYNAMICS_CHUNKS_PER_THREAD",
+           "track_arguments",
            "joint_spring_dampers", "CONTACT_MARGIN", "LOOP_STIFFNESS", "LOOP_DAMPING",
            "LOOP_MODELS", "DEFAULT_LOOP_MODEL", "COLLISION_SEARCHES", "DEFAULT_COLLISION",
            "FAN_REFRESH_ANGLE", "warm_wheel_contact"]
@@ -523,9 +526,61 @@ def simulate_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, j
                 FC[t, k, r] = fmodel[3 * k + r]
 
 
+@njit
+def _own_scratch(trk):
+    """``trk`` with its own copies of the two track-share scratch arrays (entries 9, 10), so that
+    trajectories run side by side do not write the same ones."""
+    return (trk[0], trk[1], trk[2], trk[3], trk[4], trk[5], trk[6], trk[7], trk[8],
+            trk[9].copy(), trk[10].copy())
+
+
+@njit
+def simulate_range(lo, hi, parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
+                   joint_offset, loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds,
+                   cparams, ctables, caxes, act_joints, akinds, aparams, jK, jD, q0, qdot0, U, dt,
+                   fused, single_step, max_iter, tol, loop_sigma, warm_contact, Q, QD, IT, COST,
+                   FC, DZ, trk):
+    """:func:`simulate_loop` for trajectories ``lo..hi-1`` of a batch, one after another.
+
+    ``U`` (N, T, na) and the outputs carry a leading trajectory axis (``Q`` (N, T+1, nq), ``QD``
+    (N, T+1, nv), ``IT``, ``COST`` (N, T), ``FC`` (N, T, ncon, 3), ``DZ`` (N, T, ncon));
+    ``q0`` (N or 1, nq) and ``qdot0`` (N or 1, nv) have one row per trajectory or one shared.
+    Each trajectory gets its own workspace, so it is bit for bit its run alone.
+    """
+    for n in range(lo, hi):
+        simulate_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                      loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
+                      ctables, caxes, act_joints, akinds, aparams, jK, jD, _row(q0, n),
+                      _row(qdot0, n), U[n], dt, fused, single_step, max_iter, tol, loop_sigma,
+                      warm_contact, Q[n], QD[n], IT[n], COST[n], FC[n], DZ[n], _own_scratch(trk))
+
+
+@njit(parallel=True)
+def simulate_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
+                   loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
+                   ctables, caxes, act_joints, akinds, aparams, jK, jD, q0, qdot0, U, dt, fused,
+                   single_step, max_iter, tol, loop_sigma, warm_contact, Q, QD, IT, COST, FC, DZ,
+                   trk, chunks):
+    """:func:`simulate_range` over ``chunks`` contiguous ranges of the N trajectories in
+    parallel (``prange``; arguments as there). An exception inside a parallel region does not
+    reach the caller: the chunk stops where it was raised, which leaves that trajectory's
+    iteration counts ``IT`` at whatever the caller filled in (:func:`simulate_dynamics_batch`
+    fills -1 and re-runs such trajectories alone to raise the error)."""
+    N = U.shape[0]
+    for c in prange(chunks):
+        simulate_range(c * N // chunks, (c + 1) * N // chunks, parent, jtype, axis, T0,
+                       wheel_frame, wheel_radius, A_joint, joint_offset, loop_closure, I_frame,
+                       gravity, tkind, tparams, tgrid, ckinds, cparams, ctables, caxes,
+                       act_joints, akinds, aparams, jK, jD, q0, qdot0, U, dt, fused, single_step,
+                       max_iter, tol, loop_sigma, warm_contact, Q, QD, IT, COST, FC, DZ, trk)
+
+
 @dataclass
 class DynamicsTrajectory:
     """Result of :func:`simulate_dynamics`.
+
+    From :func:`simulate_dynamics_batch` every array but ``t`` has a leading trajectory axis
+    (N, ...).
 
     Attributes:
         t: (T+1,) times [s]; q: (T+1, nq) states; qdot: (T+1, nv) joint-space velocities.
@@ -739,13 +794,81 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                                  max_iter=max_iter, tol=tol, loop_model=loop_model,
                                  friction_directions=friction_directions,
                                  steering_efficiency=steering_efficiency, collision=collision)
-    T = U.shape[0]
-    Q = np.empty((T + 1, model.nq))
-    QD = np.empty((T + 1, model.nv))
-    IT = np.empty(T, dtype=np.int64)
-    COST = np.empty(T)
-    FC = np.empty((T, model.nc, 3))
-    DZ = np.empty((T, model.nc))
+    run = _run_batch(model, args, names, q0[None], qdot0[None], U[None], dt)
+    return DynamicsTrajectory(run.t, run.q[0], run.qdot[0], run.iterations[0], run.cost[0],
+                              run.f_contact[0], run.dz[0], names)
+
+
+#: Parallel chunks per thread of :func:`simulate_dynamics_batch`: more than one evens out
+#: trajectories of unequal cost (Newton iterations vary); results do not depend on it.
+DYNAMICS_CHUNKS_PER_THREAD = 2
+
+
+def _run_batch(model: VehicleModel, args: tuple, names: tuple[str, ...], q0: np.ndarray,
+               qdot0: np.ndarray, U: np.ndarray, dt: float) -> DynamicsTrajectory:
+    """Run the compiled loops for ``U`` (N, T, na) from ``q0`` (N or 1, nq), ``qdot0`` (N or 1,
+    nv): on one thread for a single trajectory, else in parallel chunks."""
+    N, T = U.shape[0], U.shape[1]
+    Q = np.empty((N, T + 1, model.nq))
+    QD = np.empty((N, T + 1, model.nv))
+    IT = np.full((N, T), -1, dtype=np.int64)
+    COST = np.empty((N, T))
+    FC = np.empty((N, T, model.nc, 3))
+    DZ = np.empty((N, T, model.nc))
     a = args
-    simulate_loop(*a[:23], q0, qdot0, U, *a[23:30], Q, QD, IT, COST, FC, DZ, a[30])
+    out = (Q, QD, IT, COST, FC, DZ)
+    chunks = min(N, DYNAMICS_CHUNKS_PER_THREAD * num_threads())
+    if chunks < 2:
+        simulate_range(0, N, *a[:23], q0, qdot0, U, *a[23:30], *out, a[30])
+    else:
+        # An exception inside the parallel region stops its chunk and reaches us, depending
+        # on numba, as a SystemError or not at all: the trajectories left unfinished
+        # (IT still -1) are re-run alone, which raises the error itself.
+        lost: SystemError | None = None
+        try:
+            simulate_batch(*a[:23], q0, qdot0, U, *a[23:30], *out, a[30], chunks)
+        except SystemError as exc:
+            lost = exc
+        unfinished = np.flatnonzero(IT[:, -1] < 0) if T > 0 else np.zeros(0, dtype=int)
+        for n in unfinished:
+            simulate_range(int(n), int(n) + 1, *a[:23], q0, qdot0, U, *a[23:30], *out, a[30])
+        if lost is not None and unfinished.size == 0:
+            raise lost
     return DynamicsTrajectory(np.arange(T + 1) * dt, Q, QD, IT, COST, FC, DZ, names)
+
+
+def simulate_dynamics_batch(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
+                            qdot0: np.ndarray, commands: np.ndarray, dt: float,
+                            **options: Any) -> DynamicsTrajectory:
+    """:func:`simulate_dynamics` for N command sequences at once, on all cores.
+
+    Args:
+        q0: (nq,) initial state shared by all trajectories, or (N, nq) one per trajectory.
+        qdot0: (nv,) or (N, nv) initial joint-space velocities, likewise.
+        commands: (N, T, na) commanded actuated-joint rates per trajectory and step.
+        dt: step size [s]; options: the keywords of :func:`simulate_dynamics`.
+
+    Returns a :class:`DynamicsTrajectory` whose arrays (but ``t``) have a leading N axis; each
+    trajectory is bit for bit what :func:`simulate_dynamics` returns for it alone, whatever the
+    number of threads (:func:`wmr_model._jit.set_num_threads`).
+    """
+    U = np.ascontiguousarray(commands, dtype=float)
+    check_shape("commands", U.shape, (None, None, len(model.actuated_joints)))
+    N = U.shape[0]
+    if N == 0:
+        raise ParameterError("commands: need at least one trajectory (N >= 1)")
+    q0 = _batch_rows("q0", q0, N, model.nq)
+    qdot0 = _batch_rows("qdot0", qdot0, N, model.nv)
+    check_dynamics_inputs(model, q0[0], qdot0[0], U[0], dt)
+    args, names = loop_arguments(model, terrain, dt, **options)
+    return _run_batch(model, args, names, q0, qdot0, U, float(dt))
+
+
+def _batch_rows(name: str, a: np.ndarray, n: int, width: int) -> np.ndarray:
+    """``a`` (width,) or (n, width) as a C-contiguous (1 or n, width) array."""
+    out = np.ascontiguousarray(a, dtype=float)
+    if out.ndim == 1:
+        check_shape(name, out.shape, (width,))
+        return out[None]
+    check_shape(name, out.shape, (n, width))
+    return out
