@@ -562,10 +562,11 @@ def simulate_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, 
                    single_step, max_iter, tol, loop_sigma, warm_contact, Q, QD, IT, COST, FC, DZ,
                    trk, chunks):
     """:func:`simulate_range` over ``chunks`` contiguous ranges of the N trajectories in
-    parallel (``prange``; arguments as there). An exception inside a parallel region does not
-    reach the caller: the chunk stops where it was raised, which leaves that trajectory's
-    iteration counts ``IT`` at whatever the caller filled in (:func:`simulate_dynamics_batch`
-    fills -1 and re-runs such trajectories alone to raise the error)."""
+    parallel (``prange``; arguments as there). An exception inside the parallel region does
+    not reach the caller as such (numba 0.68: a SystemError, or nothing): its chunk stops where
+    it was raised, leaving the iteration counts ``IT`` of the rest of the chunk as the caller
+    filled them (:func:`simulate_dynamics_batch` fills -1 and re-runs those trajectories
+    alone, which raises the error)."""
     N = U.shape[0]
     for c in prange(chunks):
         simulate_range(c * N // chunks, (c + 1) * N // chunks, parent, jtype, axis, T0,
