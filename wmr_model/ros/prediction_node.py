@@ -431,17 +431,14 @@ def predict_dynamic(model: VehicleModel, terrain: Any, inputs: PredictionInputs,
     (:func:`~wmr_model.dynamics.simulate.simulate_dynamics_batch`)."""
     qdot0 = inputs.qdot0 if inputs.qdot0 is not None else np.zeros(model.nv)
     C, T = inputs.commands.shape[:2]
-    q = np.empty((C, T + 1, model.nq))
-    qdot = np.empty((C, T + 1, model.nv))
     flags = np.empty((C, T + 1), dtype=np.uint8)
     runs = simulate_dynamics_batch(model, terrain, inputs.q0, qdot0, inputs.commands,
                                    inputs.dt, actuator=DYNAMIC_ACTUATOR)
-    q[:], qdot[:] = runs.q, runs.qdot
     for c in range(C):
         margin = dynamic_stability_margin(model, terrain, runs.q[c], runs.qdot[c], inputs.dt)
         flags[c] = dynamic_flags(model, runs.f_contact[c], runs.dz[c], runs.q[c], margin)
     cov = np.zeros((C, T + 1, 36)) if covariance else None
-    return DynamicPrediction(q=q, qdot=qdot, flags=flags, ros_covariance=cov)
+    return DynamicPrediction(q=runs.q, qdot=runs.qdot, flags=flags, ros_covariance=cov)
 
 
 class PredictionNode(Node):
