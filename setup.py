@@ -49,6 +49,8 @@ setup(
         "matplotlib>=3.8",
     ],
     extras_require={
+        # sensor_msgs/NavSatFix input of the calibrator node (geodetic -> local ENU)
+        "gps": ["pymap3d==3.2.0"],
         "test": ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100", "ruff>=0.6"],
     },
     entry_points={"console_scripts": ["wmr = wmr_model.cli:main"]},
