@@ -1,0 +1,309 @@
+"""Robust handling of timestamped sensor streams (no ROS types): time base, order, plausibility.
+
+Shared by the odometry and calibrator nodes (and usable offline). Three mechanisms, one class or
+function each:
+
+* :class:`OrderedInput` - one front door for several streams (``"encoders"``, ``"imu"``, ...):
+
+  1. **time-base guard**: a stamp more than ``jump_threshold`` seconds away from the time base
+     (behind *or* ahead of the newest accepted stamp of any stream) is held as a *candidate* of
+     a new time base. It becomes the time base only when confirmed - by ``confirm_count``
+     consecutive messages consistent with it (each within ``jump_threshold`` of the previous
+     candidate), or at once when it agrees with the clock the stamps follow (``clock``
+     argument, e.g. ``/clock`` under ``use_sim_time``). A message consistent with the old time
+     base refutes the candidates: they are dropped and counted as ``stray_stamp``. So one stray
+     stamp (0, 5 s old, 100 s ahead) is rejected and counted; a bag loop or ``/clock`` reset is
+     followed after ``confirm_count`` messages (none of them lost: candidates are released once
+     confirmed, flagged ``new_time_base``).
+  2. **reorder window**: accepted messages wait in a heap and are released in stamp order
+     (ties: the order of ``streams``, so an IMU sample stamped like an encoder message comes
+     first). A message is released once every *live* stream has delivered a stamp at or past it
+     (a k-way merge), and in any case once the newest stamp is ``window`` seconds past it; a
+     stream is live while its newest stamp is within ``window`` of the newest overall (during the
+     first ``window`` of a time base, streams not heard from yet are waited for). Added
+     latency, in stamp time: about one period of the slowest live stream when all streams flow,
+     at most ``window`` when one stalls; plus ``idle`` seconds (receive time, :meth:`poll`)
+     for the tail of a stream that stops altogether. ``window = 0`` releases every message at
+     once, in arrival order (no reordering).
+
+* :func:`wheel_rate_problem`, :func:`angular_rate_problem` - plausibility gates with limits from
+  :class:`PlausibilityLimits` (rim speed and acceleration from the wheel radii, gyro rate).
+  They return a one-line reason ("" when plausible); the caller counts and rejects.
+
+Counters (:attr:`OrderedInput.stats`): ``stray_stamp`` (messages dropped by the guard),
+``time_base_changes`` (confirmed jumps), ``late`` (released behind an already released stamp:
+the window was too short for that message; the consumer decides, e.g. rejects it as late),
+``non_finite_stamp`` (passed through at once for the consumer to reject).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from wmr_model.errors import ParameterError
+
+__all__ = [
+    "Released",
+    "OrderedInput",
+    "PlausibilityLimits",
+    "wheel_rate_problem",
+    "angular_rate_problem",
+    "DEFAULT_CONFIRM_COUNT",
+    "DEFAULT_MAX_ANGULAR_RATE",
+    "DEFAULT_MAX_WHEEL_SPEED",
+    "DEFAULT_MAX_WHEEL_ACCELERATION",
+]
+
+#: Consecutive messages that confirm a new time base (bag loop, clock reset, long dropout).
+DEFAULT_CONFIRM_COUNT = 3
+#: [rad/s] gyro rate gate: the full scale of common MEMS gyros (2000 deg/s).
+DEFAULT_MAX_ANGULAR_RATE = 35.0
+#: [m/s] wheel rim speed gate (omega * r): 180 km/h, above any vehicle in this package.
+DEFAULT_MAX_WHEEL_SPEED = 50.0
+#: [m/s^2] wheel rim acceleration gate (d omega/dt * r): about 10 g.
+DEFAULT_MAX_WHEEL_ACCELERATION = 100.0
+
+
+@dataclass(frozen=True)
+class Released:
+    """One message leaving :class:`OrderedInput`, in stamp order.
+
+    Attributes:
+        stamp: message stamp [s].
+        stream: stream name given to :meth:`OrderedInput.push`.
+        item: the caller's payload, untouched.
+        new_time_base: this message starts a confirmed new time base (the consumer may reset).
+    """
+
+    stamp: float
+    stream: str
+    item: Any
+    new_time_base: bool = False
+
+
+def _check_nonneg(name: str, value: float) -> float:
+    v = float(value)
+    if not (math.isfinite(v) and v >= 0.0):
+        raise ParameterError(f"{name}: must be a finite number >= 0, got {value!r}")
+    return v
+
+
+class OrderedInput:
+    """Time-base guard plus stamp-ordered reorder window over several streams.
+
+    Args:
+        streams: stream names in tie-break order (earlier first at equal stamps).
+        window: [s] of stamp time a message may be held for reordering; 0: no reordering.
+        jump_threshold: [s] a stamp this far from the time base needs confirmation.
+        confirm_count: consecutive consistent messages that confirm a new time base (>= 1;
+            1 accepts every jump at once, the behaviour without a guard).
+        idle: [s] of receive time without any push after which :meth:`poll` releases all
+            held messages (default ``window``).
+    """
+
+    def __init__(self, streams: Sequence[str], *, window: float = 0.0,
+                 jump_threshold: float = 1.0, confirm_count: int = DEFAULT_CONFIRM_COUNT,
+                 idle: float | None = None) -> None:
+        if not streams:
+            raise ParameterError("streams: expected at least one stream name, got none")
+        self.priority = {s: i for i, s in enumerate(streams)}
+        self.window = _check_nonneg("window", window)
+        self.jump_threshold = _check_nonneg("jump_threshold", jump_threshold)
+        if int(confirm_count) < 1:
+            raise ParameterError(f"confirm_count: must be >= 1, got {confirm_count!r}")
+        self.confirm_count = int(confirm_count)
+        self.idle = self.window if idle is None else _check_nonneg("idle", idle)
+        self.stats: Counter = Counter()
+        #: one-line description of the last stray stamp ("" if none)
+        self.last_stray = ""
+        #: largest hold [s of stamp time] of a released message (newest stamp - its stamp)
+        self.max_hold = 0.0
+        self._heap: list[tuple[float, int, int, str, Any, bool]] = []
+        self._seq = 0
+        self._latest: dict[str, float] = {}
+        self._released_front = -math.inf
+        self._base: float | None = None  # newest accepted stamp (any stream)
+        self._start = math.nan  # first accepted stamp of the time base: proxy of unseen streams
+        self._candidates: list[tuple[str, float, Any]] = []
+        self._last_push: float | None = None
+
+    # ---- configuration ------------------------------------------------------------------------
+    def set_window(self, window: float) -> list[Released]:
+        """Change the window; returns what a shorter window releases now."""
+        self.window = _check_nonneg("window", window)
+        return self._release(final=False)
+
+    @property
+    def pending(self) -> int:
+        """Messages held (reorder heap plus time-base candidates)."""
+        return len(self._heap) + len(self._candidates)
+
+    @property
+    def time_base(self) -> float | None:
+        """Newest accepted stamp [s] (None before the first message)."""
+        return self._base
+
+    # ---- input --------------------------------------------------------------------------------
+    def push(self, stream: str, stamp: float, item: Any = None, *, now: float | None = None,
+             clock: float | None = None) -> list[Released]:
+        """Add one message; return the messages released by it, in stamp order.
+
+        Args:
+            stream: one of the ``streams`` names.
+            stamp: message stamp [s].
+            item: payload returned in :class:`Released`.
+            now: receive time [s] (any monotonic clock) for the idle flush of :meth:`poll`.
+            clock: current time [s] of the clock the stamps follow (``/clock`` under sim
+                time), or None; a stamp within ``jump_threshold`` of it is trusted at once.
+        """
+        if stream not in self.priority:
+            raise ParameterError(f"stream: expected one of {list(self.priority)}, got {stream!r}")
+        if now is not None:
+            self._last_push = float(now)
+        t = float(stamp)
+        if not math.isfinite(t):
+            self.stats["non_finite_stamp"] += 1
+            return [Released(t, stream, item)]
+        out: list[Released] = []
+        base = self._base
+        thr = self.jump_threshold
+        if base is None or abs(t - base) <= thr:
+            if self._candidates:
+                self._drop_candidates(f"refuted by {stream} stamp {t:.9f} near the time base "
+                                      f"{base}")
+            self._accept(stream, t, item, False)
+            return out + self._release(final=False)
+        trusted = clock is not None and math.isfinite(clock) and abs(t - clock) <= thr
+        if self._candidates and abs(t - self._candidates[-1][1]) > thr:
+            self._drop_candidates(f"not followed: next {stream} stamp {t:.9f} is far from it")
+        self._candidates.append((stream, t, item))
+        if not trusted and len(self._candidates) < self.confirm_count:
+            return out
+        # confirmed: everything of the old time base leaves first, then the new base starts
+        out += self._release(final=True)
+        self._latest.clear()
+        self._released_front = -math.inf
+        self._base = None
+        self.stats["time_base_changes"] += 1
+        cands, self._candidates = self._candidates, []
+        for k, (s, tc, it) in enumerate(cands):
+            self._accept(s, tc, it, k == 0)
+        return out + self._release(final=False)
+
+    def poll(self, now: float) -> list[Released]:
+        """Release everything held when nothing was pushed for ``idle`` seconds (receive
+        time); call periodically (e.g. from a timer)."""
+        if self._last_push is None or not self._heap or now - self._last_push < self.idle:
+            return []
+        return self._release(final=True)
+
+    def flush(self) -> list[Released]:
+        """Release every held message (in stamp order); pending time-base candidates stay."""
+        return self._release(final=True)
+
+    # ---- internals ----------------------------------------------------------------------------
+    def _drop_candidates(self, why: str) -> None:
+        n = len(self._candidates)
+        s, t, _ = self._candidates[0]
+        self.stats["stray_stamp"] += n
+        self.last_stray = (f"{s} stamp {t:.9f} ({n} message{'s' * (n > 1)}) is "
+                           f"{t - (self._base or 0.0):+.3f} s from the time base: {why}")
+        self._candidates = []
+
+    def _accept(self, stream: str, t: float, item: Any, new_base: bool) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self.priority[stream], self._seq, stream, item, new_base))
+        if self._base is None:
+            self._start = t
+        self._latest[stream] = max(t, self._latest.get(stream, -math.inf))
+        self._base = t if self._base is None else max(self._base, t)
+
+    def _release(self, *, final: bool) -> list[Released]:
+        out: list[Released] = []
+        if not self._heap:
+            return out
+        newest = max(self._latest.values()) if self._latest else math.inf
+        if final or self.window == 0.0:
+            limit = math.inf
+        else:
+            live = [v for v in self._latest.values() if v >= newest - self.window]
+            # a stream not heard from yet may still bring older stamps during the first window
+            waiting = len(self._latest) < len(self.priority) and (
+                newest - self._start <= self.window)
+            limit = newest - self.window if waiting else max(min(live), newest - self.window)
+        while self._heap and self._heap[0][0] <= limit:
+            t, _, _, stream, item, new_base = heapq.heappop(self._heap)
+            if t < self._released_front:
+                self.stats["late"] += 1
+            else:
+                self._released_front = t
+            if math.isfinite(newest):
+                self.max_hold = max(self.max_hold, newest - t)
+            out.append(Released(t, stream, item, new_base))
+        return out
+
+
+# ---- plausibility -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PlausibilityLimits:
+    """Gates for absurd samples (a glitching driver, a bit flip), not for estimation.
+
+    Attributes:
+        max_wheel_speed: [m/s] largest wheel rim speed |omega| r.
+        max_wheel_acceleration: [m/s^2] largest rim acceleration |d omega / dt| r between two
+            accepted samples.
+        max_angular_rate: [rad/s] largest gyro rate component.
+    """
+
+    max_wheel_speed: float = DEFAULT_MAX_WHEEL_SPEED
+    max_wheel_acceleration: float = DEFAULT_MAX_WHEEL_ACCELERATION
+    max_angular_rate: float = DEFAULT_MAX_ANGULAR_RATE
+
+    def __post_init__(self) -> None:
+        for name in ("max_wheel_speed", "max_wheel_acceleration", "max_angular_rate"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and v > 0):
+                raise ParameterError(f"{name}: must be a number > 0, got {v!r}")
+
+
+def wheel_rate_problem(rates: Mapping[str, float], radii: Mapping[str, float],
+                       limits: PlausibilityLimits, previous: Mapping[str, float] | None = None,
+                       dt: float = math.nan) -> str:
+    """Why a set of wheel rates is implausible ("" when it is not).
+
+    Args:
+        rates: joint name -> rate [rad/s] (names without a radius are not checked).
+        radii: joint name -> wheel radius [m] (mean radius when one encoder drives several).
+        limits: the gates.
+        previous: rates of the last accepted sample, for the acceleration gate (None: skip).
+        dt: [s] since that sample (non-positive or NaN: skip the acceleration gate).
+    """
+    for name, w in rates.items():
+        r = radii.get(name)
+        if r is None:
+            continue
+        if abs(w) * r > limits.max_wheel_speed:
+            return (f"joint {name!r}: rim speed {abs(w) * r:.3g} m/s (rate {w:.6g} rad/s x "
+                    f"radius {r:.3g} m) > max_wheel_speed {limits.max_wheel_speed:g} m/s")
+        if previous is not None and name in previous and dt > 0:
+            a = abs(w - previous[name]) / dt * r
+            if a > limits.max_wheel_acceleration:
+                return (f"joint {name!r}: rim acceleration {a:.3g} m/s^2 (rate {previous[name]:.6g}"
+                        f" -> {w:.6g} rad/s in {dt:.4g} s) > max_wheel_acceleration "
+                        f"{limits.max_wheel_acceleration:g} m/s^2")
+    return ""
+
+
+def angular_rate_problem(w: Sequence[float], limits: PlausibilityLimits) -> str:
+    """Why a gyro sample (3,) [rad/s] is implausible ("" when it is not)."""
+    big = [(axis, float(v)) for axis, v in zip("xyz", w) if abs(float(v)) > limits.max_angular_rate]
+    if big:
+        axis, v = big[0]
+        return (f"angular_velocity.{axis} = {v:.6g} rad/s > max_angular_rate "
+                f"{limits.max_angular_rate:g} rad/s")
+    return ""
