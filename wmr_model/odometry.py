@@ -23,13 +23,25 @@ reason              when
 ==================  ==========================================================================
 ``non_finite``      stamp, a required joint's value or the gyro rate is NaN/inf
 ``bad_length``      ``positions``/``velocities`` neither empty nor as long as ``names``
-``missing_joints``  a required encoder joint is absent (``diagnostics.missing_joints``
-                    names them)
+``missing_joints``  the message carries neither every encoder of the encoder map nor every
+                    per-wheel (actuated) joint (``diagnostics.missing_joints`` names the
+                    absent ones of the closer layout)
+``no_values``       both ``positions`` and ``velocities`` are empty ("not provided")
+``implausible``     a wheel rim speed or acceleration, or a gyro rate, beyond the plausibility
+                    limits (:mod:`wmr_model.streams`: ``max_wheel_speed``,
+                    ``max_wheel_acceleration``, ``max_angular_rate``)
 ``duplicate``       same stamp as the previous message of that stream
 ``out_of_order``    stamp older than the previous message of that stream (less than
                     ``time_jump_threshold`` older; more is a time jump)
 ``late``            IMU sample older than the interval it could still contribute to
 ==================  ==========================================================================
+
+Encoder layouts: a message may name the encoders of the vehicle's ``encoder_map`` (e.g.
+Warthog's ``left_wheel_joint`` driving both left wheels) or each actuated joint by its own name
+(what ``wmr synth`` writes); the layout is chosen per message (:func:`encoder_layouts`,
+:func:`match_encoder_layout`; the replay tool uses the same pair). Velocities are used when
+given; an empty ``velocity`` array (valid ROS: "not provided") makes the odometry differentiate
+the positions over the interval (the first such message only sets the time base).
 
 Time jumps: an encoder stamp more than ``time_jump_threshold`` seconds *behind* the integration
 front (a bag loop, a ``/clock`` reset) resets the odometry to its initial state and restarts from
@@ -63,6 +75,14 @@ from wmr_model.kinematics import kernels as K
 from wmr_model.model import VehicleModel
 from wmr_model.parameters import SLIP_NAMES, check_value, slip_vector
 from wmr_model.spatial import eulers_to_quat, quat_to_rot, quats_to_euler, rot_to_quat
+from wmr_model.streams import (
+    DEFAULT_MAX_ANGULAR_RATE,
+    DEFAULT_MAX_WHEEL_ACCELERATION,
+    DEFAULT_MAX_WHEEL_SPEED,
+    PlausibilityLimits,
+    angular_rate_problem,
+    wheel_rate_problem,
+)
 from wmr_model.terrain import Terrain, flat
 from wmr_model.uncertainty import (
     TWIST_COMPONENTS,
@@ -76,6 +96,9 @@ from wmr_model.uncertainty import (
 
 __all__ = [
     "DEFAULT_QPRIME_U",
+    "ENCODER_LAYOUTS",
+    "encoder_layouts",
+    "match_encoder_layout",
     "REJECT_REASONS",
     "OdometryDiagnostics",
     "UpdateResult",
@@ -89,11 +112,63 @@ __all__ = [
 DEFAULT_QPRIME_U = {"noise.U.wx_wx": 0.01, "noise.U.wy_wy": 0.01, "noise.U.wz_wz": 0.01,
                     "noise.U.vx_vx": 0.05, "noise.U.vy_vy": 0.05, "noise.U.vz_vz": 0.02}
 
-REJECT_REASONS = ("non_finite", "bad_length", "missing_joints", "duplicate", "out_of_order",
-                  "late")
+REJECT_REASONS = ("non_finite", "bad_length", "missing_joints", "no_values", "duplicate",
+                  "out_of_order", "late", "implausible")
+
+#: Names of the encoder layouts, in order of preference (:func:`encoder_layouts`).
+ENCODER_LAYOUTS = ("encoder_map", "per_wheel")
 
 # ROS twist order (vx, vy, vz, wx, wy, wz) as indices into ours ([w; v]).
 _ROS_TWIST_FROM_OURS = np.array([3, 4, 5, 0, 1, 2])
+
+
+def encoder_layouts(model: VehicleModel, encoder_map: Mapping[str, Sequence[str]] | None = None
+                    ) -> dict[str, dict[str, list[int]]]:
+    """The ways an encoder message may name the driven joints.
+
+    Args:
+        model: compiled vehicle.
+        encoder_map: encoder name -> model joints it drives; default
+            ``model.options["encoder_map"]``.
+
+    Returns:
+        layout name (:data:`ENCODER_LAYOUTS`) -> {encoder name -> model joint indices whose
+        rate it gives}: ``"encoder_map"`` (the map plus each actuated joint it does not cover,
+        by its own name) when the map is not empty, and ``"per_wheel"`` (each actuated joint by
+        its own name) always.
+    """
+    emap = (dict(model.options.get("encoder_map", {}) or {}) if encoder_map is None
+            else dict(encoder_map))
+    per_wheel = {model.joint_names[int(k)]: [int(k)] for k in model.actuated_joints}
+    out: dict[str, dict[str, list[int]]] = {}
+    if emap:
+        targets = {enc: [model.joint_index(j) for j in joints] for enc, joints in emap.items()}
+        covered = {k for ks in targets.values() for k in ks}
+        for name, ks in per_wheel.items():
+            if ks[0] not in covered:
+                targets.setdefault(name, ks)
+        out["encoder_map"] = targets
+    out["per_wheel"] = per_wheel
+    return out
+
+
+def match_encoder_layout(layouts: Mapping[str, Mapping[str, Sequence[int]]],
+                         names: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The first layout whose every encoder name is in ``names``.
+
+    Returns:
+        ``(layout name, [])``, or ``(None, missing)`` with the absent names of the layout that
+        misses the fewest.
+    """
+    have = set(names)
+    best: list[str] | None = None
+    for layout, targets in layouts.items():
+        missing = [n for n in targets if n not in have]
+        if not missing:
+            return layout, []
+        if best is None or len(missing) < len(best):
+            best = missing
+    return None, best or []
 
 
 def twist_covariance_ros(C: np.ndarray) -> np.ndarray:
@@ -174,9 +249,10 @@ class Odometry3D:
         q0: (nq,) initial state; default the neutral state placed on the terrain
             (:func:`kin.initialize_contact`).
         encoder_map: encoder joint name -> model joints it drives; default
-            ``model.options["encoder_map"]``.
-        required_joints: encoder names every encoder message must carry; default the encoder
-            map's keys plus the actuated joints it does not cover.
+            ``model.options["encoder_map"]``. Messages may name either these encoders or the
+            actuated joints themselves (:func:`encoder_layouts`).
+        required_joints: encoder names every encoder message must carry (one fixed layout);
+            default: per message, the encoder map's or the per-wheel layout.
         imu_rotation: (3, 3) rotation ``R_body_imu`` of the IMU frame; default from the model's
             ``imu`` sensor, else identity.
         stabilization: Baumgarte gain as sigma*dt in [0, 1] (2.35).
@@ -186,6 +262,8 @@ class Odometry3D:
         gyro_timeout: how long [s] a gyro rate or IMU attitude may be held.
         late_tolerance: IMU samples up to this much [s] older than an interval's start still
             count for it.
+        max_wheel_speed, max_wheel_acceleration, max_angular_rate: plausibility gates
+            (:class:`wmr_model.streams.PlausibilityLimits`) [m/s, m/s^2, rad/s].
         parameters: initial named parameters (see :meth:`set_parameters`).
     """
 
@@ -199,6 +277,9 @@ class Odometry3D:
                  stabilization: float = kin.DEFAULT_STABILIZATION, max_step: float = 0.5,
                  time_jump_threshold: float = 1.0, reset_on_gap: bool = False,
                  gyro_timeout: float = 0.5, late_tolerance: float = 0.1,
+                 max_wheel_speed: float = DEFAULT_MAX_WHEEL_SPEED,
+                 max_wheel_acceleration: float = DEFAULT_MAX_WHEEL_ACCELERATION,
+                 max_angular_rate: float = DEFAULT_MAX_ANGULAR_RATE,
                  parameters: Mapping[str, float] | None = None) -> None:
         if fidelity not in ("kinematic", "enhanced"):
             raise ParameterError(f"fidelity: must be 'kinematic' or 'enhanced', got {fidelity!r}")
@@ -221,6 +302,8 @@ class Odometry3D:
         self.reset_on_gap = bool(reset_on_gap)
         self.gyro_timeout = float(gyro_timeout)
         self.late_tolerance = float(late_tolerance)
+        self.limits = PlausibilityLimits(float(max_wheel_speed), float(max_wheel_acceleration),
+                                         float(max_angular_rate))
         self._user_encoder_map = None if encoder_map is None else {
             k: list(v) for k, v in encoder_map.items()}
         self._user_required = None if required_joints is None else list(required_joints)
@@ -250,34 +333,33 @@ class Odometry3D:
         self._cov_ws = covariance_workspace()
         self._I_frame = model_frame_inertias(model)
         self._Ic = np.zeros((model.nf, 6, 6))
-        emap = self._user_encoder_map
-        if emap is None:
-            emap = {k: list(v) for k, v in dict(model.options.get("encoder_map", {})).items()}
-        targets: dict[str, list[int]] = {}
-        for enc, joints in emap.items():
-            targets[enc] = [model.joint_index(j) for j in joints]
-        covered = {k for ks in targets.values() for k in ks}
-        for k in model.actuated_joints:
-            k = int(k)
-            if k not in covered:
-                targets.setdefault(model.joint_names[k], [k])
         if self._user_required is not None:
-            required = list(self._user_required)
-            for name in required:
+            targets = encoder_layouts(model, self._user_encoder_map).get("encoder_map", {})
+            for name in self._user_required:
                 if name not in targets:
                     targets[name] = [model.joint_index(name)]
+            layouts = {"required_joints": {n: targets[n] for n in self._user_required}}
         else:
-            required = list(targets)
-        #: encoder name -> model joint indices whose rate it gives
-        self.encoder_targets = targets
-        self.required_joints = tuple(required)
+            layouts = encoder_layouts(model, self._user_encoder_map)
+        #: layout name -> {encoder name -> model joint indices whose rate it gives}
+        self.encoder_layouts = layouts
+        wheel_r = {int(k): float(r) for k, r in zip(model.wheel_joints, model.wheel_radius)}
+        self._layout_known = {}
+        self._layout_radii = {}
+        for lay, tg in layouts.items():
+            self._layout_known[lay] = kin.estimation_known(
+                model, sorted({k for ks in tg.values() for k in ks}), gyro=False)
+            # rim speed gate radius of each encoder: mean radius of the wheels it drives
+            self._layout_radii[lay] = {
+                n: float(np.mean([wheel_r[k] for k in ks if k in wheel_r]))
+                for n, ks in tg.items() if any(k in wheel_r for k in ks)}
+        keep = getattr(self, "layout", None)
+        self._select_layout(keep if keep in layouts else next(iter(layouts)))
         wheel = set(int(k) for k in model.wheel_joints)
         # non-wheel joints whose measured position is imposed after each step (steering,
         # suspension); wheel angles are irrelevant to the pose and just integrated
         self._position_joints = {model.joint_names[k]: k for k in range(model.nj)
                                  if k not in wheel}
-        self._known_base = kin.estimation_known(
-            model, sorted({k for n in required for k in targets[n]}), gyro=False)
         if self._user_imu_rotation is not None:
             self.R_body_imu = self._user_imu_rotation
         elif "imu" in model.sensor_frame:
@@ -286,6 +368,13 @@ class Odometry3D:
             self.R_body_imu = (Tw[0, :3, :3].T @ Tw[fi, :3, :3] @ T[:3, :3])
         else:
             self.R_body_imu = np.eye(3)
+
+    def _select_layout(self, layout: str) -> None:
+        self.layout = layout
+        #: encoder name -> model joint indices of the layout in use
+        self.encoder_targets = self.encoder_layouts[layout]
+        self.required_joints = tuple(self.encoder_targets)
+        self._known_base = self._layout_known[layout]
 
     def set_model(self, model: VehicleModel) -> None:
         """Replace the vehicle model (e.g. recalibrated); takes effect on the next step.
@@ -376,6 +465,7 @@ class Odometry3D:
         self._dt_last = math.nan
         self._enc_positions: dict[str, float] = {}
         self._enc_stamp: float | None = None
+        self._gate_prev: tuple[float, dict[str, float]] | None = None
         self._imu_buffer: list[tuple[float, np.ndarray]] = []
         self._imu_stamp: float | None = None
         self._gyro_held: tuple[float, np.ndarray] | None = None
@@ -458,6 +548,9 @@ class Odometry3D:
             return self._reject("imu", "non_finite", f"stamp {stamp}")
         if not np.all(np.isfinite(w)):
             return self._reject("imu", "non_finite", f"angular_velocity {w.tolist()}")
+        problem = angular_rate_problem(w, self.limits)
+        if problem:
+            return self._reject("imu", "implausible", f"stamp {t:.9f}: {problem}")
         last = self._imu_stamp
         if last is not None and t == last:
             return self._reject("imu", "duplicate", f"stamp {t:.9f} repeated")
@@ -510,14 +603,20 @@ class Odometry3D:
             return self._reject("encoders", "non_finite", f"stamp {stamp!r}")
         if not math.isfinite(t):
             return self._reject("encoders", "non_finite", f"stamp {stamp}")
-        index = {n: i for i, n in enumerate(names)}
-        missing = [n for n in self.required_joints if n not in index]
-        if missing:
+        if names and pos.size == 0 and vel.size == 0:
+            return self._reject("encoders", "no_values", f"stamp {t:.9f}: both position and "
+                                f"velocity are empty (not provided) for {names}")
+        layout, missing = match_encoder_layout(self.encoder_layouts, names)
+        if layout is None:
             self.diagnostics.missing_joints = tuple(missing)
+            alts = " or ".join(f"{k} {list(v)}" for k, v in self.encoder_layouts.items())
             return self._reject("encoders", "missing_joints",
-                                f"{missing} absent (message has {names})")
-        unknown = [n for n in names if n not in self.encoder_targets
-                   and n not in self._position_joints]
+                                f"{missing} absent (message has {names}; expected {alts})")
+        if layout != self.layout:
+            self._select_layout(layout)
+        index = {n: i for i, n in enumerate(names)}
+        known = {n for tg in self.encoder_layouts.values() for n in tg}
+        unknown = [n for n in names if n not in known and n not in self._position_joints]
         if unknown and set(unknown) - set(self.diagnostics.unknown_joints):
             self.diagnostics.unknown_joints = tuple(sorted(set(self.diagnostics.unknown_joints)
                                                            | set(unknown)))
@@ -535,18 +634,33 @@ class Odometry3D:
                 meas_pos[n] = p
             if math.isfinite(v):
                 meas_vel[n] = v
-        reset = ""
         front = self.stamp
         if front is not None:
             if t == front:
                 return self._reject("encoders", "duplicate", f"stamp {t:.9f} repeated")
+            if front - self.time_jump_threshold <= t < front:
+                return self._reject("encoders", "out_of_order",
+                                    f"stamp {t:.9f} < previous {front:.9f}")
+        rates: dict[str, float] = {}
+        if front is not None and front < t <= front + self.max_step:
+            dt = t - front
+            for n in self.required_joints:
+                if n in meas_vel:
+                    rates[n] = meas_vel[n]
+                elif n in self._enc_positions:
+                    rates[n] = (meas_pos[n] - self._enc_positions[n]) / dt
+            prev = self._gate_prev
+            problem = wheel_rate_problem(
+                rates, self._layout_radii[self.layout], self.limits,
+                None if prev is None else prev[1], math.nan if prev is None else t - prev[0])
+            if problem:
+                return self._reject("encoders", "implausible", f"stamp {t:.9f}: {problem}")
+        reset = ""
+        if front is not None:
             if t < front - self.time_jump_threshold:
                 reset = (f"time jumped backwards by {front - t:.3f} s (stamp {t:.9f} after "
                          f"{front:.9f}): bag loop or clock reset")
                 self.reset(reset)
-            elif t < front:
-                return self._reject("encoders", "out_of_order",
-                                    f"stamp {t:.9f} < previous {front:.9f}")
             elif t - front > self.max_step:
                 reset = (f"gap of {t - front:.3f} s > max_step {self.max_step} s after stamp "
                          f"{front:.9f}: not integrated")
@@ -558,16 +672,9 @@ class Odometry3D:
                     self._restart_time_base()
         self.diagnostics.accepted["encoders"] += 1
         self.diagnostics.last_stamp["encoders"] = t
-        rates: dict[str, float] = {}
-        if self.stamp is not None:
-            dt = t - self.stamp
-            for n in self.required_joints:
-                if n in meas_vel:
-                    rates[n] = meas_vel[n]
-                elif n in self._enc_positions:
-                    rates[n] = (meas_pos[n] - self._enc_positions[n]) / dt
         stepped = False
-        if self.stamp is not None and len(rates) == len(self.required_joints):
+        if rates and len(rates) == len(self.required_joints):
+            self._gate_prev = (t, rates)
             self._apply_pending()
             self._step(t, rates, names, pos)
             stepped = True
@@ -578,6 +685,7 @@ class Odometry3D:
     def _restart_time_base(self) -> None:
         self.stamp = None
         self._enc_positions = {}
+        self._gate_prev = None
         self._imu_buffer = []
         self._gyro_held = None
 

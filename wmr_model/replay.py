@@ -316,15 +316,19 @@ def _build_model(opt: ReplayOptions, side: dict | None, child_frame: str):
 
 def _encoder_map(model, names: Sequence[str]) -> dict | None:
     """Encoder map for :class:`Odometry3D`: the model's when the bag carries its joints, else
-    identity when the bag carries the actuated joints themselves."""
-    emap = dict(model.options.get("encoder_map", {}) or {})
-    if emap and all(k in names for k in emap):
+    identity when the bag carries the actuated joints themselves (the layouts and their match
+    are the odometry's own, :func:`wmr_model.odometry.match_encoder_layout`)."""
+    from wmr_model.odometry import encoder_layouts, match_encoder_layout
+
+    layouts = encoder_layouts(model)
+    layout, _ = match_encoder_layout(layouts, names)
+    if layout == "encoder_map":
         return None
-    act = [model.joint_names[int(k)] for k in model.actuated_joints]
-    if all(a in names for a in act):
+    if layout == "per_wheel":
         return {}
     raise BagError(f"encoder joints {list(names)}: neither the encoder_map joints "
-                   f"{sorted(emap)} nor the actuated joints {act} of {model.name}")
+                   f"{sorted(layouts.get('encoder_map', {}))} nor the actuated joints "
+                   f"{list(layouts['per_wheel'])} of {model.name}")
 
 
 def _planar(pose: np.ndarray) -> np.ndarray:
