@@ -32,6 +32,10 @@ setup(
             "py.typed",
             *(f"**/*.{ext}" for ext in ("yaml", "yml", "urdf", "xacro", "json", "csv", "npz",
                                         "npy", "png", "stl", "dae", "obj")),
+            # wmrde benchmark terrains (`--terrain wmrde:N`) with their license and provenance
+            "data/wmrde_terrains/*.txt",
+            "data/wmrde_terrains/LICENSE",
+            "data/wmrde_terrains/PROVENANCE.md",
         ]
     },
     data_files=[

@@ -4,7 +4,7 @@
    2 s interval (dt 0.02 s, 100 steps), 6 slip parameters + 3 Q' entries (N = 7 candidates per
    batched prediction) - mean time per update after warm-up
    (:func:`wmr_model.experiments.online_calibration_update_time`).
-2. The real Warthog log (``../shared/data/warthog_grass_A``, when present), 2 s ICP-to-ICP
+2. The real Warthog log (``data/warthog_grass_A``, shipped), 2 s ICP-to-ICP
    intervals, calibrated on the moving ones (moving filter 0.5 m), dt 0.05 s:
    online update time of 3D kin.+ (p2..p6 + time offset + 3 Q' entries, N = 7), the offline fit
    (3.44)+(3.46) of the whole log, and the Table 3.3 rows over all intervals and over the ones
@@ -41,7 +41,7 @@ from wmr_model.calibration.table import (
 )
 from wmr_model.vehicles import load_vehicle
 
-BAG = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "warthog_grass_A" / "bag"
+BAG = Path(__file__).resolve().parents[1] / "data" / "warthog_grass_A" / "bag"
 
 
 def _real_log(out: dict, quick: bool) -> None:

@@ -12,7 +12,7 @@ from wmr_model.errors import BagError
 from wmr_model.io.bags import bag_topics, read_streams
 
 TS = get_typestore(Stores.ROS2_JAZZY)
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "warthog_grass_A"
+WARTHOG_LOG = Path(__file__).resolve().parents[2] / "data" / "warthog_grass_A"  # shipped real field log
 
 
 def _t(sec):
@@ -131,15 +131,14 @@ def test_missing_topic_lists_the_bag_topics(tmp_path):
         read_streams(tmp_path / "nope", ROLES, KINDS)
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="shared Warthog log not beside the repo")
 def test_real_warthog_log_matches_its_metadata():
-    bag = SHARED / "bag"
+    bag = WARTHOG_LOG / "bag"
     topics = bag_topics(bag)
     assert topics["/joint_states"] == ("sensor_msgs/msg/JointState", 7259)
     s = read_streams(bag, {"enc": "/joint_states", "imu": "/imu/data", "icp": "/icp/odom",
                            "cmd": "/cmd_vel"},
                      {"enc": "joint_states", "imu": "imu", "icp": "pose", "cmd": "twist"})
-    facts = json.loads((SHARED / "analysis.json").read_text())
+    facts = json.loads((WARTHOG_LOG / "analysis.json").read_text())
     assert s["enc"].names == ("left_wheel_joint", "right_wheel_joint")
     assert s["icp"].stamp.size == facts["icp_updates"]
     assert np.all(np.isnan(s["imu"].orientation))  # orientation_covariance[0] = -1

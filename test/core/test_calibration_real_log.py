@@ -1,4 +1,4 @@
-"""IPEM on the real Warthog log (``../shared/data/warthog_grass_A``; skipped without it).
+"""IPEM on the real Warthog log shipped in ``data/warthog_grass_A``.
 
 Oracles: the bag's own messages read independently with ``read_streams`` and the facts in its
 PROVENANCE.md (encoder map, guessed ICP covariance, unknown IMU orientation, ICP latency
@@ -20,9 +20,8 @@ from wmr_model.calibration.table import compare_models
 from wmr_model.io.bags import read_streams
 from wmr_model.vehicles import load_vehicle
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "warthog_grass_A"
+DATA = Path(__file__).resolve().parents[2] / "data" / "warthog_grass_A"
 BAG = DATA / "bag"
-pytestmark = pytest.mark.skipif(not BAG.exists(), reason="shared Warthog log not present")
 
 
 @pytest.fixture(scope="module")

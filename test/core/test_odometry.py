@@ -16,7 +16,7 @@ from wmr_model.spatial import quat_to_rot, quats_to_euler
 from wmr_model.terrain import rough
 from wmr_model.vehicles import load_vehicle
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "warthog_grass_A"
+WARTHOG_LOG = Path(__file__).resolve().parents[2] / "data" / "warthog_grass_A"  # shipped real field log
 WHEELS = ["left_wheel_joint", "right_wheel_joint"]
 
 
@@ -326,13 +326,12 @@ def test_twist_covariance_uses_the_gyro_covariance(diffdrive):
     assert ros[0, 0] == C[3, 3] and ros[5, 5] == C[2, 2]
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="shared Warthog log not beside the repo")
 @pytest.mark.parametrize("use_gyro, limit", [(True, 0.01), (False, 0.07)])
 def test_real_warthog_log_drift(use_gyro, limit):
     """End-point drift vs ICP over the 83 m run: 0.8 % with the gyro, 5.8 % encoders only."""
     from wmr_model.io.bags import read_streams
 
-    s = read_streams(SHARED / "bag", {"enc": "/joint_states", "imu": "/imu/data",
+    s = read_streams(WARTHOG_LOG / "bag", {"enc": "/joint_states", "imu": "/imu/data",
                                       "icp": "/icp/odom"},
                      {"enc": "joint_states", "imu": "imu", "icp": "pose"})
     enc, imu, icp = s["enc"], s["imu"], s["icp"]

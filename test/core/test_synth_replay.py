@@ -12,7 +12,7 @@ from wmr_model.errors import BagError, ParameterError
 from wmr_model.io.synth_bag import SensorRates, SynthConfig, write_synth_bag
 from wmr_model.replay import ReplayOptions, replay, stale_mask, write_csv
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "warthog_grass_A"
+WARTHOG_LOG = Path(__file__).resolve().parents[2] / "data" / "warthog_grass_A"  # shipped real field log
 SYSTEMATIC = ["slip.p1", "slip.p2", "slip.p3", "slip.p4", "slip.p6",
               "wheel.front_left_wheel.radius", "sensor.gps.x", "sensor.gps.y",
               "time_offset.pose"]
@@ -167,9 +167,8 @@ def test_stale_mask_keeps_changes_and_long_holds():
     assert stale_mask(t, v, None).all()
 
 
-@pytest.mark.skipif(not (SHARED / "bag").exists(), reason="shared Warthog log not beside the repo")
 def test_real_warthog_log():
-    res = replay(SHARED / "bag")
+    res = replay(WARTHOG_LOG / "bag")
     assert res.topics["pose"] == "/icp/odom" and "imu" in res.topics
     assert any("stale wheel speeds" in n for n in res.notes)  # sample-and-hold detected
     # ICP lag (0.25 s against the wheels per PROVENANCE.md) calibrated as time_offset.pose

@@ -27,10 +27,8 @@ from wmr_model._jit import JIT_ENABLED, njit
 from wmr_model.errors import TerrainError
 from wmr_model.io import terrain_files as TF
 
-SHARED_TERRAINS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "wmrde_terrains"
-needs_shared = pytest.mark.skipif(
-    not (SHARED_TERRAINS / "gridsurfdata1.txt").is_file(), reason="shared wmrde terrains absent"
-)
+# The benchmark terrains ship as package data (wmr_model/data/wmrde_terrains): never skipped.
+SHIPPED_TERRAINS = TF.WMRDE_TERRAIN_DIR
 
 FD_STEP = 1e-6  # central-difference step [m]; heights are piecewise (bi)linear, so FD is exact
 FD_TOL = 1e-7  # up to rounding of h / FD_STEP
@@ -228,11 +226,10 @@ def test_rough_autocorrelation_is_one_over_e_at_correlation_length() -> None:
             assert abs(_autocorrelation(t.grid, lag, axis) - expected) < 0.04, (frac, axis)
 
 
-@needs_shared
 def test_correlation_length_definition_matches_thesis_benchmark_terrains() -> None:
     # The thesis' Zoë benchmark terrains (RMS 0.15 m, correlation length 0.8 m, §2.5.4) follow
     # rho(tau) = exp(-(tau / 0.8)^2): an independent check of our definition of L.
-    terrains = TF.load_wmrde_benchmark_terrains(SHARED_TERRAINS)
+    terrains = TF.load_wmrde_benchmark_terrains(SHIPPED_TERRAINS)
     rms = np.mean([np.sqrt(np.mean((t.grid - t.grid.mean()) ** 2)) for t in terrains])
     assert abs(rms - 0.15) < 0.01
     for lag in (4, 8, 10):  # 0.1 m spacing
@@ -467,9 +464,8 @@ def test_png_reader_against_pillow(tmp_path: Path) -> None:
         assert np.array_equal(TF.read_png_gray(path), gray)
 
 
-@needs_shared
 def test_parse_wmrde_gridsurfdata1() -> None:
-    path = SHARED_TERRAINS / "gridsurfdata1.txt"
+    path = SHIPPED_TERRAINS / "gridsurfdata1.txt"
     t = TF.load_wmrde_grid(path)
     assert t.grid.shape == (101, 201)
     np.testing.assert_allclose(t.params, [-6.0, -5.0, 0.1, 0.1], rtol=1e-15)
@@ -484,15 +480,24 @@ def test_parse_wmrde_gridsurfdata1() -> None:
     assert np.array_equal(TF.load_height_map(path).grid, t.grid)
 
 
-@needs_shared
-def test_benchmark_terrains_from_env_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WMR_SHARED", str(SHARED_TERRAINS.parents[1]))
-    ts = TF.load_wmrde_benchmark_terrains()
+def test_benchmark_terrains_default_and_env_override(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WMR_SHARED", raising=False)
+    ts = TF.load_wmrde_benchmark_terrains()  # the shipped package data
     assert [t.name for t in ts] == [f"gridsurfdata{k}" for k in range(1, 11)]
     assert all(t.grid.shape == (101, 201) for t in ts)
     assert not np.array_equal(ts[0].grid, ts[1].grid)
-    monkeypatch.delenv("WMR_SHARED")
-    assert np.array_equal(TF.load_wmrde_benchmark_terrains()[9].grid, ts[9].grid)
+    assert (SHIPPED_TERRAINS / "LICENSE").is_file() and (SHIPPED_TERRAINS / "PROVENANCE.md").is_file()
+    # WMR_SHARED overrides the default: a folder whose file 1 holds terrain 2's heights.
+    other = tmp_path / "data" / "wmrde_terrains"
+    other.mkdir(parents=True)
+    for k in range(1, 11):
+        src = SHIPPED_TERRAINS / f"gridsurfdata{2 if k == 1 else k}.txt"
+        (other / f"gridsurfdata{k}.txt").symlink_to(src)
+    monkeypatch.setenv("WMR_SHARED", str(tmp_path))
+    swapped = TF.load_wmrde_benchmark_terrains()
+    assert np.array_equal(swapped[0].grid, ts[1].grid)
+    assert np.array_equal(swapped[9].grid, ts[9].grid)
 
 
 def test_benchmark_terrains_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

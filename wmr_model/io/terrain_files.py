@@ -32,6 +32,7 @@ __all__ = [
     "load_wmrde_benchmark_terrains",
     "read_png_gray",
     "WMRDE_BENCHMARK_COUNT",
+    "WMRDE_TERRAIN_DIR",
 ]
 
 WMRDE_BENCHMARK_COUNT = 10
@@ -210,12 +211,16 @@ def _is_float(t: str) -> bool:
     return True
 
 
-def _shared_terrain_folder() -> tuple[Path, str]:
+#: The ten benchmark terrains as shipped package data (with their LICENSE and PROVENANCE.md).
+WMRDE_TERRAIN_DIR = Path(__file__).resolve().parents[1] / "data" / "wmrde_terrains"
+
+
+def _benchmark_terrain_folder() -> tuple[Path, str]:
+    """Folder of the benchmark terrains and how it was chosen (for error messages)."""
     env = os.environ.get("WMR_SHARED")
     if env:
         return Path(env) / "data" / "wmrde_terrains", f"WMR_SHARED={env}"
-    repo_root = Path(__file__).resolve().parents[2]
-    return repo_root.parent / "shared" / "data" / "wmrde_terrains", f"repo root {repo_root}"
+    return WMRDE_TERRAIN_DIR, "the wmr_model package data"
 
 
 def load_wmrde_benchmark_terrains(folder: str | os.PathLike[str] | None = None) -> list[Terrain]:
@@ -224,9 +229,10 @@ def load_wmrde_benchmark_terrains(folder: str | os.PathLike[str] | None = None) 
     Parameters
     ----------
     folder : str or PathLike, optional
-        Folder holding ``gridsurfdata1.txt`` ... ``gridsurfdata10.txt``. Default:
-        ``$WMR_SHARED/data/wmrde_terrains`` if the environment variable ``WMR_SHARED`` is set,
-        else ``../shared/data/wmrde_terrains`` relative to the repository root.
+        Folder holding ``gridsurfdata1.txt`` ... ``gridsurfdata10.txt``. Default: the copy
+        shipped as package data, :data:`WMRDE_TERRAIN_DIR` (``wmr_model/data/wmrde_terrains``);
+        the environment variable ``WMR_SHARED`` (optional override) selects
+        ``$WMR_SHARED/data/wmrde_terrains`` instead.
 
     Returns
     -------
@@ -235,13 +241,15 @@ def load_wmrde_benchmark_terrains(folder: str | os.PathLike[str] | None = None) 
         [-6, 14] m, y in [-5, 5] m).
     """
     if folder is None:
-        base, how = _shared_terrain_folder()
+        base, how = _benchmark_terrain_folder()
     else:
         base, how = Path(folder), "folder argument"
     if not base.is_dir():
+        hint = ("unset WMR_SHARED to use the shipped copy" if how.startswith("WMR_SHARED")
+                else "the installation lacks its package data: reinstall wmr_model")
         raise TerrainError(
-            f"{base}: wmrde benchmark terrain folder not found (from {how}); set WMR_SHARED "
-            f"to the shared data root or pass folder="
+            f"{base}: wmrde benchmark terrain folder not found (from {how}); {hint}, or pass "
+            f"folder="
         )
     files = [base / f"gridsurfdata{k}.txt" for k in range(1, WMRDE_BENCHMARK_COUNT + 1)]
     missing = [f.name for f in files if not f.is_file()]
