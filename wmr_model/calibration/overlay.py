@@ -1,9 +1,12 @@
 """Export calibrated values as a vehicle sidecar overlay (YAML ``parameters:`` block).
 
 The overlay is a sidecar fragment in the sidecar schema (``version: 1``,
-:mod:`wmr_model.io.sidecar`): ``vehicle`` plus ``parameters`` mapping dotted names to values.
-Standard deviations and provenance go in ``description`` (ignored by the loader), so the file
-loads as-is with :func:`wmr_model.io.sidecar.parse_parameters`.
+:mod:`wmr_model.io.sidecar`): ``vehicle`` plus ``parameters`` mapping dotted names to values,
+``std`` mapping the same names to their 1-sigma (finite ones only) and provenance in
+``description`` (both ignored by the sidecar loader), so the file loads as-is with
+:func:`wmr_model.io.sidecar.parse_parameters`. It is the one calibration file format: ``wmr
+calibrate --overlay`` and the calibrator node's ``~/save`` write it, the nodes'
+``calibration_file`` parameter reads it (:mod:`wmr_model.io.calibration_file`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ def overlay_dict(vehicle: str, values: Mapping[str, float],
     if lines:
         doc["description"] = "IPEM calibration; " + "; ".join(lines)
     doc["parameters"] = params
+    sig = {n: float(v) for n, v in sorted((std or {}).items())
+           if n in params and math.isfinite(float(v))}
+    if sig:
+        doc["std"] = sig
     return doc
 
 

@@ -11,6 +11,7 @@ Sidecar schema, ``version: 1`` (the only version so far; a missing ``version`` m
     version: 1
     vehicle: warthog                # model name; default: the URDF <robot name>
     description: free text          # ignored by the loader
+    std: {slip.p2: 0.01}            # 1-sigma of calibrated parameters (calibration files); ignored
     body_link: base_link            # default: the URDF root link; must be joined to the root
                                     #   by fixed joints only
     wheels:                         # wheel joints; mapping joint -> {radius, width} [m] ...
@@ -108,6 +109,7 @@ SIDECAR_KEYS = (
     "encoder_map",
     "options",
     "parameters",
+    "std",
     "tracks",
     "loop_closures",
 )
