@@ -348,6 +348,11 @@ def twist_commands(model: VehicleModel, segments: np.ndarray, dt: float, *,
     act = list(model.actuated_joints)
     out = np.zeros((seg.shape[0], T, len(act)))
     terrain = flat()
+    if model.ntp:
+        # Track patches are weighted by their height error (activation rule, wmr_model.tracks):
+        # belts buried at the neutral height would all count, end arcs included. Rest them on
+        # the flat ground first; wheel contacts do not depend on the height.
+        qn, _ = kin_api.initialize_contact(model, terrain, qn)
     cache: dict[tuple[float, float, bytes], kin_api.ControlSolution] = {}
     for n in range(seg.shape[0]):
         qc = qn.copy()

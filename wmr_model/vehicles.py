@@ -33,6 +33,7 @@ __all__ = [
     "SHIPPED_TRACKED_VEHICLES",
     "data_roots",
     "list_vehicles",
+    "vehicle_kind",
     "vehicle_files",
     "load_vehicle_spec",
     "load_vehicle",
@@ -73,7 +74,8 @@ def list_vehicles(include_tracked: bool = False) -> list[str]:
     """Names of the available shipped vehicles (URDF and sidecar both found).
 
     Wheeled vehicles only unless ``include_tracked`` (sidecars with a ``tracks:`` section, e.g.
-    ``absolem``): the wheeled-robot tools (``wmr vehicles``, dynamics) expect wheels.
+    ``absolem``), for callers that need wheels (wheel radii, wheel-only tools). ``wmr vehicles``
+    lists both, with :func:`vehicle_kind`.
     """
     names: list[str] = []
     for root in data_roots():
@@ -84,6 +86,14 @@ def list_vehicles(include_tracked: bool = False) -> list[str]:
                     names.append(urdf.stem)
     order = {n: i for i, n in enumerate(SHIPPED_VEHICLES + SHIPPED_TRACKED_VEHICLES)}
     return sorted(names, key=lambda n: (order.get(n, len(order)), n))
+
+
+def vehicle_kind(model: VehicleModel) -> str:
+    """``"tracked"`` (track contact patches), ``"closed-chain"`` (wheeled with loop closures,
+    e.g. ``hmmwv``) or ``"wheeled"``."""
+    if model.ntp:
+        return "tracked"
+    return "closed-chain" if model.nlc else "wheeled"
 
 
 def vehicle_files(name: str) -> tuple[Path, Path]:
@@ -99,7 +109,7 @@ def vehicle_files(name: str) -> tuple[Path, Path]:
         if urdf.is_file() and sidecar.is_file():
             return urdf, sidecar
     raise ModelError(
-        f"no shipped vehicle {name!r}; known vehicles are {list_vehicles()} "
+        f"no shipped vehicle {name!r}; known vehicles are {list_vehicles(include_tracked=True)} "
         f"(looked for {looked})"
     )
 
@@ -134,7 +144,7 @@ def load_vehicle_spec(
     if not path.is_file():
         raise ModelError(
             f"{path}: no such file, and not a shipped vehicle; known vehicles are "
-            f"{list_vehicles()}"
+            f"{list_vehicles(include_tracked=True)}"
         )
     if path.suffix.lower() in (".yaml", ".yml"):
         try:

@@ -172,7 +172,7 @@ def test_diffdrive_caster():
 
 
 def test_warthog_matches_shared_vehicle_yaml():
-    # /work/shared/data/warthog_grass_A/vehicle.yaml: radius 0.3, track 1.08,
+    # data/warthog_grass_A/vehicle.yaml: radius 0.3, track 1.08,
     # wheelbase 0.914734 (x = +-0.457367), rockers +-0.4 rad, axles 0.012977 m below the pivot.
     m = load_vehicle("warthog")
     assert m.nw == 4
@@ -230,12 +230,13 @@ def _ns(**kw) -> argparse.Namespace:
     return argparse.Namespace(**kw)
 
 
-def test_cli_vehicles_json_lists_all_nine(capsys):
+def test_cli_vehicles_json_lists_all_ten(capsys):
     from wmr_model.cli import vehicles as cli_vehicles
 
     assert cli_vehicles.run(_ns(json=True)) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["name"] for r in rows] == list(SHIPPED_VEHICLES)
+    # the nine wheeled ones, then the tracked absolem (issue 25)
+    assert [r["name"] for r in rows] == [*SHIPPED_VEHICLES, "absolem"]
     mass = {r["name"]: r["total_mass"] for r in rows}
     assert mass["landtamer"] == pytest.approx(3225 * LBM)
     assert {r["name"]: r["wheels"] for r in rows}["crusher"] == 6
@@ -270,4 +271,4 @@ def test_wmr_main_exit_codes(capsys):
     err = capsys.readouterr().err
     assert err.startswith("wmr: error: ") and "cycle.urdf" in err and err.count("\n") == 1
     assert cli.main(["vehicles", "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 9
+    assert len(json.loads(capsys.readouterr().out)) == 10  # 9 wheeled + absolem

@@ -140,7 +140,12 @@ def run(args: argparse.Namespace) -> int:
         rates = r if r.ndim == 2 else np.tile(r, (steps, 1))
     q[0:4] = quat_from_euler(0.0, 0.0, math.radians(yaw_deg))
     q[4], q[5] = x0, y0
-    q[6] = float(terrain.height(x0, y0)) + float(model.wheel_radius.max()) + 0.5
+    # Start 0.5 m above the terrain plus the vehicle's reach below its frames (largest wheel
+    # radius, or belt depth below a track frame: tracked vehicles have no wheels), then let
+    # initialize_contact (2.27)-(2.32) put the contacts on it.
+    reach = max(model.wheel_radius.max(initial=0.0),
+                np.abs(model.track_path[..., 2]).max(initial=0.0))
+    q[6] = float(terrain.height(x0, y0)) + float(reach) + 0.5
     q0, fit = kin.initialize_contact(model, terrain, q)
     # One-step warm-up so the timing excludes numba's one-time compile / cache load.
     if args.method == "dae":
@@ -157,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     eul = traj.euler
     if args.out:
         cols = ["t", "x", "y", "z", "roll", "pitch", "yaw", *model.joint_names,
-                *[f"dz_{w}" for w in model.wheel_names]]
+                *[f"dz_{c}" for c in _contact_names(model)]]
         table = np.column_stack([traj.time, traj.position, eul, traj.joints, traj.dz])
         np.savetxt(args.out, table, delimiter=",", header=",".join(cols), comments="",
                    fmt="%.9g")
@@ -179,6 +184,17 @@ def run(args: argparse.Namespace) -> int:
     }
     emit(args, summary, _text)
     return 0
+
+
+def _contact_names(model: Any) -> list[str]:
+    """Names of the nc contacts: the wheels, then each track's patches as ``<track>_<k>``."""
+    names = list(model.wheel_names)
+    count: dict[int, int] = {}
+    for t in model.track_of:
+        k = count.get(int(t), 0)
+        count[int(t)] = k + 1
+        names.append(f"{model.track_names[int(t)]}_{k}")
+    return names
 
 
 def _text(s: dict) -> str:

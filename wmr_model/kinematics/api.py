@@ -516,10 +516,23 @@ class ControlSolution:
     steer_joints: tuple[int, ...]
 
 
+def _drive_joints(model: VehicleModel) -> set[int]:
+    """Joints that propel the vehicle: wheel spin joints and track drive (sprocket) joints."""
+    return set(model.wheel_joints.tolist()) | {int(f) - 1 for f in np.unique(model.track_drive)}
+
+
+def _track_posture_joints(model: VehicleModel) -> list[int]:
+    """Actuated non-drive joints whose frame carries a track (flippers): a posture the control
+    context holds (zero rate), as a tracked vehicle's driver commands only the sprockets."""
+    drive = _drive_joints(model)
+    carriers = {int(f) for f in model.track_frame}
+    return [int(k) for k in model.actuated_joints if int(k) not in drive and k + 1 in carriers]
+
+
 def _default_steer_joints(model: VehicleModel) -> list[int]:
-    wheel_joints = set(model.wheel_joints.tolist())
+    held = _drive_joints(model) | set(_track_posture_joints(model))
     return [int(k) for k in model.actuated_joints
-            if int(k) not in wheel_joints and model.joint_type[k + 1] == REVOLUTE]
+            if int(k) not in held and model.joint_type[k + 1] == REVOLUTE]
 
 
 def solve_control(model: VehicleModel, terrain: Terrain, q: np.ndarray,
@@ -539,7 +552,8 @@ def solve_control(model: VehicleModel, terrain: Terrain, q: np.ndarray,
         q: (nq,) current state (steer angles are the initial guess).
         body_velocity: (6,) [w; v] in body coordinates.
         steer_joints: joints whose angles are solved for; default: actuated revolute joints that
-            are not wheels (e.g. RecBot's steerL/steerR).
+            are not wheels (e.g. RecBot's steerL/steerR), track drives or track-carrying
+            posture joints (Absolem's flippers: held at zero rate when steer_joints is None).
         hold_passive: also hold passive non-wheel joints (suspension, Zoë's passive steering)
             at zero rate. Leaving them free makes the problem rank deficient for passively
             steered vehicles (the minimum-norm solution then turns the axles, not the body);
@@ -548,20 +562,22 @@ def solve_control(model: VehicleModel, terrain: Terrain, q: np.ndarray,
     q = _state(model, q).copy()
     bv = _array(body_velocity, (6,), "body_velocity")
     bk = _array(body_known, (6,), "body_known", dtype=bool)
+    known = np.zeros(model.nv, dtype=bool)
     if steer_joints is None:
         steer = _default_steer_joints(model)
+        for k in _track_posture_joints(model):
+            known[6 + k] = True
     else:
         steer = [model.joint_index(j) if isinstance(j, str) else int(j) for j in steer_joints]
-    known = np.zeros(model.nv, dtype=bool)
     known[:6] = bk
     qk = np.zeros(model.nv)
     qk[:6] = bv
     for k in steer:
         known[6 + k] = True
     if hold_passive:
-        wheel_joints = set(model.wheel_joints.tolist())
+        drive = _drive_joints(model)
         for k in model.passive_joints:
-            if int(k) not in wheel_joints:
+            if int(k) not in drive:
                 known[6 + k] = True
     data = create_data(model)
 
