@@ -86,11 +86,23 @@ def _stamp(t):
     return Time(sec=ns // 10**9, nanosec=ns % 10**9)
 
 
+#: ground-truth topic and type of each pose_source
+SOURCES = {"odometry": ("ground_truth/odom", "nav_msgs.msg.Odometry"),
+           "pose": ("ground_truth/pose", "geometry_msgs.msg.PoseWithCovarianceStamped"),
+           "navsatfix": ("gps/fix", "sensor_msgs.msg.NavSatFix")}
+
+
+def _msg_type(path):
+    import importlib
+
+    mod, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(mod), name)
+
+
 class Feed:
     """Publishers into the calibrator and collectors of its state and diagnostics."""
 
-    def __init__(self, ros, ns):
-        from nav_msgs.msg import Odometry
+    def __init__(self, ros, ns, source="odometry"):
         from sensor_msgs.msg import Imu, JointState
 
         from wmr_model.msg import CalibrationState
@@ -98,7 +110,8 @@ class Feed:
         self.ros, self.ns = ros, ns
         self.js = ros.node.create_publisher(JointState, f"/{ns}/joint_states", _qos())
         self.imu = ros.node.create_publisher(Imu, f"/{ns}/imu/data", _qos())
-        self.gt = ros.node.create_publisher(Odometry, f"/{ns}/ground_truth/odom", _qos())
+        topic, typ = SOURCES[source]
+        self.gt = ros.node.create_publisher(_msg_type(typ), f"/{ns}/{topic}", _qos())
         self.states: list = []
         ros.node.create_subscription(CalibrationState, f"/{ns}/calibrator_node/state",
                                      self.states.append, _qos())
@@ -132,6 +145,30 @@ class Feed:
         m.orientation_covariance[0] = -1.0
         self.imu.publish(m)
 
+    def imu_attitude(self, t, q_wxyz, cov_q, w):
+        """An INS/IMU sample with orientation (REP-145, ENU) and its covariance, and a gyro."""
+        from sensor_msgs.msg import Imu
+
+        m = Imu()
+        m.header.stamp = _stamp(t)
+        o = m.orientation
+        o.w, o.x, o.y, o.z = (float(v) for v in q_wxyz)
+        m.orientation_covariance = [float(v) for v in np.asarray(cov_q).ravel()]
+        m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z = (float(v) for v in w)
+        self.imu.publish(m)
+
+    def fix(self, t, lat, lon, alt, cov_enu):
+        from sensor_msgs.msg import NavSatFix, NavSatStatus
+
+        m = NavSatFix()
+        m.header.stamp = _stamp(t)
+        m.header.frame_id = "gps"
+        m.status.status = NavSatStatus.STATUS_FIX
+        m.latitude, m.longitude, m.altitude = float(lat), float(lon), float(alt)
+        m.position_covariance = [float(v) for v in np.asarray(cov_enu).ravel()]
+        m.position_covariance_type = NavSatFix.COVARIANCE_TYPE_KNOWN
+        self.gt.publish(m)
+
     def pose(self, t, pose, cov_ros):
         from nav_msgs.msg import Odometry
 
@@ -159,21 +196,25 @@ class Feed:
             self.ros.spin_once(0.02)
 
 
-def _start_calibrator(ros, ns, save_path, *params):
+def _start_calibrator(ros, ns, save_path, *params, sys_names=SYS, std0=STD0,
+                      source="odometry", wait=True):
     args = ["--ros-args", "-r", f"__ns:=/{ns}", "-p", "vehicle:=warthog",
-            "-p", "diagnostics_period:=0.2", "-p", f"params:={SYS}".replace("'", '"'),
+            "-p", "diagnostics_period:=0.2", "-p", f"params:={sys_names}".replace("'", '"'),
             "-p", f"noise:={NOISE}".replace("'", '"'), "-p", "push.period:=0.3",
-            "-p", "push.min_intervals:=5", "-p", f"save_path:={save_path}"]
-    for n, s in STD0.items():
+            "-p", "push.min_intervals:=5", "-p", f"save_path:={save_path}",
+            "-p", f"pose_source:={source}"]
+    for n, s in std0.items():
         args += ["-p", f"initial_std.{n}:={s}"]
     for n in NOISE:
         args += ["-p", f"{n}:={NOISE_START}"]
     for p in params:
         args += ["-p", p]
     ros.start(CALIBRATOR, *args, name=f"calibrator_node_{ns}")
+    if not wait:
+        return None
     ros.wait_for(services=[f"/{ns}/calibrator_node/save", f"/{ns}/calibrator_node/reset"],
                  timeout=60)
-    return Feed(ros, ns)
+    return Feed(ros, ns, source)
 
 
 def _get_parameters(ros, node, names):
@@ -395,3 +436,99 @@ def test_config_sections_are_declared_parameters(rclpy_context, vehicle):
             assert node.get_parameter(k).value == v, k
     finally:
         node.destroy_node()
+
+
+# ---- GPS: one pose source, NavSatFix in a local ENU frame, antenna lever arm ------------------
+GPS_TRUE = (0.4, -0.25, 0.8)  # [m] true antenna position on the body; the URDF has no antenna
+DATUM = (45.5017, -73.5673, 50.0)  # [deg, deg, m] local ENU origin
+LEVER = ["slip.p6", "sensor.gps.x", "sensor.gps.y"]
+LEVER_STD0 = {"slip.p6": 0.5, "sensor.gps.x": 0.3, "sensor.gps.y": 0.3,
+              **{n: 0.05 for n in NOISE}}
+
+
+@pytest.fixture(scope="module")
+def gps_run():
+    """60 s of a Warthog whose GPS antenna is at GPS_TRUE (built through the vehicle spec, as
+    ``wmr synth`` does), poses of the antenna."""
+    from wmr_model import terrain as tr
+    from wmr_model.calibration import IntervalPolicy, select_intervals, synthetic_log
+    from wmr_model.io.synth_bag import synth_models
+
+    _, true, dims = synth_models("warthog", (0.0, 0.0, GPS_TRUE[2]), GPS_TRUE)
+    run = synthetic_log(true, tr.flat(), duration=60.0, dt=0.02, slip={"slip.p6": -0.3},
+                        Qprime=Q_TRUE, pose_sensor="gps", truth=dims, seed=1)
+    return run, select_intervals(run.log.pose_time, IntervalPolicy("time", 2.0))
+
+
+def test_navsatfix_source_equals_odometry_and_calibrates_the_lever_arm(ros, gps_run, tmp_path):
+    """Two calibrators of a Warthog without an antenna in its URDF, ``pose_source`` odometry
+    and navsatfix, get the same run: Odometry poses, and fixes made from the same ENU positions
+    through pymap3d's inverse (ENU -> geodetic) plus the attitude on imu/data. Each subscribes
+    to its own source only; both calibrate the antenna lever arm ``sensor.gps.x/y`` (declared
+    from ``pose_sensor: gps``) to within 3 sigma of the truth, and their estimates agree."""
+    import pymap3d
+
+    run, iv = gps_run
+    log = run.log
+    common = ("pose_sensor:=gps", f"sensor.gps.z:={GPS_TRUE[2]}")
+    _start_calibrator(ros, "gpsodo", tmp_path / "o.yaml", *common, sys_names=LEVER,
+                      std0=LEVER_STD0, wait=False)
+    _start_calibrator(ros, "gpsfix", tmp_path / "f.yaml", *common, f"datum.latitude:={DATUM[0]}",
+                      f"datum.longitude:={DATUM[1]}", f"datum.altitude:={DATUM[2]}",
+                      sys_names=LEVER, std0=LEVER_STD0, source="navsatfix", wait=False)
+    ros.wait_for(services=[f"/{ns}/calibrator_node/save" for ns in ("gpsodo", "gpsfix")],
+                 timeout=60)
+    odo, fix = Feed(ros, "gpsodo"), Feed(ros, "gpsfix", "navsatfix")
+    # one pose source each: nothing listens on the other sources' topics
+    assert ros.node.count_subscribers("/gpsodo/ground_truth/pose") == 0
+    assert ros.node.count_subscribers("/gpsodo/gps/fix") == 0
+    assert ros.node.count_subscribers("/gpsfix/ground_truth/odom") == 0
+    assert ros.node.count_subscribers("/gpsfix/ground_truth/pose") == 0
+    for ns in ("gpsodo", "gpsfix"):
+        got = _get_parameters(ros, f"/{ns}/calibrator_node", ["sensor.gps.x", "sensor.gps.z"])
+        assert got == {"sensor.gps.x": 0.0, "sensor.gps.z": GPS_TRUE[2]}
+
+    from wmr_model.uncertainty import to_ros_pose_covariance
+
+    cov_ros = to_ros_pose_covariance(log.pose_covariance)
+    P = log.pose[:, 4:7]
+    lat, lon, alt = pymap3d.enu2geodetic(P[:, 0], P[:, 1], P[:, 2], *DATUM)
+    # the attitude goes out 50 ms (stamp time) ahead of its fix, so it is there when the fix is
+    events = sorted([(t, 1, k) for k, t in enumerate(log.joint_time)]
+                    + [(t - 0.05, 0, k) for k, t in enumerate(log.pose_time)]
+                    + [(t, 2, k) for k, t in enumerate(log.pose_time)])
+    names = list(log.joint_names)
+    ends = log.pose_time[iv[:, 1]]
+    for t, kind, k in events:
+        if kind == 1:
+            for f in (odo, fix):
+                f.joint_state(t, names, velocities=log.joint_rate[k])
+        elif kind == 0:
+            tk, C = log.pose_time[k], log.pose_covariance[k]
+            for f in (odo, fix):
+                f.imu_attitude(tk, log.pose[k, :4], C[:3, :3], (0.0, 0.0, 0.0))
+        else:
+            odo.pose(t, log.pose[k], cov_ros[k])
+            fix.fix(t, lat[k], lon[k], alt[k], log.pose_covariance[k][3:, 3:])
+            if k % 10 == 0:
+                done = int(np.searchsorted(ends, t, side="right"))
+                odo.wait_states(max(done - 2, 0))
+                fix.wait_states(max(done - 2, 0))
+    odo.wait_states(len(iv))
+    fix.wait_states(len(iv))
+    a, b = odo.states[len(iv) - 1], fix.states[len(iv) - 1]
+    assert b.interval_count == a.interval_count == len(iv)
+    np.testing.assert_allclose(b.values, a.values, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(b.covariance, a.covariance, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(b.stochastic_values, a.stochastic_values, rtol=1e-6, atol=1e-9)
+    std = np.sqrt(np.diag(np.array(a.covariance).reshape(3, 3)))
+    est = dict(zip(a.parameter_names, a.values))
+    truth = {"slip.p6": -0.3, "sensor.gps.x": GPS_TRUE[0], "sensor.gps.y": GPS_TRUE[1]}
+    for n, s in zip(a.parameter_names, std):
+        assert abs(est[n] - truth[n]) < 3 * s, (n, est[n], s, truth[n])
+    print(f"\nlever arm over DDS ({len(iv)} intervals): x {est['sensor.gps.x']:.3f} +- "
+          f"{std[1]:.3f} (truth {GPS_TRUE[0]}), y {est['sensor.gps.y']:.3f} +- {std[2]:.3f} "
+          f"(truth {GPS_TRUE[1]}); NavSatFix vs Odometry max |diff| "
+          f"{np.max(np.abs(np.subtract(b.values, a.values))):.2e}")
+    _, kv = fix.diagnostics.wait(lambda st, kv: kv.get("accepted pose") == str(len(log.pose)))
+    assert not any(k.startswith("rejected gps/fix") for k in kv), kv

@@ -7,17 +7,24 @@ Interfaces (relative names; remap as needed)
 ``joint_states``           sensor_msgs/JointState (in)           wheel velocities (or positions,
                                                                  differenced); names through the
                                                                  sidecar's ``encoder_map``
-``imu/data``               sensor_msgs/Imu (in)                  angular velocity (buffered)
-``ground_truth/odom``      nav_msgs/Odometry (in)                GPS/INS pose of ``pose_sensor``;
-                                                                 its pose covariance is Sigma_meas
-``ground_truth/pose``      geometry_msgs/PoseWithCovariance-     the same, for sources without a
-                           Stamped (in)                          twist
+``imu/data``               sensor_msgs/Imu (in)                  angular velocity (buffered); with
+                                                                 ``pose_source: navsatfix`` also
+                                                                 the attitude of the fixes
+``ground_truth/odom``      nav_msgs/Odometry (in)                ``pose_source: odometry``: pose of
+                                                                 ``pose_sensor``; its pose
+                                                                 covariance is Sigma_meas
+``ground_truth/pose``      geometry_msgs/PoseWithCovariance-     ``pose_source: pose``: the same,
+                           Stamped (in)                          for sources without a twist
+``gps/fix``                sensor_msgs/NavSatFix (in)            ``pose_source: navsatfix``: the
+                                                                 antenna position, ENU about
+                                                                 ``datum.*`` (or the first fix)
 ``~/state``                wmr_model/CalibrationState (out)      after every filtered interval
                                                                  (and after ``~/reset``)
 ``/diagnostics``           diagnostic_msgs/DiagnosticArray       accepted/rejected samples,
                                                                  skipped intervals, resets, pushes
-``~/save``                 std_srvs/Trigger                      write the calibrated overlay YAML
-                                                                 to ``save_path`` atomically
+``~/save``                 std_srvs/Trigger                      write the calibration file (values
+                                                                 and 1-sigma) to ``save_path``
+                                                                 atomically
 ``~/reset``                std_srvs/Trigger                      back to the initial values and
                                                                  covariance, buffers cleared
 ``<target>/set_parameters`` rcl_interfaces/SetParameters (call)  accepted, confident estimates
@@ -29,6 +36,26 @@ Which parameters are calibrated: ``params`` (systematic, schema names such as ``
 ``noise.U.<a>_<b>`` of the Cholesky factor of Q'). They start from this node's own ``slip.*`` /
 ``noise.U.*`` parameters (or the vehicle's dimensions) with standard deviations
 ``initial_std.<name>`` and random walk ``process_std.<name>`` (declared per calibrated name).
+
+Ground truth: exactly one source, ``pose_source`` (odometry | pose | navsatfix). A NavSatFix
+is converted to a local ENU frame (x east, y north, z up) about ``datum.latitude/longitude/
+altitude`` (NaN: the first fix) with pymap3d; its ``position_covariance`` is used by
+``position_covariance_type`` (UNKNOWN: ``navsatfix.unknown_position_std``, 0 = reject), its
+attitude is the nearest ``imu/data`` orientation (within ``navsatfix.attitude_tolerance``; REP-145
+orientation in ENU, taken as the body's). Fixes without a fix status, a usable covariance or an
+attitude are rejected and counted. The antenna lever arm is ``sensor.<pose_sensor>.x/y/z``
+(declared when ``pose_sensor`` is set; default the description's sensor frame, which is added
+on the body when the URDF has none), calibratable by listing it in ``params``.
+
+Identifiability: once ``identifiability.min_intervals`` intervals were accepted, the posterior
+is checked (:func:`~wmr_model.calibration.identifiability.check_identifiability`): parameters
+confounded with others (multiple correlation >= ``identifiability.max_correlation``) or not
+observed (std > ``identifiability.max_std_ratio`` x prior) are reported in /diagnostics (WARN)
+and never pushed; nothing is pushed before the check.
+
+Starting state: ``calibration_file`` (a file ``~/save`` wrote) sets this node's parameters of
+the same names, the vehicle's dimensions, the starting estimate and, through
+``initial_std.<name>``, the prior 1-sigma.
 
 Pushing: every ``push.period`` seconds, when an accepted update happened since the last push and
 at least ``push.min_intervals`` intervals were accepted, the estimates of ``push.params`` (empty:
@@ -49,11 +76,9 @@ pushes only. Run: ``ros2 run wmr_model calibrator_node --ros-args -p vehicle:=wa
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import tempfile
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
@@ -66,20 +91,32 @@ from rcl_interfaces.srv import SetParameters
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from scipy.stats import chi2
-from sensor_msgs.msg import Imu, JointState
+from sensor_msgs.msg import Imu, JointState, NavSatFix, NavSatStatus
 from std_srvs.srv import Trigger
 
+from wmr_model.calibration.gnss import fix_pose, fix_position_covariance, geodetic_to_enu
+from wmr_model.calibration.identifiability import (
+    DEFAULT_MAX_CORRELATION,
+    DEFAULT_MAX_STD_RATIO,
+    DEFAULT_MIN_INTERVALS,
+    Identifiability,
+    check_identifiability,
+)
 from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, IntervalPolicy
+from wmr_model.calibration.lever_arm import lever_arm, with_lever_arm
+from wmr_model.calibration.logs import DEFAULT_POSE_STD
 from wmr_model.calibration.online import DEFAULT_OUTLIER_PROBABILITY, OnlineCalibrator
-from wmr_model.calibration.overlay import overlay_yaml
 from wmr_model.calibration.predictors import ModelPredictor
 from wmr_model.calibration.stream import IntervalOutcome, StreamCalibrator
 from wmr_model.calibration.table import initial_std
 from wmr_model.errors import ParameterError, WmrError
+from wmr_model.io.calibration_file import save_calibration, write_text_atomically
 from wmr_model.model import VehicleModel
+from wmr_model.model_parameters import split_parameters, with_parameters
 from wmr_model.odometry import DEFAULT_QPRIME_U
 from wmr_model.parameters import get_spec
 from wmr_model.ros import conversions as cv
+from wmr_model.ros.calibration_file import declare_calibration_file, unused_calibration_names
 from wmr_model.ros.conversions import publish_status
 from wmr_model.ros.params import (
     declare,
@@ -92,7 +129,7 @@ from wmr_model.ros.params import (
 from wmr_model.ros.runner import spin_node
 from wmr_model.uncertainty import from_ros_pose_covariance
 
-__all__ = ["CalibratorNode", "main", "write_text_atomically"]
+__all__ = ["CalibratorNode", "main", "write_text_atomically"]  # the writer: re-exported
 
 NODE_NAME = "calibrator_node"
 
@@ -102,31 +139,6 @@ _PUSHABLE = ("slip.", "noise.U.")
 
 def _pushable(name: str) -> bool:
     return name.startswith(_PUSHABLE) or (name.startswith("wheel.") and name.endswith(".radius"))
-
-
-def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and an atomic
-    rename, so readers see the old file or the new one, never a half-written one."""
-    path = Path(path).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    return path
 
 
 def _double(name: str, value: float) -> Parameter:
@@ -139,6 +151,7 @@ class CalibratorNode(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
+        self.calibration = declare_calibration_file(self, prior_std=True)
         self.vehicle_params = declare_vehicle_parameters(self)
         self.params = [n for n in declare(
             self, "params", ["slip.p2", "slip.p3", "slip.p4", "slip.p5", "slip.p6"],
@@ -156,6 +169,41 @@ class CalibratorNode(Node):
         self.pose_sensor = declare(self, "pose_sensor", "", "sensor frame of the vehicle the "
                                    "ground-truth poses are of; '' = the body (base) frame",
                                    read_only=True)
+        self.pose_source = declare(
+            self, "pose_source", "odometry", "ground truth input, one of: odometry "
+            "(nav_msgs/Odometry on ground_truth/odom), pose (geometry_msgs/"
+            "PoseWithCovarianceStamped on ground_truth/pose), navsatfix (sensor_msgs/NavSatFix "
+            "on gps/fix with the attitude of the INS/IMU orientation on imu/data)",
+            read_only=True, choices=("odometry", "pose", "navsatfix"))
+        self.datum = [declare(self, f"datum.{k}", math.nan, f"[{u}] {k} of the local ENU "
+                              "frame's origin for navsatfix; NaN (all three) = the first fix",
+                              read_only=True)
+                      for k, u in (("latitude", "deg"), ("longitude", "deg"),
+                                   ("altitude", "m above the WGS-84 ellipsoid"))]
+        self.unknown_fix_std = declare(
+            self, "navsatfix.unknown_position_std", 0.0, "[m] position std used for fixes "
+            "with position_covariance_type UNKNOWN; 0 rejects them (counted)", lower=0.0,
+            upper=1e4, read_only=True)
+        self.heading_tolerance = declare(
+            self, "navsatfix.attitude_tolerance", 0.05, "[s] largest stamp difference between "
+            "a fix and the INS/IMU orientation used as its attitude (the nearest one)",
+            lower=0.0, upper=10.0, read_only=True)
+        self.identifiability = {
+            "max_correlation": declare(
+                self, "identifiability.max_correlation", DEFAULT_MAX_CORRELATION, "[-] a "
+                "calibrated parameter whose posterior multiple correlation with the others "
+                "reaches this is confounded: reported (WARN) and never pushed", lower=0.0,
+                upper=1.0),
+            "max_std_ratio": declare(
+                self, "identifiability.max_std_ratio", DEFAULT_MAX_STD_RATIO, "[-] after "
+                "identifiability.min_intervals accepted intervals, a parameter whose std is "
+                "above this times its prior std is unobserved: reported and never pushed",
+                lower=0.0, upper=1e6),
+            "min_intervals": declare(
+                self, "identifiability.min_intervals", DEFAULT_MIN_INTERVALS, "accepted "
+                "intervals before the identifiability check runs (nothing is pushed before)",
+                lower=1, upper=1_000_000),
+        }
         self.base_frame = declare(self, "base_frame", "base_link", "frame_id of the published "
                                   "CalibrationState (the frame the parameters refer to)")
         self.components = declare(self, "components", ["x", "y", "yaw"], "residual components "
@@ -238,7 +286,8 @@ class CalibratorNode(Node):
             "params": declare(self, "push.params", [""], "names to push; [''] = every "
                               "calibrated slip.*, noise.U.* and wheel.*.radius"),
         }
-        self.save_path = declare(self, "save_path", "", "overlay YAML written by ~/save; '' = "
+        self.save_path = declare(self, "save_path", "", "calibration file (YAML overlay with "
+                                 "1-sigma, loadable as calibration_file) written by ~/save; '' = "
                                  "$ROS_HOME/wmr_model/<vehicle>.calibration.yaml (ROS_HOME "
                                  "default ~/.ros)")
         period = declare(self, "diagnostics_period", 1.0, "[s] diagnostics publishing period",
@@ -269,9 +318,17 @@ class CalibratorNode(Node):
             else ReliabilityPolicy.RELIABLE))
         self.create_subscription(JointState, "joint_states", self._on_joint_state, qos)
         self.create_subscription(Imu, "imu/data", self._on_imu, qos)
-        self.create_subscription(Odometry, "ground_truth/odom", self._on_odometry, qos)
-        self.create_subscription(PoseWithCovarianceStamped, "ground_truth/pose", self._on_pose,
-                                 qos)
+        # one pose source only (mixing two would feed the filter two time-skewed truths)
+        self._attitudes: deque = deque(maxlen=1000)  # (stamp, [w,x,y,z], (3,3) cov) of the IMU
+        self._datum: list[float] | None = (None if any(math.isnan(v) for v in self.datum)
+                                           else [float(v) for v in self.datum])
+        if self.pose_source == "odometry":
+            self.create_subscription(Odometry, "ground_truth/odom", self._on_odometry, qos)
+        elif self.pose_source == "pose":
+            self.create_subscription(PoseWithCovarianceStamped, "ground_truth/pose",
+                                     self._on_pose, qos)
+        else:
+            self.create_subscription(NavSatFix, "gps/fix", self._on_fix, qos)
         self._rd_sub = None
         self._try_load(None)
         if self.model is None and not self.model_error:
@@ -282,6 +339,9 @@ class CalibratorNode(Node):
         self.create_service(Trigger, "~/reset", self._on_reset)
         self.create_timer(float(period), self._publish_diagnostics)
         self.create_timer(float(self.push["period"]), self._push_tick)
+        unused = unused_calibration_names(self, self.calibration)
+        if unused:
+            self.get_logger().info(f"calibration_file: not parameters of this node: {unused}")
 
     # ---- setup --------------------------------------------------------------------------------
     def _try_load(self, xml: str | None) -> None:
@@ -289,6 +349,7 @@ class CalibratorNode(Node):
             model = load_vehicle_from_parameters(self.vehicle_params, xml)
             if model is None:
                 return
+            model = self._prepare_model(model)
             self.model = model
             self.stream = self._make_stream(model)
         except (WmrError, ValueError, OSError) as exc:
@@ -301,6 +362,35 @@ class CalibratorNode(Node):
         self.get_logger().info(
             f"calibrating {model.name}: {cal.names}, intervals {self.stream.policy}, "
             f"joints {list(self.stream.joint_names)}")
+
+    def _prepare_model(self, model: VehicleModel) -> VehicleModel:
+        """The loaded vehicle with the calibration file's dimensions and the pose sensor's
+        lever arm (``sensor.<pose_sensor>.x/y/z``; the sensor frame is added on the body
+        when the description has none)."""
+        cal = self.calibration
+        ps = self.pose_sensor
+        if cal is not None:
+            if cal.vehicle and cal.vehicle != model.name:
+                raise ParameterError(f"calibration_file {cal.path}: calibrated for "
+                                     f"{cal.vehicle!r}, not for {model.name!r}")
+            dims, _ = split_parameters(cal.values)
+            use = {k: v for k, v in dims.items() if not (
+                k.startswith("sensor.") and (k.split(".")[1] == ps
+                                             or k.split(".")[1] not in model.sensor_frame))}
+            model = with_parameters(model, use)
+        if ps:
+            cur = lever_arm(model, ps)
+            xyz = []
+            for c, v0 in zip("xyz", [0.0] * 3 if cur is None else cur):
+                spec = get_spec(f"sensor.{ps}.{c}")
+                xyz.append(float(declare(
+                    self, f"sensor.{ps}.{c}", float(v0), f"[m] {c} of the pose sensor "
+                    f"{ps!r} (lever arm, e.g. the GPS antenna) in the body frame; default: the "
+                    "vehicle description's (0 when it has no such sensor)", lower=spec.lower,
+                    upper=spec.upper, read_only=True)) if not self.has_parameter(
+                        f"sensor.{ps}.{c}") else self.get_parameter(f"sensor.{ps}.{c}").value)
+            model = with_lever_arm(model, ps, xyz)
+        return model
 
     def _declare_per_name(self, prefix: str, names: list[str], default, what: str) -> dict:
         out = {}
@@ -326,6 +416,7 @@ class CalibratorNode(Node):
         process = self._declare_per_name(
             "process_std", names, lambda n: 0.0,
             "[{unit}] random walk per interval (3.49): lets the estimate follow slow changes")
+        self._std0, self._process = std0, process
         values = self.model_values
         base = {n: v for n, v in values.items() if n.startswith("slip.") and n not in names}
         predictor = ModelPredictor(model, terrain_from_parameters(self.vehicle_params),
@@ -375,6 +466,8 @@ class CalibratorNode(Node):
         for p in params:
             if p.name.startswith("push."):
                 self.push[p.name[len("push."):]] = p.value
+            elif p.name.startswith("identifiability."):
+                self.identifiability[p.name[len("identifiability."):]] = p.value
             elif p.name == "base_frame":
                 self.base_frame = p.value
             elif p.name == "save_path":
@@ -404,6 +497,8 @@ class CalibratorNode(Node):
     def _on_imu(self, msg: Imu) -> None:
         def add():
             s = cv.imu_sample(msg)
+            if self.pose_source == "navsatfix" and s.orientation is not None:
+                self._attitudes.append((s.stamp, s.orientation, s.orientation_covariance))
             if s.angular_velocity is None:
                 self.node_rejected["imu_angular_velocity_not_provided"] += 1
                 return []
@@ -422,6 +517,46 @@ class CalibratorNode(Node):
     def _on_odometry(self, msg: Odometry) -> None:
         self._handle(self._guard("ground_truth", self._pose_input, msg.header.stamp,
                                  msg.pose.pose, msg.pose.covariance))
+
+    def _fix_input(self, msg: NavSatFix) -> list[IntervalOutcome]:
+        stamp = cv.stamp_to_seconds(msg.header.stamp)
+        if msg.status.status < NavSatStatus.STATUS_FIX:
+            self.node_rejected["gps/fix no_fix"] += 1
+            return []
+        cov_p = fix_position_covariance(msg.position_covariance,
+                                        msg.position_covariance_type,
+                                        float(self.unknown_fix_std))
+        if cov_p is None:
+            self.node_rejected[f"gps/fix covariance_type_{msg.position_covariance_type}"
+                               "_unusable"] += 1
+            self.get_logger().warning(
+                f"gps/fix: position_covariance (type {msg.position_covariance_type}) is not a "
+                "usable covariance; set navsatfix.unknown_position_std to accept UNKNOWN",
+                throttle_duration_sec=5.0)
+            return []
+        if not self._attitudes:
+            self.node_rejected["gps/fix no_attitude"] += 1
+            return []
+        t_att, q, cov_q = min(self._attitudes, key=lambda a: abs(a[0] - stamp))
+        if abs(t_att - stamp) > float(self.heading_tolerance):
+            self.node_rejected["gps/fix no_attitude"] += 1
+            self.get_logger().warning(
+                f"gps/fix at {stamp:.3f} s: nearest imu/data orientation is "
+                f"{t_att - stamp:+.3f} s away (navsatfix.attitude_tolerance "
+                f"{self.heading_tolerance} s)", throttle_duration_sec=5.0)
+            return []
+        if self._datum is None:
+            self._datum = [msg.latitude, msg.longitude, msg.altitude]
+            self.get_logger().info(f"navsatfix datum (first fix): {self._datum}")
+        enu = geodetic_to_enu(msg.latitude, msg.longitude, msg.altitude, self._datum)
+        if cov_q is None:
+            a = DEFAULT_POSE_STD[0]
+            cov_q = np.eye(3) * a * a
+        pose, cov = fix_pose(enu, cov_p, q, cov_q)
+        return self.stream.add_pose(stamp, pose, cov)
+
+    def _on_fix(self, msg: NavSatFix) -> None:
+        self._handle(self._guard("gps/fix", self._fix_input, msg))
 
     def _on_pose(self, msg: PoseWithCovarianceStamped) -> None:
         self._handle(self._guard("ground_truth", self._pose_input, msg.header.stamp,
@@ -480,11 +615,19 @@ class CalibratorNode(Node):
         cal = self.stream.calibrator
         if cal.n_accepted < int(self.push["min_intervals"]):
             return
+        ident = self._identifiability()
+        if ident is None:  # not checked yet: nothing is pushed unverified
+            return
         wanted = [n for n in self.push["params"] if n] or [n for n in cal.names if _pushable(n)]
         est, std = cal.estimate, cal.std
         send = {}
         for n in wanted:
             if n not in est:
+                continue
+            if n in ident.confounded:
+                self.push_stats["not_identifiable"] += 1
+                self.get_logger().warning(f"{n} not pushed: {ident.confounded[n]}",
+                                          throttle_duration_sec=30.0)
                 continue
             v, s = est[n], std[n]
             if s <= float(self.push["max_relative_std"]) * abs(v) or s <= float(
@@ -512,6 +655,24 @@ class CalibratorNode(Node):
             req = SetParameters.Request(parameters=[_double(n, send[n]) for n in names])
             fut = client.call_async(req)
             fut.add_done_callback(lambda f, srv=srv, names=names: self._pushed(srv, names, f))
+
+    def _identifiability(self) -> Identifiability | None:
+        """The identifiability check of the current estimate (None before
+        ``identifiability.min_intervals`` accepted intervals)."""
+        if self.stream is None:
+            return None
+        cal = self.stream.calibrator
+        k = int(self.identifiability["min_intervals"])
+        if cal.n_accepted < k:
+            return None
+        # the prior a parameter would have without data: initial std plus the random walk
+        prior = {n: math.sqrt(self._std0.get(n, 1.0) ** 2
+                              + cal.n_updates * self._process.get(n, 0.0) ** 2)
+                 for n in cal.names}
+        return check_identifiability(
+            cal.names, cal.P, prior, cal.n_accepted,
+            max_correlation=float(self.identifiability["max_correlation"]),
+            max_std_ratio=float(self.identifiability["max_std_ratio"]), min_intervals=k)
 
     def _pushed(self, srv: str, names: list[str], fut) -> None:
         try:
@@ -546,10 +707,9 @@ class CalibratorNode(Node):
         cal = self.stream.calibrator
         path = Path(self.save_path).expanduser() if self.save_path else self._default_save_path()
         try:
-            text = overlay_yaml(self.model.name, cal.estimate, cal.std, note=(
+            save_calibration(path, self.model.name, cal.estimate, cal.std, note=(
                 f"online IPEM ({self.get_fully_qualified_name()}), {cal.n_updates} intervals,"
                 f" {cal.n_accepted} accepted"))
-            write_text_atomically(path, text)
         except (OSError, WmrError, ValueError) as exc:
             resp.success = False
             resp.message = f"{path}: {type(exc).__name__}: {exc}"
@@ -603,6 +763,20 @@ class CalibratorNode(Node):
             ]
             values += [KeyValue(key=f"estimate {n}", value=f"{v:.6g} +- {cal.std[n]:.3g}")
                        for n, v in cal.estimate.items()]
+            ident = self._identifiability()
+            if ident is None:
+                values.append(KeyValue(key="identifiability", value=(
+                    f"pending ({cal.n_accepted} of {self.identifiability['min_intervals']} "
+                    "accepted intervals)")))
+            else:
+                values.append(KeyValue(key="identifiability", value=(
+                    "ok" if ident.ok else "confounded: " + ",".join(ident.confounded))))
+                values += [KeyValue(key=f"not identifiable {n}", value=why)
+                           for n, why in ident.confounded.items()]
+                if not ident.ok:
+                    level = max(level, DiagnosticStatus.WARN)
+                    problems.append(f"not identifiable (not pushed): "
+                                    f"{', '.join(ident.confounded)}")
             if d.rejected_total or self.node_rejected:
                 level = max(level, DiagnosticStatus.WARN)
                 problems.append(f"{d.rejected_total + sum(self.node_rejected.values())} "
