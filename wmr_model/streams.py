@@ -18,13 +18,15 @@ function each:
   2. **reorder window**: accepted messages wait in a heap and are released in stamp order
      (ties: the order of ``streams``, so an IMU sample stamped like an encoder message comes
      first). A message is released once every *live* stream has delivered a stamp at or past it
-     (a k-way merge), and in any case once the newest stamp is ``window`` seconds past it; a
-     stream is live while its newest stamp is within ``window`` of the newest overall (during the
-     first ``window`` of a time base, streams not heard from yet are waited for). Added
-     latency, in stamp time: about one period of the slowest live stream when all streams flow,
-     at most ``window`` when one stalls; plus ``idle`` seconds (receive time, :meth:`poll`)
-     for the tail of a stream that stops altogether. ``window = 0`` releases every message at
-     once, in arrival order (no reordering).
+     (a k-way merge), and in any case once the newest stamp is ``window`` seconds past it. A
+     stream is live while it delivered something in the last ``idle`` seconds of *receive*
+     time (``now``; without receive times every stream heard from is live); a stream not heard
+     from yet is waited for during the first ``idle`` seconds. Liveness by receive time is what
+     makes a replay at several times real time lossless: an executor that serves one queue
+     first lets one stream lag the other by a backlog's worth of stamp time, yet both stay live
+     and the merge waits. Added latency: about one period of the slowest stream while all
+     flow; ``idle`` (receive time) when one stops; never more than ``window`` of stamp time.
+     ``window = 0`` releases every message at once, in arrival order (no reordering).
 
 * :func:`wheel_rate_problem`, :func:`angular_rate_problem` - plausibility gates with limits from
   :class:`PlausibilityLimits` (rim speed and acceleration from the wheel radii, gyro rate).
@@ -102,13 +104,12 @@ class OrderedInput:
         jump_threshold: [s] a stamp this far from the time base needs confirmation.
         confirm_count: consecutive consistent messages that confirm a new time base (>= 1;
             1 accepts every jump at once, the behaviour without a guard).
-        idle: [s] of receive time without any push after which :meth:`poll` releases all
-            held messages (default ``window``).
+        idle: [s] of receive time after which a silent stream is no longer waited for.
     """
 
     def __init__(self, streams: Sequence[str], *, window: float = 0.0,
                  jump_threshold: float = 1.0, confirm_count: int = DEFAULT_CONFIRM_COUNT,
-                 idle: float | None = None) -> None:
+                 idle: float = 0.1) -> None:
         if not streams:
             raise ParameterError("streams: expected at least one stream name, got none")
         self.priority = {s: i for i, s in enumerate(streams)}
@@ -117,7 +118,7 @@ class OrderedInput:
         if int(confirm_count) < 1:
             raise ParameterError(f"confirm_count: must be >= 1, got {confirm_count!r}")
         self.confirm_count = int(confirm_count)
-        self.idle = self.window if idle is None else _check_nonneg("idle", idle)
+        self.idle = _check_nonneg("idle", idle)
         self.stats: Counter = Counter()
         #: one-line description of the last stray stamp ("" if none)
         self.last_stray = ""
@@ -130,7 +131,9 @@ class OrderedInput:
         self._base: float | None = None  # newest accepted stamp (any stream)
         self._start = math.nan  # first accepted stamp of the time base: proxy of unseen streams
         self._candidates: list[tuple[str, float, Any]] = []
-        self._last_push: float | None = None
+        self._recv: dict[str, float] = {}  # last receive time per stream
+        self._first_recv = math.nan  # receive time of the first message of the time base
+        self._now: float | None = None  # newest receive time seen
 
     # ---- configuration ------------------------------------------------------------------------
     def set_window(self, window: float) -> list[Released]:
@@ -157,14 +160,18 @@ class OrderedInput:
             stream: one of the ``streams`` names.
             stamp: message stamp [s].
             item: payload returned in :class:`Released`.
-            now: receive time [s] (any monotonic clock) for the idle flush of :meth:`poll`.
+            now: receive time [s] (any monotonic clock) for the stream liveness; None: every
+                stream heard from is live.
             clock: current time [s] of the clock the stamps follow (``/clock`` under sim
                 time), or None; a stamp within ``jump_threshold`` of it is trusted at once.
         """
         if stream not in self.priority:
             raise ParameterError(f"stream: expected one of {list(self.priority)}, got {stream!r}")
         if now is not None:
-            self._last_push = float(now)
+            self._now = float(now)
+            self._recv[stream] = self._now
+            if math.isnan(self._first_recv):
+                self._first_recv = self._now
         t = float(stamp)
         if not math.isfinite(t):
             self.stats["non_finite_stamp"] += 1
@@ -196,11 +203,10 @@ class OrderedInput:
         return out + self._release(final=False)
 
     def poll(self, now: float) -> list[Released]:
-        """Release everything held when nothing was pushed for ``idle`` seconds (receive
-        time); call periodically (e.g. from a timer)."""
-        if self._last_push is None or not self._heap or now - self._last_push < self.idle:
-            return []
-        return self._release(final=True)
+        """Release what streams silent for ``idle`` seconds (receive time ``now``) no longer
+        hold back; call periodically (e.g. from a timer) so a stopped stream's tail leaves."""
+        self._now = float(now)
+        return self._release(final=False)
 
     def flush(self) -> list[Released]:
         """Release every held message (in stamp order); pending time-base candidates stay."""
@@ -228,14 +234,7 @@ class OrderedInput:
         if not self._heap:
             return out
         newest = max(self._latest.values()) if self._latest else math.inf
-        if final or self.window == 0.0:
-            limit = math.inf
-        else:
-            live = [v for v in self._latest.values() if v >= newest - self.window]
-            # a stream not heard from yet may still bring older stamps during the first window
-            waiting = len(self._latest) < len(self.priority) and (
-                newest - self._start <= self.window)
-            limit = newest - self.window if waiting else max(min(live), newest - self.window)
+        limit = math.inf if final or self.window == 0.0 else self._limit(newest)
         while self._heap and self._heap[0][0] <= limit:
             t, _, _, stream, item, new_base = heapq.heappop(self._heap)
             if t < self._released_front:
@@ -246,6 +245,21 @@ class OrderedInput:
                 self.max_hold = max(self.max_hold, newest - t)
             out.append(Released(t, stream, item, new_base))
         return out
+
+    def _limit(self, newest: float) -> float:
+        """Newest stamp that may leave: the k-way merge bound over the live streams, capped at
+        ``window`` behind the newest stamp."""
+        bound = math.inf
+        for s in self.priority:
+            if self._now is None:  # no receive times: heard streams, or the first window
+                live = s in self._latest or newest - self._start <= self.window
+            else:
+                r = self._recv.get(s)
+                live = (self._now - r <= self.idle if r is not None
+                        else self._now - self._first_recv <= self.idle)
+            if live:
+                bound = min(bound, self._latest.get(s, -math.inf))
+        return max(bound, newest - self.window)
 
 
 # ---- plausibility -------------------------------------------------------------------------------

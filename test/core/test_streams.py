@@ -74,19 +74,25 @@ def test_merge_latency_is_one_period_when_streams_flow():
     assert buf.max_hold <= 0.004 + 1e-12
 
 
-def test_stalled_stream_holds_at_most_the_window_and_idle_flushes_the_tail():
-    buf = OrderedInput(["imu", "encoders"], window=0.1, idle=0.2)
-    buf.push("encoders", 0.9, None, now=0.0)
-    out = buf.push("imu", 1.0, None, now=0.0)
-    for k in range(1, 6):  # IMU stalls at 1.0 s; encoders go on: held while the IMU may come
-        out += buf.push("encoders", 1.0 + 0.01 * k, k, now=0.0)
-    assert [r.stamp for r in out] == [0.9, 1.0]
-    assert buf.poll(now=0.1) == []
-    tail = buf.poll(now=0.25)  # nothing pushed for idle = 0.2 s: the tail goes out
+def test_silent_stream_is_waited_for_idle_seconds_and_window_caps_the_hold():
+    buf = OrderedInput(["imu", "encoders"], window=0.5, idle=0.1)
+    out = buf.push("encoders", 0.9, None, now=0.0)
+    out += buf.push("imu", 1.0, None, now=0.0)
+    for k in range(1, 6):  # the IMU falls silent at 1.0 s; encoders go on
+        out += buf.push("encoders", 1.0 + 0.01 * k, k, now=0.01 * k)
+    assert [r.stamp for r in out] == [0.9, 1.0]  # encoders wait: the IMU may still come
+    assert buf.poll(now=0.09) == []
+    tail = buf.poll(now=0.11)  # IMU silent for more than idle = 0.1 s: no longer waited for
     assert [r.stamp for r in tail] == pytest.approx([1.01, 1.02, 1.03, 1.04, 1.05])
-    for k in range(6, 21):  # a window past the IMU's last stamp it is no longer waited for
-        out += buf.push("encoders", 1.0 + 0.01 * k, k, now=0.3)
-    assert buf.pending == 0 and buf.max_hold <= 0.1 + 1e-9
+    assert buf.push("encoders", 1.06, 6, now=0.12)[0].stamp == 1.06
+    # a live stream that lags is waited for, but never more than window of stamp time
+    buf = OrderedInput(["imu", "encoders"], window=0.5, idle=0.1)
+    buf.push("imu", 1.0, None, now=0.0)
+    out = []
+    for k in range(1, 101):
+        out += buf.push("encoders", 1.0 + 0.01 * k, k, now=0.0)
+    assert max(r.stamp for r in out) == pytest.approx(2.0 - 0.5)
+    assert buf.max_hold <= 0.5 + 0.01 + 1e-9  # window, plus one period of rounding
 
 
 @pytest.mark.parametrize("stray", [0.0, 95.0, 200.0])  # stamp 0, 5 s old, 100 s ahead

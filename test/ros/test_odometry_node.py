@@ -2,9 +2,11 @@
 
 Synthetic JointState and Imu streams are published from the test process; the offline reference
 is :class:`wmr_model.odometry.Odometry3D` fed the same samples (same stamp conversion). Also:
-bad messages show up in /diagnostics and do not stop the node, a bag-loop time jump resets,
-runtime parameter updates apply from the next step, and the vehicle can come from the
-robot_description topic.
+bad messages show up in /diagnostics and do not stop the node, a bag-loop time jump resets
+once confirmed, runtime parameter updates apply from the next step, and the vehicle can come from
+the robot_description topic. Issue 19: per-wheel joint states (``wmr synth``), a stamp-ordered
+reorder window (burst delivery as in a 4x replay loses nothing), stray stamps and absurd
+samples rejected and counted, odom -> base_link on /tf.
 """
 
 from __future__ import annotations
@@ -37,12 +39,17 @@ class Feed:
     def __init__(self, ros, ns):
         from nav_msgs.msg import Odometry
         from sensor_msgs.msg import Imu, JointState
+        from tf2_msgs.msg import TFMessage
+
+        from wmr_model.ros.odometry_node import TF_QOS
 
         self.ros, self.ns = ros, ns
         self.js = ros.node.create_publisher(JointState, f"/{ns}/joint_states", _qos())
         self.imu = ros.node.create_publisher(Imu, f"/{ns}/imu/data", _qos())
         self.odom: list = []
         ros.node.create_subscription(Odometry, f"/{ns}/odom", self.odom.append, _qos())
+        self.tf: list = []
+        ros.node.create_subscription(TFMessage, "/tf", self.tf.append, TF_QOS)
         self.diagnostics = DiagnosticsRecorder(ros, f"/{ns}/odometry_node", _qos(100))
         deadline = time.monotonic() + 20
         while (self.js.get_subscription_count() < 1 or self.imu.get_subscription_count() < 1
@@ -111,7 +118,7 @@ def test_output_equals_the_core_offline_result(ros):
     from wmr_model.odometry import Odometry3D
     from wmr_model.vehicles import load_vehicle
 
-    feed = _start(ros, "odo_eq", "vehicle:=diffdrive")
+    feed = _start(ros, "odo_eq", "vehicle:=diffdrive", "reorder_window:=0.0")
     offline = Odometry3D(load_vehicle("diffdrive"))
     rng = np.random.default_rng(5)
     t_ns = 100 * 10**9
@@ -186,14 +193,14 @@ def test_output_equals_the_core_offline_result(ros):
     p = feed.odom[-1].pose.pose.position
     np.testing.assert_allclose([p.x, p.y, p.z], offline.q[4:7], atol=1e-12)
 
-    # --- a bag loop: the clock jumps back 30 s -> clean reset ------------------------------
+    # --- a bag loop: the clock jumps back 30 s -> reset once 3 messages confirm it ----------
     n = len(feed.odom)
     t_ns -= 30 * 10**9
-    feed.joint_state(t_ns, [2.0, 2.0])
-    feed.settle(0.05)
-    feed.joint_state(t_ns + dt_ns, [2.0, 2.0])
-    feed.wait_odom(n + 1)
-    p = feed.odom[-1].pose.pose.position
+    for k in range(3):
+        feed.joint_state(t_ns + k * dt_ns, [2.0, 2.0])
+        feed.settle(0.05)
+    feed.wait_odom(n + 2)
+    p = feed.odom[n].pose.pose.position
     assert p.x == pytest.approx(0.02 * 2.0 * 0.1005, rel=1e-6) and abs(p.y) < 1e-12
     assert feed.odom[-1].pose.covariance[0] < 1e-3
     st, kv = feed.diagnostics.wait(lambda st, kv: kv.get("resets") == "1")
@@ -224,3 +231,127 @@ def test_vehicle_from_robot_description_topic(ros):
     assert v == pytest.approx(0.3, rel=1e-6)  # radius 0.3 m
     st, _ = feed.diagnostics.wait(lambda st, kv: "imu age [s]" in kv)
     assert "stale" not in st.message or "imu" not in st.message  # gyro off: IMU not needed
+
+
+def _odom_xy(msg):
+    p = msg.pose.pose.position
+    return np.array([p.x, p.y, p.z])
+
+
+def test_per_wheel_joint_states_of_wmr_synth_are_accepted(ros):
+    """The warthog sidecar maps left/right_wheel_joint; ``wmr synth`` writes the four wheel
+    joints. Both are accepted; empty velocity arrays differentiate the positions."""
+    from wmr_model.io.synth_bag import encoder_joint_names
+    from wmr_model.vehicles import load_vehicle
+
+    model = load_vehicle("warthog")
+    names = encoder_joint_names(model)
+    assert names == ["front_left_wheel", "rear_left_wheel", "front_right_wheel",
+                     "rear_right_wheel"]
+    feed = _start(ros, "odo_pw", "vehicle:=warthog", "use_gyro:=false")
+    t0, dt_ns = 10**9, 20_000_000
+    for k in range(6):  # velocities, per wheel
+        feed.joint_state(t0 + k * dt_ns, [1.0] * 4, names=names)
+    feed.wait_odom(5)
+    assert feed.odom[-1].twist.twist.linear.x == pytest.approx(0.3, rel=1e-9)  # r = 0.3 m
+    for k in range(6, 12):  # positions only (velocity empty: "not provided")
+        feed.joint_state(t0 + k * dt_ns, [], names=names, positions=[2.0 * k * 0.02] * 4)
+    feed.wait_odom(10)
+    assert feed.odom[-1].twist.twist.linear.x == pytest.approx(0.6, rel=1e-6)
+    feed.joint_state(t0 + 12 * dt_ns, [], names=names)  # neither: rejected, counted
+    _, kv = feed.diagnostics.wait(lambda st, kv: "rejected no_values" in kv)
+    assert kv["rejected no_values"] == "1" and "rejected missing_joints" not in kv
+    assert kv["accepted encoders"] == "12"
+
+
+def _skewed_run(T=1.0, enc_dt=0.004, imu_dt=0.002, chunk=0.2):
+    """250 Hz encoders and 500 Hz IMU of a turning drive, in stamp order, and the same messages
+    in delivery order: each chunk's encoder messages before its IMU samples (a replay at 4x
+    whose executor serves one queue first: the IMU lags by up to `chunk` s of stamp time)."""
+    t0 = 100 * 10**9
+    enc = [("enc", t0 + round(k * enc_dt * 1e9), [3.0 + 0.5 * math.sin(k * enc_dt),
+                                                   4.0 - 0.5 * math.sin(k * enc_dt)])
+           for k in range(int(T / enc_dt) + 1)]
+    imu = [("imu", t0 + round(k * imu_dt * 1e9), [0.0, 0.0, 0.3 * math.cos(k * imu_dt)])
+           for k in range(1, int(T / imu_dt) + 1)]
+    by_stamp = sorted(enc + imu, key=lambda m: (m[1], m[0] != "imu"))
+    delivery = []
+    for c in range(int(round(T / chunk)) + 1):
+        lo, hi = t0 + c * chunk * 1e9, t0 + (c + 1) * chunk * 1e9
+        delivery += [m for m in enc if lo <= m[1] < hi] + [m for m in imu if lo <= m[1] < hi]
+    return by_stamp, delivery
+
+
+def test_reorder_window_loses_no_imu_sample_and_tf_follows_odom(ros):
+    from wmr_model.odometry import Odometry3D
+    from wmr_model.vehicles import load_vehicle
+
+    by_stamp, delivery = _skewed_run()
+    offline = Odometry3D(load_vehicle("diffdrive"))
+    steps = 0
+    for kind, t, v in by_stamp:
+        if kind == "imu":
+            assert offline.update_imu(_sec(t), v).accepted
+        else:
+            steps += offline.update_encoders(_sec(t), WHEELS, velocities=v).stepped
+    # reorder_idle 2 s: a pause of this (loaded) test process between two bursts must not count
+    # as a stopped input
+    feed = _start(ros, "odo_rw", "vehicle:=diffdrive", "reorder_window:=2.0",
+                  "reorder_idle:=2.0")
+    for n, (kind, t, v) in enumerate(delivery):
+        if kind == "imu":
+            feed.imu_sample(t, v)
+        else:
+            feed.joint_state(t, v)
+        if n % 50 == 0:
+            feed.settle(0.002)
+    feed.wait_odom(steps, timeout=40)
+    np.testing.assert_allclose(_odom_xy(feed.odom[-1]), offline.q[4:7], atol=1e-9)
+    assert offline.q[4] > 0.3 and abs(offline.q[5]) > 0.02  # it did turn
+    _, kv = feed.diagnostics.wait(lambda st, kv: kv.get("accepted imu") == "500")
+    assert "rejected late" not in kv and kv["gyro stale steps"] == "0"
+    assert 0.0 < float(kv["reorder max hold [s]"]) <= 2.0
+    # /tf: one odom -> base_link per odometry message, with its pose and stamp
+    deadline = time.monotonic() + 10
+    while len(feed.tf) < len(feed.odom):
+        assert time.monotonic() < deadline, f"{len(feed.tf)} /tf for {len(feed.odom)} odom"
+        ros.spin_once(0.02)
+    for tf_msg, odom in zip(feed.tf, feed.odom):
+        (tr,) = tf_msg.transforms
+        assert (tr.header.frame_id, tr.child_frame_id) == ("odom", "base_link")
+        assert tr.header.stamp == odom.header.stamp
+        t, o = tr.transform.translation, tr.transform.rotation
+        np.testing.assert_array_equal([t.x, t.y, t.z], _odom_xy(odom))
+        assert o == odom.pose.pose.orientation
+
+
+def test_stray_stamps_and_absurd_samples_are_rejected_and_counted(ros):
+    from wmr_model.odometry import Odometry3D
+    from wmr_model.vehicles import load_vehicle
+
+    offline = Odometry3D(load_vehicle("diffdrive"))
+    feed = _start(ros, "odo_st", "vehicle:=diffdrive", "reorder_window:=0.05")
+    t0, dt_ns = 200 * 10**9, 20_000_000
+    strays = {20: t0 + 15 * dt_ns - 5 * 10**9, 40: 0, 60: t0 + 60 * dt_ns + 100 * 10**9}
+    steps = 0
+    for k in range(81):
+        t = t0 + k * dt_ns
+        w = [0.0, 0.0, 0.4]
+        feed.imu_sample(t - dt_ns // 2, w)
+        offline.update_imu(_sec(t - dt_ns // 2), w)
+        if k == 30:  # a glitching gyro: 1e6 rad/s
+            feed.imu_sample(t - dt_ns // 4, [0.0, 0.0, 1e6])
+        if k in strays:  # one encoder message with a stray stamp: 5 s old, 0, 100 s ahead
+            feed.joint_state(strays[k], [9.0, 9.0])
+        feed.joint_state(t, [2.0, 3.0])
+        steps += offline.update_encoders(_sec(t), WHEELS, velocities=[2.0, 3.0]).stepped
+        feed.settle(0.003)
+    feed.imu_sample(t0 + 81 * dt_ns, [0.0, 0.0, 0.4])  # releases the last encoder message
+    feed.wait_odom(steps)
+    np.testing.assert_allclose(_odom_xy(feed.odom[-1]), offline.q[4:7], atol=1e-9)
+    assert feed.odom[-1].pose.pose.position.x > 0.3  # not reset to the origin
+    st, kv = feed.diagnostics.wait(lambda st, kv: "rejected implausible" in kv
+                                   and kv.get("rejected stray_stamp") == "3")
+    assert kv["rejected implausible"] == "1" and kv["resets"] == "0"
+    assert kv["time base changes"] == "0" and "+100.01" in kv["last stray stamp"]
+    assert st.level == st.WARN and "3 stray stamps dropped" in st.message

@@ -8,9 +8,13 @@ what real sensors do to it and writes the messages a real robot records:
 ====================  ==========================  ===============================================
 topic                 type                        sensor model
 ====================  ==========================  ===============================================
-``/joint_states``     sensor_msgs/JointState      actuated wheel joints: position = true wheel
-                                                  angle quantized to ``ticks_per_rev``; velocity
-                                                  = mean true rate over the period + white noise
+``/joint_states``     sensor_msgs/JointState      actuated wheel joints, each by its own name
+                                                  (:func:`encoder_joint_names`, the odometry's
+                                                  ``per_wheel`` layout, accepted beside a
+                                                  sidecar's ``encoder_map``): position = true
+                                                  wheel angle quantized to ``ticks_per_rev``;
+                                                  velocity = mean true rate over the period +
+                                                  white noise
 ``/imu/data``         sensor_msgs/Imu             gyro = true body rate (IMU frame) + constant
                                                   bias + white noise; accel = specific force of
                                                   the 0.2 s-smoothed motion + bias + noise;
@@ -66,6 +70,7 @@ __all__ = [
     "SynthSummary",
     "synth_terrain",
     "synth_models",
+    "encoder_joint_names",
     "write_synth_bag",
     "read_synth_sidecar",
 ]
@@ -238,6 +243,14 @@ def synth_models(vehicle: str, gps_nominal, gps_true=None, radius_error: float =
     return nominal, with_parameters(nominal, dims), dims
 
 
+def encoder_joint_names(model) -> list[str]:
+    """Joint names of the synthetic ``/joint_states``: every actuated joint by its own name (the
+    ``per_wheel`` layout of :func:`wmr_model.odometry.encoder_layouts`)."""
+    from wmr_model.odometry import encoder_layouts
+
+    return list(encoder_layouts(model, {})["per_wheel"])
+
+
 def _stride(rate: float, sim_rate: float, what: str) -> int:
     if not (math.isfinite(rate) and rate > 0):
         raise ParameterError(f"{what} rate: must be > 0 Hz, got {rate}")
@@ -333,7 +346,7 @@ def _simulate(cfg: SynthConfig) -> dict:
         cfg=cfg, nominal=nominal, true=true, run=run, dt=dt, K=K, dims=dims, preset=pre,
         imu_t=np.arange(1, K + 1) * dt, gyro=gyro, accel=accel, ori=ori,
         enc_t=ke * dt, enc_pos=enc_pos, enc_vel=enc_vel,
-        enc_names=[true.joint_names[k] for k in act],
+        enc_names=encoder_joint_names(true),
         cmd_t=kc * dt, cmd=cmd[kc], gt_t=kg * dt, gt_q=q[kg], gt_v=v_body[kg], gt_w=w_body[kg],
         gps_t=run.log.pose_time[gsel], gps=run.log.pose[gsel],
         gps_cov=run.log.pose_covariance[gsel], gps_sensor_T=true.sensor_frame[GPS_SENSOR][1])

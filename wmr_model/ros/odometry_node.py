@@ -12,14 +12,30 @@ Topics (relative names; remap as needed)
                                                              ``vehicle`` parameter is set
 ``odom``                    nav_msgs/Odometry (out)          ``odom_frame`` -> ``base_frame``
                                                              (REP-105), propagated covariances
-``/tf``                     odom -> base_link                when tf2_ros is importable and
-                                                             ``publish_tf``
+``/tf``                     tf2_msgs/TFMessage (out)         odom -> base_link per odometry
+                                                             message when ``publish_tf``: through
+                                                             tf2_ros' TransformBroadcaster when it
+                                                             imports, else a publisher with its QoS
+                                                             (reliable, volatile, depth 100)
 ``/diagnostics``            diagnostic_msgs/DiagnosticArray  input rates, stale inputs, rejected
                                                              messages, resets
 ==========================  ===============================  ======================================
 
 All integration uses message stamps (:mod:`wmr_model.odometry`); the node clock (``use_sim_time``
-honoured) only paces the diagnostics. Parameter updates (``slip.*``, ``noise.U.*``,
+honoured) only paces the diagnostics and, under sim time, confirms time-base jumps.
+
+Input order and time base (:class:`wmr_model.streams.OrderedInput`): encoder and IMU messages
+pass a time-base guard (a stamp more than ``time_jump_threshold`` from the time base is held and
+only followed when ``time_base_confirm`` consecutive messages agree with it, or, under
+``use_sim_time``, ``/clock`` does; a lone stray stamp is dropped and counted as
+``stray_stamp``) and a stamp-ordered reorder window (a merge of the two streams: a message
+leaves once both inputs delivered a stamp at or past it; an input silent for ``reorder_idle``
+seconds of receive time is not waited for; nothing waits more than ``reorder_window`` seconds of
+stamp time) before the odometry sees them. Added latency: about one sensor period while both
+inputs flow, ``reorder_idle`` while one stops; ``reorder_window`` 0 processes messages as they
+arrive. Plausibility gates (``max_wheel_speed``, ``max_wheel_acceleration`` at the rim, so the
+wheel-rate limits follow each wheel's radius; ``max_angular_rate``) reject absurd samples,
+counted as ``implausible``. Parameter updates (``slip.*``, ``noise.U.*``,
 ``wheel.<wheel>.radius``, the behaviour switches) are accepted at run time and apply from the
 next step; bad values are refused with the core's message.
 
@@ -28,6 +44,7 @@ Run: ``ros2 run wmr_model odometry_node --ros-args -p vehicle:=warthog``.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -35,12 +52,13 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
 
 from wmr_model.errors import WmrError
 from wmr_model.odometry import DEFAULT_QPRIME_U, Odometry3D
 from wmr_model.ros import conversions as cv
+from wmr_model.ros.calibration_file import declare_calibration_file
 from wmr_model.ros.conversions import publish_status
 from wmr_model.ros.params import (
     declare,
@@ -53,6 +71,14 @@ from wmr_model.ros.params import (
     terrain_from_parameters,
 )
 from wmr_model.ros.runner import spin_node
+from wmr_model.streams import (
+    DEFAULT_CONFIRM_COUNT,
+    DEFAULT_MAX_ANGULAR_RATE,
+    DEFAULT_MAX_WHEEL_ACCELERATION,
+    DEFAULT_MAX_WHEEL_SPEED,
+    OrderedInput,
+    PlausibilityLimits,
+)
 
 __all__ = ["OdometryNode", "main"]
 
@@ -61,6 +87,11 @@ NODE_NAME = "odometry_node"
 # behaviour parameters mirrored onto the Odometry3D attribute of the same name
 _BEHAVIOUR = ("use_gyro", "impose_imu_attitude", "stabilization", "max_step",
               "time_jump_threshold", "reset_on_gap", "gyro_timeout", "late_tolerance")
+# plausibility gates (Odometry3D.limits)
+_LIMITS = ("max_wheel_speed", "max_wheel_acceleration", "max_angular_rate")
+#: tf2_ros' TransformBroadcaster QoS (reliable, volatile, keep last 100)
+TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                    durability=DurabilityPolicy.VOLATILE)
 
 
 class OdometryNode(Node):
@@ -68,6 +99,8 @@ class OdometryNode(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
+        # first: the file's values become those of the model parameters declared from here on
+        self.calibration = declare_calibration_file(self)
         self.vehicle_params = declare_vehicle_parameters(self)
         self.odom_frame = declare(self, "odom_frame", "odom", "frame of the published pose "
                                   "(REP-105 odom)", read_only=True)
@@ -90,9 +123,11 @@ class OdometryNode(Node):
             "max_step": declare(self, "max_step", 0.5, "[s] longest encoder interval "
                                 "integrated; longer gaps are skipped (reported)", lower=1e-3,
                                 upper=60.0),
-            "time_jump_threshold": declare(self, "time_jump_threshold", 1.0, "[s] an encoder "
-                                           "stamp this far behind is a time jump (bag loop): "
-                                           "reset", lower=0.0, upper=3600.0),
+            "time_jump_threshold": declare(self, "time_jump_threshold", 1.0, "[s] a stamp this "
+                                           "far from the time base is a time jump (bag loop, "
+                                           "clock reset) once confirmed (time_base_confirm); "
+                                           "backwards it resets the odometry", lower=0.0,
+                                           upper=3600.0),
             "reset_on_gap": declare(self, "reset_on_gap", False, "reset the pose (not only the "
                                     "time base) after a forward gap > max_step"),
             "gyro_timeout": declare(self, "gyro_timeout", 0.5, "[s] how long a gyro rate or "
@@ -102,6 +137,33 @@ class OdometryNode(Node):
                                       "older than an interval still count for it", lower=0.0,
                                       upper=5.0),
         }
+        self.limits = {
+            "max_wheel_speed": declare(self, "max_wheel_speed", DEFAULT_MAX_WHEEL_SPEED,
+                                       "[m/s] encoder samples whose wheel rim speed (rate x "
+                                       "radius) exceeds this are rejected (implausible)",
+                                       lower=1e-3, upper=1e4),
+            "max_wheel_acceleration": declare(self, "max_wheel_acceleration",
+                                              DEFAULT_MAX_WHEEL_ACCELERATION, "[m/s^2] encoder "
+                                              "samples whose rim acceleration since the last "
+                                              "accepted one exceeds this are rejected",
+                                              lower=1e-3, upper=1e6),
+            "max_angular_rate": declare(self, "max_angular_rate", DEFAULT_MAX_ANGULAR_RATE,
+                                        "[rad/s] IMU samples with a gyro component beyond this "
+                                        "are rejected (default: a 2000 deg/s gyro's full "
+                                        "scale)", lower=1e-3, upper=1e4),
+        }
+        self.reorder_window = declare(self, "reorder_window", 0.5, "[s] of stamp time encoder "
+                                      "and IMU messages may wait to be processed in stamp order "
+                                      "(bag replay at several times real time); latency about "
+                                      "one sensor period, at most this; 0: arrival order",
+                                      lower=0.0, upper=10.0)
+        self.reorder_idle = declare(self, "reorder_idle", 0.1, "[s] (receive time) a silent "
+                                    "input is still waited for by the reorder window; must "
+                                    "exceed the slowest input's period", lower=0.0, upper=10.0)
+        self.time_base_confirm = declare(self, "time_base_confirm", DEFAULT_CONFIRM_COUNT,
+                                         "consecutive messages that confirm a time jump; a "
+                                         "lone stray stamp is dropped (1: follow every jump)",
+                                         lower=1, upper=1000)
         self.stale_timeout = declare(self, "stale_timeout", 1.0, "[s] an input silent this "
                                      "long (node clock) is reported stale", lower=0.0,
                                      upper=3600.0)
@@ -111,14 +173,17 @@ class OdometryNode(Node):
                               "subscriptions: reliable (bag replay, no loss) or best_effort "
                               "(drivers using SensorDataQoS)", read_only=True,
                               choices=("reliable", "best_effort"))
-        depth = declare(self, "queue_size", 100, "input queue depth", lower=1, upper=100000,
+        depth = declare(self, "queue_size", 1000, "input queue depth (messages; 1000 holds 0.5 s "
+                        "of a 500 Hz IMU replayed at 4x)", lower=1, upper=100000,
                         read_only=True)
         self.model_values = declare_model_parameters(self, DEFAULT_QPRIME_U)
 
         self.odo: Odometry3D | None = None
+        self.input = self._make_input()
         self.pub_odom = self.create_publisher(Odometry, "odom", 50)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.tf = None
+        self.pub_tf = None
         if self.publish_tf:
             self._make_tf()
         qos = QoSProfile(depth=int(depth), reliability=(
@@ -139,17 +204,26 @@ class OdometryNode(Node):
             self._rd_sub = subscribe_robot_description(self, self._on_robot_description)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(float(period), self._publish_diagnostics)
+        self.create_timer(0.05, self._poll_input)
 
     # ---- setup --------------------------------------------------------------------------------
     def _make_tf(self) -> None:
         try:
             from tf2_ros import TransformBroadcaster
         except ImportError:
-            self.get_logger().warning(
-                "publish_tf is true but tf2_ros is not importable (PyPI ROS wheels ship none): "
-                "odom -> base_link is NOT broadcast; the pose is still on the odom topic")
+            from tf2_msgs.msg import TFMessage
+
+            self.get_logger().info("tf2_ros is not importable: odom -> base_link goes out as "
+                                   "tf2_msgs/TFMessage on /tf with tf2_ros' QoS")
+            self.pub_tf = self.create_publisher(TFMessage, "/tf", TF_QOS)
             return
-        self.tf = TransformBroadcaster(self)
+        self.tf = TransformBroadcaster(self, qos=TF_QOS)
+
+    def _make_input(self) -> OrderedInput:
+        return OrderedInput(("imu", "encoders"), window=float(self.reorder_window),
+                            jump_threshold=float(self.behaviour["time_jump_threshold"]),
+                            confirm_count=int(self.time_base_confirm),
+                            idle=float(self.reorder_idle))
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
@@ -170,15 +244,17 @@ class OdometryNode(Node):
                            if v != float(model.wheel_radius[model.wheel_names.index(
                                k[len("wheel."):-len(".radius")])])})
             self.odo = Odometry3D(model, terrain_from_parameters(self.vehicle_params),
-                                  fidelity=self.fidelity, parameters=params, **self.behaviour)
+                                  fidelity=self.fidelity, parameters=params, **self.behaviour,
+                                  **self.limits)
         except (WmrError, ValueError) as exc:
             self.model_error = str(exc)
             self.get_logger().error(f"cannot set up the odometry for {model.name}: {exc}")
             return
         self.model_error = ""
+        layouts = " or ".join(f"{k} {list(v)}" for k, v in self.odo.encoder_layouts.items())
         self.get_logger().info(
-            f"odometry for {model.name}: {model.nw} wheels, encoder joints "
-            f"{list(self.odo.required_joints)}, use_gyro={self.odo.use_gyro}")
+            f"odometry for {model.name}: {model.nw} wheels, encoder joints {layouts}, "
+            f"use_gyro={self.odo.use_gyro}")
 
     def _on_robot_description(self, xml: str) -> None:
         if self.odo is not None:
@@ -192,12 +268,15 @@ class OdometryNode(Node):
         model_names = set(model_parameter_names())
         updates: dict[str, float] = {}
         behaviour: dict[str, Any] = {}
+        limits: dict[str, float] = {}
         for p in params:
             if p.name in model_names or (p.name.startswith("wheel.")
                                          and p.name.endswith(".radius")):
                 updates[p.name] = p.value
             elif p.name in _BEHAVIOUR:
                 behaviour[p.name] = p.value
+            elif p.name in _LIMITS:
+                limits[p.name] = float(p.value)
             elif p.name == "publish_tf":
                 if p.value and self.tf is None:
                     self._make_tf()
@@ -214,9 +293,23 @@ class OdometryNode(Node):
             self.behaviour[name] = value
             if self.odo is not None:
                 setattr(self.odo, name, type(getattr(self.odo, name))(value))
-        if updates or behaviour:
+            if name == "time_jump_threshold":
+                self.input.jump_threshold = float(value)
+        if limits:
+            self.limits.update(limits)
+            if self.odo is not None:
+                self.odo.limits = PlausibilityLimits(**self.limits)
+        for p in params:
+            if p.name == "reorder_window":
+                self.reorder_window = float(p.value)
+                self._process(self.input.set_window(self.reorder_window))
+            elif p.name == "time_base_confirm":
+                self.input.confirm_count = int(p.value)
+            elif p.name == "reorder_idle":
+                self.input.idle = float(p.value)
+        if updates or behaviour or limits:
             self.get_logger().info(f"parameters updated (apply from the next step): "
-                                   f"{sorted(updates) + sorted(behaviour)}")
+                                   f"{sorted(updates) + sorted(behaviour) + sorted(limits)}")
         return SetParametersResult(successful=True)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -225,20 +318,20 @@ class OdometryNode(Node):
         self.window[stream] += 1
         self.last_receive[stream] = self._now()
 
+    def _push(self, stream: str, stamp: float, sample: Any) -> None:
+        clock = self._now() if self.get_parameter("use_sim_time").value else None
+        self._process(self.input.push(stream, stamp, sample, now=time.monotonic(), clock=clock))
+
+    def _poll_input(self) -> None:
+        self._process(self.input.poll(time.monotonic()))
+
     def _on_joint_state(self, msg: JointState) -> None:
         self._received("encoders")
         if self.odo is None:
             self.node_rejected["no_vehicle_model"] += 1
             return
         s = cv.encoder_sample(msg)
-        res = self.odo.update_encoders(s.stamp, s.names, s.positions, s.velocities)
-        if res.reset:
-            self.get_logger().warning(f"odometry reset: {res.reset}")
-        if not res.accepted:
-            self.get_logger().warning(f"rejected: {self.odo.diagnostics.last_rejection}",
-                                      throttle_duration_sec=5.0)
-        if res.stepped:
-            self._publish_odometry(s.stamp)
+        self._push("encoders", s.stamp, s)
 
     def _on_imu(self, msg: Imu) -> None:
         self._received("imu")
@@ -249,12 +342,32 @@ class OdometryNode(Node):
         if s.angular_velocity is None:
             self.node_rejected["imu_angular_velocity_not_provided"] += 1
             return
-        res = self.odo.update_imu(s.stamp, s.angular_velocity, s.orientation,
-                                  angular_velocity_covariance=s.angular_velocity_covariance,
-                                  orientation_covariance=s.orientation_covariance)
-        if not res.accepted:
-            self.get_logger().warning(f"rejected: {self.odo.diagnostics.last_rejection}",
-                                      throttle_duration_sec=5.0)
+        self._push("imu", s.stamp, s)
+
+    def _process(self, released) -> None:
+        """Feed released messages (stamp order) to the odometry; publish after each step."""
+        odo = self.odo
+        if odo is None:
+            return
+        for r in released:
+            s = r.item
+            if r.new_time_base:
+                self.get_logger().warning(f"time base moved to stamp {r.stamp:.9f} "
+                                          f"(confirmed by {self.input.confirm_count} messages "
+                                          f"or /clock)")
+            if r.stream == "imu":
+                res = odo.update_imu(s.stamp, s.angular_velocity, s.orientation,
+                                     angular_velocity_covariance=s.angular_velocity_covariance,
+                                     orientation_covariance=s.orientation_covariance)
+            else:
+                res = odo.update_encoders(s.stamp, s.names, s.positions, s.velocities)
+                if res.reset:
+                    self.get_logger().warning(f"odometry reset: {res.reset}")
+                if res.stepped:
+                    self._publish_odometry(s.stamp)
+            if not res.accepted:
+                self.get_logger().warning(f"rejected: {odo.diagnostics.last_rejection}",
+                                          throttle_duration_sec=5.0)
 
     # ---- outputs ------------------------------------------------------------------------------
     def _publish_odometry(self, stamp: float) -> None:
@@ -266,8 +379,17 @@ class OdometryNode(Node):
                                   odo.pose_covariance_ros, linear, angular,
                                   odo.twist_covariance_ros)
         self.pub_odom.publish(msg)
-        if self.publish_tf and self.tf is not None:
-            self.tf.sendTransform(cv.transform_message(msg))
+        if self.publish_tf:
+            if self.tf is not None:
+                self.tf.sendTransform(cv.transform_message(msg))
+            elif self.pub_tf is not None:
+                self.pub_tf.publish(self._tf_message(cv.transform_message(msg)))
+
+    @staticmethod
+    def _tf_message(transform):
+        from tf2_msgs.msg import TFMessage
+
+        return TFMessage(transforms=[transform])
 
     def _publish_diagnostics(self) -> None:
         now = self._now()
@@ -288,8 +410,22 @@ class OdometryNode(Node):
                 if stream == "encoders" or (self.odo is not None and self.odo.use_gyro):
                     stale.append(stream)
         level, problems = DiagnosticStatus.OK, []
-        for reason, n in sorted(self.node_rejected.items()):
-            values.append(KeyValue(key=f"rejected {reason}", value=str(n)))
+        rejected = Counter(self.node_rejected)
+        rejected["stray_stamp"] += self.input.stats["stray_stamp"]
+        for reason, n in sorted(rejected.items()):
+            if n:
+                values.append(KeyValue(key=f"rejected {reason}", value=str(n)))
+        values += [
+            KeyValue(key="time base changes", value=str(self.input.stats["time_base_changes"])),
+            KeyValue(key="last stray stamp", value=self.input.last_stray),
+            KeyValue(key="reorder window [s]", value=f"{self.input.window:g}"),
+            KeyValue(key="reorder held", value=str(self.input.pending)),
+            KeyValue(key="reorder max hold [s]", value=f"{self.input.max_hold:.4f}"),
+            KeyValue(key="reorder late", value=str(self.input.stats["late"])),
+        ]
+        if self.input.stats["stray_stamp"]:
+            level = max(level, DiagnosticStatus.WARN)
+            problems.append(f"{self.input.stats['stray_stamp']} stray stamps dropped")
         if self.odo is None:
             level = DiagnosticStatus.ERROR
             problems.append("no vehicle model" + (f": {self.model_error}"
