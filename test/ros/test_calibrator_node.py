@@ -232,10 +232,39 @@ def _trigger(ros, service):
     return ros.call(client, Trigger.Request(), timeout=20)
 
 
+def _play(feed, run, iv):
+    """Publish the run's encoders, gyro and Odometry poses in stamp order, paced so that at
+    most ~2 intervals are in flight; wait for one state per interval."""
+    from wmr_model.uncertainty import to_ros_pose_covariance
+
+    log = run.log
+    # gyro: true yaw rate from the true states (the calibrator buffers it)
+    yaw = np.unwrap(np.arctan2(2 * (run.q[:, 0] * run.q[:, 3] + run.q[:, 1] * run.q[:, 2]),
+                               1 - 2 * (run.q[:, 2] ** 2 + run.q[:, 3] ** 2)))
+    wz = np.diff(yaw) / np.diff(run.time)
+    cov_ros = to_ros_pose_covariance(log.pose_covariance)
+    events = sorted([(t, 0, k) for k, t in enumerate(log.joint_time)]
+                    + [(t, 1, k) for k, t in enumerate(log.pose_time)])
+    names = list(log.joint_names)
+    ends = log.pose_time[iv[:, 1]]
+    for t, kind, k in events:
+        if kind == 0:
+            feed.joint_state(t, names, velocities=log.joint_rate[k])
+            if k % 2 == 0:
+                feed.imu_sample(t, (0.0, 0.0, wz[min(k, len(wz) - 1)]))
+        else:
+            feed.pose(t, log.pose[k], cov_ros[k])
+            if k % 10 == 0:  # pace: keep at most ~2 intervals in flight
+                done = int(np.searchsorted(ends, t, side="right"))
+                feed.wait_states(max(done - 2, 0))
+        if kind == 0 and k % 25 == 0:
+            feed.spin(0.001)
+    feed.wait_states(len(iv))
+
+
 def test_calibrator_converges_pushes_saves_and_resets(ros, synthetic, tmp_path):
     from wmr_model.calibration.overlay import OVERLAY_VERSION
     from wmr_model.io.sidecar import parse_parameters
-    from wmr_model.uncertainty import to_ros_pose_covariance
 
     run, iv, batch = synthetic
     log = run.log
@@ -251,31 +280,8 @@ def test_calibrator_converges_pushes_saves_and_resets(ros, synthetic, tmp_path):
     before = _get_parameters(ros, f"/{ns}/odometry_node", SYS + NOISE)
     assert before["slip.p6"] == 0.0 and before[RADIUS] == pytest.approx(0.30)
 
-    # gyro: true yaw rate from the true states (the calibrator buffers it)
-    yaw = np.unwrap(np.arctan2(2 * (run.q[:, 0] * run.q[:, 3] + run.q[:, 1] * run.q[:, 2]),
-                               1 - 2 * (run.q[:, 2] ** 2 + run.q[:, 3] ** 2)))
-    wz = np.diff(yaw) / np.diff(run.time)
-    cov_ros = to_ros_pose_covariance(log.pose_covariance)
-    events = sorted([(t, 0, k) for k, t in enumerate(log.joint_time)]
-                    + [(t, 1, k) for k, t in enumerate(log.pose_time)])
-    names = list(log.joint_names)
     t_wall = time.monotonic()
-    done = 0  # intervals whose end pose was published
-    ends = log.pose_time[iv[:, 1]]
-    for t, kind, k in events:
-        if kind == 0:
-            feed.joint_state(t, names, velocities=log.joint_rate[k])
-            if k % 2 == 0:
-                feed.imu_sample(t, (0.0, 0.0, wz[min(k, len(wz) - 1)]))
-        else:
-            feed.pose(t, log.pose[k], cov_ros[k])
-            if k % 10 == 0:  # pace: keep at most ~2 intervals in flight
-                done = int(np.searchsorted(ends, t, side="right"))
-                feed.wait_states(max(done - 2, 0))
-        if kind == 0 and k % 25 == 0:
-            feed.spin(0.001)
-    # one more encoder second so the last interval is covered
-    feed.wait_states(len(iv))
+    _play(feed, run, iv)
     feed_seconds = time.monotonic() - t_wall
     states = feed.states[:len(iv)]
 
@@ -323,10 +329,8 @@ def test_calibrator_converges_pushes_saves_and_resets(ros, synthetic, tmp_path):
         feed.spin(0.2)
     assert odo[RADIUS] != before[RADIUS] and odo["slip.p6"] != before["slip.p6"]
     pred = _get_parameters(ros, f"/{ns}/prediction_node", ["slip.p6"] + NOISE)
-    for n in ["slip.p6"] + NOISE:  # the prediction node declares no wheel radii: refused once
+    for n in ["slip.p6"] + NOISE:
         assert pred[n] == pytest.approx(got[n], rel=1e-12), n
-    feed.diagnostics.wait(lambda st, kv: any(k.endswith("prediction_node/set_parameters refused")
-                                      and RADIUS in v for k, v in kv.items()))
 
     # ~/save: an atomic write (no temporary left behind) of a loadable overlay
     resp = _trigger(ros, f"/{ns}/calibrator_node/save")
@@ -341,6 +345,7 @@ def test_calibrator_converges_pushes_saves_and_resets(ros, synthetic, tmp_path):
     values = parse_parameters(doc["parameters"], str(save))
     for n in SYS + NOISE:
         assert values[n] == pytest.approx(got[n], rel=1e-9), n
+    _restart_from_calibration_file(ros, save, got, dict(zip(SYS, std)))
 
     # ~/reset: back to the initial values, counts restart, a state says so
     resp = _trigger(ros, f"/{ns}/calibrator_node/reset")
@@ -351,6 +356,73 @@ def test_calibrator_converges_pushes_saves_and_resets(ros, synthetic, tmp_path):
     assert list(s.values) == [0.0, pytest.approx(0.30)]
     assert list(s.stochastic_values) == [NOISE_START] * len(NOISE)
     feed.diagnostics.wait(lambda st, kv: kv.get("last reset reason") == "~/reset called")
+
+
+def _restart_from_calibration_file(ros, save, got, std):
+    """New odometry, prediction and calibrator nodes started with ``calibration_file`` take
+    the saved values as their parameters; the calibrator also starts its estimate (its state
+    after ~/reset) and its prior sigma from the file."""
+    ns = "cal2"
+    file_arg = ("-p", f"calibration_file:={save}")
+    ros.start(ODOMETRY, "--ros-args", "-r", f"__ns:=/{ns}", "-p", "vehicle:=warthog",
+              "-p", "publish_tf:=false", *file_arg, name="odometry_node_cal2")
+    ros.start(PREDICTION, "--ros-args", "-r", f"__ns:=/{ns}", "-p", "vehicle:=warthog",
+              *file_arg, name="prediction_node_cal2")
+    ros.start(CALIBRATOR, "--ros-args", "-r", f"__ns:=/{ns}", "-p", "vehicle:=warthog",
+              "-p", f"params:={SYS}".replace("'", '"'), "-p",
+              f"noise:={NOISE}".replace("'", '"'), *file_arg, name="calibrator_node_cal2")
+    ros.wait_for(services=[f"/{ns}/{n}/get_parameters" for n in
+                           ("odometry_node", "prediction_node", "calibrator_node")]
+                 + [f"/{ns}/calibrator_node/reset"], timeout=60)
+    odo = _get_parameters(ros, f"/{ns}/odometry_node", SYS + NOISE)
+    for n in SYS + NOISE:
+        assert odo[n] == pytest.approx(got[n], rel=1e-12), n
+    pred = _get_parameters(ros, f"/{ns}/prediction_node", ["slip.p6"] + NOISE)
+    for n in ["slip.p6"] + NOISE:
+        assert pred[n] == pytest.approx(got[n], rel=1e-12), n
+    names = ["slip.p6"] + NOISE + [f"initial_std.{n}" for n in SYS]
+    cal = _get_parameters(ros, f"/{ns}/calibrator_node", names)
+    for n in ["slip.p6"] + NOISE:
+        assert cal[n] == pytest.approx(got[n], rel=1e-12), n
+    for n in SYS:
+        assert cal[f"initial_std.{n}"] == pytest.approx(std[n], rel=1e-3), n
+    feed = Feed(ros, ns)
+    assert _trigger(ros, f"/{ns}/calibrator_node/reset").success
+    feed.wait_states(1)
+    s = feed.states[-1]
+    assert list(s.parameter_names) == SYS
+    np.testing.assert_allclose(s.values, [got[n] for n in SYS], rtol=1e-9)
+    np.testing.assert_allclose(np.sqrt(np.diag(np.array(s.covariance).reshape(2, 2))),
+                               [std[n] for n in SYS], rtol=1e-3)
+    np.testing.assert_allclose(s.stochastic_values, [got[n] for n in NOISE], rtol=1e-9)
+
+
+def test_confounded_parameters_are_reported_and_not_pushed(ros, synthetic, tmp_path):
+    """slip.p2, p5 and one wheel's radius on a skid steer: the radius acts as p2 plus p5, so
+    the data cannot pin it (its sigma stays ~0.9 of the prior). The calibrator reports it in
+    /diagnostics (WARN) and pushes slip.p6 but never the radius."""
+    run, iv, _ = synthetic
+    ns = "conf"
+    ros.start(ODOMETRY, "--ros-args", "-r", f"__ns:=/{ns}", "-p", "vehicle:=warthog",
+              "-p", "publish_tf:=false", name="odometry_node_conf")
+    conf = ["slip.p2", "slip.p5", "slip.p6", RADIUS]
+    feed = _start_calibrator(ros, ns, tmp_path / "c.yaml", "push.targets:=[\"odometry_node\"]",
+                             sys_names=conf, std0={**STD0, "slip.p2": 0.5, "slip.p5": 0.5})
+    ros.wait_for(services=[f"/{ns}/odometry_node/set_parameters"], timeout=60)
+    _play(feed, run, iv)
+    st, kv = feed.diagnostics.wait(lambda st, kv: f"not identifiable {RADIUS}" in kv
+                                   and int(kv.get("push not_identifiable", "0")) > 0)
+    assert st.level == st.WARN and "not identifiable" in st.message and RADIUS in st.message
+    assert kv[f"not identifiable {RADIUS}"].startswith("unobserved")
+    assert not any(k == "not identifiable slip.p6" for k in kv)
+    deadline = time.monotonic() + 15
+    while True:
+        odo = _get_parameters(ros, f"/{ns}/odometry_node", ["slip.p6", RADIUS])
+        if odo["slip.p6"] != 0.0:
+            break
+        assert time.monotonic() < deadline, odo
+        feed.spin(0.2)
+    assert odo[RADIUS] == pytest.approx(0.30, rel=1e-12)  # never pushed
 
 
 def test_bad_inputs_are_diagnosed_and_the_node_keeps_serving(ros, tmp_path):

@@ -89,6 +89,7 @@ from wmr_model.predict import (
     twist_commands,
 )
 from wmr_model.ros import conversions as cv
+from wmr_model.ros.calibration_file import declare_calibration_file
 from wmr_model.ros.params import (
     declare,
     declare_model_parameters,
@@ -446,6 +447,8 @@ class PredictionNode(Node):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(NODE_NAME, **kwargs)
+        # first: the file's values become those of the model parameters declared from here on
+        self.calibration = declare_calibration_file(self)
         self.vehicle_params = declare_vehicle_parameters(self)
         self.max_candidates = declare(self, "max_candidates", 5000, "largest num_candidates "
                                       "served (memory and latency bound)", lower=1,
