@@ -6,7 +6,8 @@
 #
 # Usage: tools/bootstrap.sh            (from anywhere; `make setup` calls it)
 # Environment: WMR_VENV (default <repo>/.venv), WMR_PYTHON (default python3.11 or python3),
-#              WMR_FORCE=1 to ignore the stamps.
+#              WMR_FORCE=1 to ignore the stamps, WMR_ROS_EXTRA=DIR the ros-extra bundle
+#              (default ../shared/ros-extra; "none" to leave launch/ros2 CLI out).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -101,8 +102,12 @@ fi
 # --- 4. generated interfaces: CMake build + install into the venv ---------------------------
 SITE="$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 GEN_MARK="$SITE/wmr_model/msg/_calibration_state.py"
+# launch/, config/, urdf/ and scripts/ are installed into share/ and lib/wmr_model by the same
+# CMake install, so an edit to any of them must redo it (the build dir makes that incremental).
+mapfile -t SHARE_FILES < <(cd "$ROOT" && find launch config urdf scripts -type f \
+    ! -name '*.pyc' ! -path '*/__pycache__/*' | LC_ALL=C sort)
 h_cmake="$(inputs_hash "$h_paths" "$ROOT/CMakeLists.txt" "$ROOT/package.xml" \
-    "$ROOT"/msg/*.msg "$ROOT"/srv/*.srv)"
+    "$ROOT"/msg/*.msg "$ROOT"/srv/*.srv "${SHARE_FILES[@]/#/$ROOT/}")"
 if ! stamp_ok interfaces "$h_cmake" || [[ ! -f "$GEN_MARK" ]]; then
     log "building msg/srv interfaces with CMake (build dir $BUILD)"
     # A build dir copied from another checkout or venv cannot be reused.
@@ -123,6 +128,9 @@ if ! stamp_ok interfaces "$h_cmake" || [[ ! -f "$GEN_MARK" ]]; then
         -DWMR_INSTALL_PYTHON_SOURCES=OFF >"$BUILD/bootstrap-cmake.log" 2>&1 || { cat "$BUILD/bootstrap-cmake.log" >&2; die "cmake configure failed"; }
     cmake --build "$BUILD" -j "$(nproc 2>/dev/null || echo 2)" >>"$BUILD/bootstrap-cmake.log" 2>&1 \
         || { tail -n 80 "$BUILD/bootstrap-cmake.log" >&2; die "cmake build failed (full log: $BUILD/bootstrap-cmake.log)"; }
+    # Files removed from the tree must not linger in the installed copy.
+    rm -rf "$VENV/share/wmr_model/launch" "$VENV/share/wmr_model/config" \
+        "$VENV/share/wmr_model/urdf" "$VENV/lib/wmr_model"
     cmake --install "$BUILD" >>"$BUILD/bootstrap-cmake.log" 2>&1 || { tail -n 40 "$BUILD/bootstrap-cmake.log" >&2; die "cmake install failed"; }
     # rosidl installs a generated wmr_model/__init__.py into site-packages. Removed, the
     # installed directory is only a portion that the source checkout's wmr_model/__init__.py
@@ -148,6 +156,17 @@ if ! stamp_ok editable "$h_edit" || ! compgen -G "$SITE/__editable__.wmr_model-*
         --config-settings editable_mode=compat -e "$ROOT[test]"
     [[ -f "$GEN_MARK" ]] || die "the editable install removed $GEN_MARK"
     stamp_write editable "$h_edit"
+fi
+
+# --- 6. ROS 2 tooling PyPI lacks: launch, launch_testing, ros2 CLI, tf2_msgs (optional) -----
+# From ../shared/ros-extra (or $WMR_ROS_EXTRA; WMR_ROS_EXTRA=none skips it). Without it the
+# core, the nodes and the CLI work; the launch tests skip and say why. install.sh keeps its own
+# stamps (~0.5 s when nothing changed).
+EXTRA="${WMR_ROS_EXTRA:-$ROOT/../shared/ros-extra}"
+if [[ "$EXTRA" != none && -x "$EXTRA/install.sh" ]]; then
+    bash "$EXTRA/install.sh" "$VENV"
+elif [[ "$EXTRA" != none ]]; then
+    log "no ros-extra bundle at $EXTRA: ros2 launch/launch_testing not installed (launch tests will skip)"
 fi
 
 log "ready: $VENV (ROS 2 Jazzy, interfaces built; activate with: source $VENV/bin/activate)"

@@ -34,6 +34,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "synth",
     "replay",
     "calibrate",
+    "play",
 )
 
 #: Exit code for bad input (same as argparse's usage errors).

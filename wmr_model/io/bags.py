@@ -39,6 +39,7 @@ __all__ = [
     "TwistSeries",
     "BagStreams",
     "bag_topics",
+    "open_bag",
     "read_streams",
     "KIND_TYPES",
 ]
@@ -133,7 +134,8 @@ def _quat(q) -> list[float]:
     return [q.w, q.x, q.y, q.z]
 
 
-def _open(path: str | Path):
+def open_bag(path: str | Path):
+    """An opened ``rosbags`` AnyReader of ``path`` (close it); BagError names a bad path."""
     from rosbags.highlevel import AnyReader
 
     p = Path(path)
@@ -149,7 +151,7 @@ def _open(path: str | Path):
 
 def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
     """Topics of a bag: ``{topic: (message type, message count)}``."""
-    reader = _open(path)
+    reader = open_bag(path)
     try:
         out: dict[str, tuple[str, int]] = {}
         for c in reader.connections:
@@ -177,7 +179,7 @@ def read_streams(path: str | Path, topics: Mapping[str, str], kinds: Mapping[str
         BagError: the bag is unreadable, a required topic is missing (the message lists the bag's
             topics and types) or has a type the kind does not accept.
     """
-    reader = _open(path)
+    reader = open_bag(path)
     try:
         available = {c.topic: c.msgtype for c in reader.connections}
         listing = ", ".join(f"{t} [{m}]" for t, m in sorted(available.items())) or "none"

@@ -1,0 +1,181 @@
+"""Play a recorded bag into a live ROS 2 graph, in recording order, with ``/clock``.
+
+What ``ros2 bag play --clock`` does, for environments without ``rosbag2_py`` (the PyPI ROS 2
+wheels): messages are read with ``rosbags`` (rosbag2 MCAP/SQLite3, ROS 1) and published in the
+order of their recording (log) time, paced by the wall clock at ``rate`` times real time. The
+rosbag2 CDR bytes are published as they are (``Publisher.publish(bytes)``), so nothing is lost
+or changed by a deserialize/serialize round trip; ROS 1 messages are converted to CDR.
+
+``/clock`` (``rosgraph_msgs/Clock``) carries the bag's time: once before every message whose
+time is later than the last clock sent, and at ``clock_hz`` in between, so nodes with
+``use_sim_time`` see the recording's time base.
+
+Entry point: ``wmr play BAG`` (``wmr_model.cli.play``); tests use :func:`play` directly in a
+subprocess.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wmr_model.errors import BagError
+
+__all__ = ["PlaybackReport", "message_class", "play"]
+
+
+@dataclass
+class PlaybackReport:
+    """What one playback published: counts per topic, bag and wall durations, skipped topics."""
+
+    published: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # topic -> reason
+    bag_duration: float = 0.0
+    wall_duration: float = 0.0
+    clock_messages: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.published.values())
+
+
+def message_class(type_name: str) -> Any:
+    """The Python class of a ROS 2 message type ``pkg/msg/Name`` (ImportError if absent)."""
+    pkg, kind, name = type_name.split("/")
+    return getattr(importlib.import_module(f"{pkg}.{kind}"), name)
+
+
+def _to_nanoseconds(t: float) -> tuple[int, int]:
+    ns = int(round(t * 1e9))
+    return ns // 1_000_000_000, ns % 1_000_000_000
+
+
+def play(node: Any, bag: str | Path, *, rate: float = 1.0, clock: bool = True,
+         clock_hz: float = 100.0, topics: Sequence[str] | None = None,
+         remap: Mapping[str, str] | None = None, start_offset: float = 0.0,
+         duration: float | None = None, qos_depth: int = 1000,
+         wait_for: Mapping[str, int] | None = None, wait_timeout: float = 30.0,
+         delay: float = 0.0, log: Callable[[str], None] | None = None) -> PlaybackReport:
+    """Publish the messages of ``bag`` through ``node``'s publishers; return what was sent.
+
+    ``topics``: only these (default all); ``remap``: bag topic -> published topic;
+    ``start_offset``/``duration`` [s of bag time] select a window; ``wait_for``: published
+    topic -> number of subscribers to wait for (at most ``wait_timeout`` wall seconds, then a
+    BagError naming the topics) before the first message; ``delay`` [s] wall time after that.
+    Publishers are reliable and volatile with history depth ``qos_depth`` (a subscriber that
+    falls behind at high ``rate`` is served from that queue); ``/clock`` is reliable too (it
+    also reaches best-effort subscribers such as rclpy's time source).
+    """
+    import rclpy
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    if not (rate > 0.0 and rate < float("inf")):
+        raise BagError(f"rate must be a positive finite number, got {rate}")
+    if not clock_hz > 0.0:
+        raise BagError(f"clock_hz must be positive, got {clock_hz}")
+    say = log or (lambda _msg: None)
+    remap = dict(remap or {})
+    from wmr_model.io.bags import open_bag
+
+    reader = open_bag(bag)
+    report = PlaybackReport()
+    try:
+        wanted = set(topics) if topics else None
+        if wanted:
+            missing = sorted(wanted - {c.topic for c in reader.connections})
+            if missing:
+                raise BagError(f"{bag}: topics {missing} are not in the bag (it has "
+                               f"{sorted({c.topic for c in reader.connections})})")
+        qos = QoSProfile(depth=qos_depth, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.VOLATILE)
+        publishers: dict[str, Any] = {}
+        connections = []
+        for c in reader.connections:
+            if wanted is not None and c.topic not in wanted:
+                continue
+            if c.topic in report.skipped:
+                continue
+            if c.topic not in publishers:
+                try:
+                    cls = message_class(c.msgtype)
+                except (ImportError, AttributeError, ValueError) as exc:
+                    report.skipped[c.topic] = f"type {c.msgtype} not importable ({exc})"
+                    say(f"skipping {c.topic}: {report.skipped[c.topic]}")
+                    continue
+                publishers[c.topic] = node.create_publisher(cls, remap.get(c.topic, c.topic), qos)
+                report.published[remap.get(c.topic, c.topic)] = 0
+            connections.append(c)
+        clock_pub = None
+        if clock:
+            from rosgraph_msgs.msg import Clock
+
+            clock_pub = node.create_publisher(Clock, "/clock", QoSProfile(
+                depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            clock_msg = Clock()
+
+        def send_clock(t: float) -> None:
+            if clock_pub is None:
+                return
+            clock_msg.clock.sec, clock_msg.clock.nanosec = _to_nanoseconds(t)
+            clock_pub.publish(clock_msg)
+            report.clock_messages += 1
+
+        # Discovery: wait until the named subscribers match, then the optional delay.
+        start = time.monotonic()
+        pending = dict(wait_for or {})
+        while pending:
+            pending = {t: n for t, n in pending.items() if node.count_subscribers(t) < n}
+            if not pending:
+                break
+            if time.monotonic() - start > wait_timeout:
+                have = {t: node.count_subscribers(t) for t in (wait_for or {})}
+                raise BagError(f"after {wait_timeout:g} s still waiting for subscribers: "
+                               f"wanted {dict(wait_for or {})}, have {have}")
+            time.sleep(0.05)
+        if delay > 0:
+            time.sleep(delay)
+
+        is_ros1 = not getattr(reader, "is2", True)
+        typestore = getattr(reader, "typestore", None)
+        t_first = reader.start_time * 1e-9 + start_offset
+        t_last = reader.end_time * 1e-9 if duration is None else t_first + duration
+        wall0 = time.monotonic()
+        clock_period = 1.0 / clock_hz
+        last_clock = -float("inf")
+        for conn, stamp_ns, raw in reader.messages(connections=connections):
+            t = stamp_ns * 1e-9
+            if t < t_first:
+                continue
+            if t > t_last:
+                break
+            # Pace: sleep until this message's wall time, sending /clock meanwhile.
+            while True:
+                now_wall = time.monotonic()
+                due = wall0 + (t - t_first) / rate
+                bag_now = t_first + (now_wall - wall0) * rate
+                if clock_pub is not None and bag_now - last_clock >= clock_period * rate \
+                        and bag_now < t:
+                    send_clock(bag_now)
+                    last_clock = bag_now
+                if now_wall >= due:
+                    break
+                time.sleep(min(due - now_wall, clock_period))
+            if t > last_clock:
+                send_clock(t)
+                last_clock = t
+            data = bytes(raw)
+            if is_ros1 and typestore is not None:
+                data = bytes(typestore.ros1_to_cdr(data, conn.msgtype))
+            publishers[conn.topic].publish(data)
+            report.published[remap.get(conn.topic, conn.topic)] += 1
+            if not rclpy.ok(context=node.context):
+                break
+        report.bag_duration = max(0.0, min(t_last, reader.end_time * 1e-9) - t_first)
+        report.wall_duration = time.monotonic() - wall0
+        return report
+    finally:
+        reader.close()
