@@ -5,6 +5,14 @@ numbers, a range, so ``ros2 param describe`` documents it and out-of-range sets 
 rcl itself. Model parameters keep their dotted schema names (``slip.p3``, ``noise.U.vx_vx``,
 ``wheel.<wheel>.radius``; design.md §4).
 
+Validation at set time is one mechanism for every node: :func:`declare` records each
+parameter's rule (range, ``choices``, or a ``check`` such as the schema's
+:func:`wmr_model.parameters.check_value`); :func:`validate_parameters` installs the node's
+on-set-parameters callback that refuses a value breaking its rule with the reason
+(``integrator: must be one of ['euler', 'rk4'], got 'rk9'``), so a bad ``ros2 param set`` is
+refused instead of breaking the node later. A value from the command line or a parameter file
+that breaks a rule is logged and replaced by the default at declaration.
+
 The vehicle comes, in this order, from the ``robot_description`` parameter (URDF XML), the
 ``vehicle`` parameter (shipped name, URDF path or frame table) - both with the ``sidecar``
 parameter - or, when both are empty, the ``robot_description`` topic (transient local, as
@@ -14,21 +22,31 @@ robot_state_publisher offers it).
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rcl_interfaces.msg import (
+    FloatingPointRange,
+    IntegerRange,
+    ParameterDescriptor,
+    SetParametersResult,
+)
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from wmr_model.io.terrain_spec import parse_terrain_spec
 from wmr_model.model import VehicleModel
-from wmr_model.parameters import SLIP_NAMES, get_spec
+from wmr_model.parameters import SLIP_NAMES, check_value, get_spec
 from wmr_model.terrain import Terrain
 from wmr_model.uncertainty import TWIST_COMPONENTS, qprime_names
 
 __all__ = [
     "declare",
+    "parameter_problem",
+    "validate_parameters",
     "declare_model_parameters",
     "declare_wheel_parameters",
     "declare_vehicle_parameters",
@@ -39,10 +57,31 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """What a declared parameter accepts: range, choices, and an optional ``check(value)``
+    raising ValueError with the reason."""
+
+    lower: float | None = None
+    upper: float | None = None
+    choices: tuple[str, ...] = ()
+    check: Callable[[Any], Any] | None = None
+
+
+# Rules per node (weak keys: a destroyed node takes its rules with it).
+_RULES: weakref.WeakKeyDictionary[Node, dict[str, _Rule]] = weakref.WeakKeyDictionary()
+
+
 def declare(node: Node, name: str, default: Any, description: str, *,
             lower: float | None = None, upper: float | None = None, step: float = 0.0,
-            read_only: bool = False, choices: tuple[str, ...] = ()) -> Any:
-    """Declare one parameter with a descriptor (and range for numbers); return its value."""
+            read_only: bool = False, choices: tuple[str, ...] = (),
+            check: Callable[[Any], Any] | None = None) -> Any:
+    """Declare one parameter with a descriptor (and range for numbers); return its value.
+
+    The rule (``lower``/``upper``, ``choices``, ``check``) is recorded for
+    :func:`validate_parameters`. An initial value (command line, parameter file) that breaks
+    it is logged as an error naming the parameter and replaced by ``default``.
+    """
     desc = ParameterDescriptor(name=name, description=description, read_only=read_only)
     if choices:
         desc.additional_constraints = f"one of {list(choices)}"
@@ -56,7 +95,63 @@ def declare(node: Node, name: str, default: Any, description: str, *,
         lo = -1e308 if lower is None or math.isinf(lower) else float(lower)
         hi = 1e308 if upper is None or math.isinf(upper) else float(upper)
         desc.floating_point_range = [FloatingPointRange(from_value=lo, to_value=hi, step=step)]
-    return node.declare_parameter(name, default, desc).value
+    _RULES.setdefault(node, {})[name] = _Rule(lower, upper, tuple(choices), check)
+    value = node.declare_parameter(name, default, desc).value
+    problem = parameter_problem(node, name, value)
+    if problem is not None:
+        node.get_logger().error(f"{problem}; using the default {default!r}")
+        node.set_parameters([Parameter(name, value=default)])
+        value = default
+    return value
+
+
+def parameter_problem(node: Node, name: str, value: Any) -> str | None:
+    """Why ``value`` breaks the rule :func:`declare` recorded for ``name`` (one line naming
+    the parameter), or None when it is acceptable or ``name`` has no rule."""
+    rule = _RULES.get(node, {}).get(name)
+    if rule is None:
+        return None
+    if rule.choices and value not in rule.choices:
+        return f"{name}: must be one of {list(rule.choices)}, got {value!r}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{name}: must be finite, got {value}"
+        if rule.lower is not None and value < rule.lower:
+            return f"{name}: must be >= {rule.lower}, got {value}"
+        if rule.upper is not None and value > rule.upper:
+            return f"{name}: must be <= {rule.upper}, got {value}"
+    if rule.check is not None:
+        try:
+            rule.check(value)
+        except (ValueError, TypeError) as exc:
+            return str(exc)
+    return None
+
+
+def validate_parameters(node: Node) -> None:
+    """Refuse, at set time, every value breaking the rule its parameter was declared with.
+
+    Installs one on-set-parameters callback (once per node). rclpy runs the callbacks added
+    last first, so call this *after* ``add_on_set_parameters_callback`` of the node's own
+    (state-changing) callback, or apply changes in ``add_post_set_parameters_callback``: an
+    invalid set then never reaches them.
+    """
+    rules = _RULES.setdefault(node, {})
+    if getattr(node, "_wmr_validation_installed", False):
+        return
+
+    def on_set(params: list[Parameter]) -> SetParametersResult:
+        for p in params:
+            if p.name not in rules:
+                continue
+            problem = parameter_problem(node, p.name, p.value)
+            if problem is not None:
+                node.get_logger().warning(f"parameter refused: {problem}")
+                return SetParametersResult(successful=False, reason=problem)
+        return SetParametersResult(successful=True)
+
+    node.add_on_set_parameters_callback(on_set)
+    node._wmr_validation_installed = True  # type: ignore[attr-defined]
 
 
 def model_parameter_names() -> list[str]:
@@ -70,7 +165,8 @@ def declare_model_parameters(node: Node, defaults: dict[str, float]) -> dict[str
     for name in model_parameter_names():
         s = get_spec(name)
         out[name] = float(declare(node, name, float(defaults.get(name, s.default)),
-                                  f"[{s.unit}] {s.description}", lower=s.lower, upper=s.upper))
+                                  f"[{s.unit}] {s.description}", lower=s.lower, upper=s.upper,
+                                  check=lambda v, n=name: check_value(n, v)))
     return out
 
 
@@ -85,7 +181,7 @@ def declare_wheel_parameters(node: Node, model: VehicleModel) -> dict[str, float
         out[name] = float(declare(
             node, name, float(r), "[m] rolling radius of this wheel; a 1 % error is a 1 % "
             "distance error of the odometry and, on skid steer, a heading error", lower=1e-4,
-            upper=10.0))
+            upper=10.0, check=lambda v, n=name: check_value(n, v)))
     return out
 
 

@@ -1,11 +1,11 @@
-"""ROS 2 node: batched motion prediction as a service (thin adapter over :func:`wmr_model.predict`).
+"""ROS 2 node: batched motion prediction as a service for planners (thin adapter over
+:func:`wmr_model.rollouts.rollout`, i.e. :func:`wmr_model.predict.predict` and the dynamics).
 
 Interfaces (relative names)
 ---------------------------
 =======================  =================================  ====================================
 ``~/predict``            wmr_model/srv/PredictTrajectory    C candidates x T steps, KINEMATIC,
-                                                            ENHANCED or DYNAMIC (at most
-                                                            ``max_dynamic_candidates``)
+                                                            ENHANCED or DYNAMIC; compact answers
 ``odom``                 nav_msgs/Odometry (in)             latest pose for
                                                             ``use_latest_odometry``
 ``~/path``               nav_msgs/Path (out)                candidate 0 of the last prediction,
@@ -13,41 +13,51 @@ Interfaces (relative names)
 ``~/covariance_markers`` visualization_msgs/MarkerArray     2-sigma position ellipsoids along
                          (out)                              candidate 0 and one line per
                                                             candidate, when ``publish_markers``
+``/diagnostics``         diagnostic_msgs/DiagnosticArray    requests, successes, partial answers,
+                                                            rejections by reason, compute time
 =======================  =================================  ====================================
+
+Compact answers: the request's ``every`` keeps samples 0, k, 2k, ..., T and ``outputs`` says
+which flat arrays come back (poses, covariances, joint states, flags, stability margin;
+``nav_msgs/Path`` and ``JointTrajectory`` messages only when asked), in float64 or float32.
+The layouts are documented in ``srv/PredictTrajectory.srv``; :mod:`wmr_model.ros.client` turns
+them into NumPy arrays (C, S, ...).
 
 A request is checked before any computation: unknown or missing command joints, sizes that do
 not match ``num_candidates``/``num_steps``/``len(twist_durations)``, non-finite numbers, a
-horizon over ``max_horizon`` or a batch over ``max_candidates``/``max_steps`` (for DYNAMIC:
-``max_dynamic_candidates``) return ``success = false`` with a one-line ``status_message``; the
-node keeps serving.
+horizon over ``max_horizon``, a batch over ``max_candidates``/``max_steps``, and a batch whose
+estimated memory (:func:`wmr_model.rollouts.rollout_bytes`: commands, one chunk's working
+arrays, the kept samples and the response) exceeds ``max_request_memory_mb`` return
+``success = false`` with a one-line ``status_message`` naming the numbers; the node keeps
+serving. Concurrent requests share that budget: one that does not fit next to those running
+waits (at most its time budget) for them to finish.
 
-The initial state is the given pose and joints (joints not listed: the model's neutral values),
-not re-fitted to the terrain (the Baumgarte term settles small contact errors in the first
-steps); with ``use_latest_odometry`` it is the last ``odom`` pose with neutral joints.
-``BODY_TWIST`` segments use ``linear.x`` and ``angular.z`` (the planar twist a controller
-commands); they are converted to joint rates by :func:`wmr_model.predict.twist_commands` and the
-last segment is held to the end of the horizon.
+Concurrency: the service runs in a reentrant callback group on a multi-threaded executor
+(``worker_threads``), and the compiled kernels release the GIL in their parallel region, so a
+small request is answered while a large one computes. Time budget: candidates are computed in
+chunks of about 0.1 s; a request stops before a chunk that would end after
+``min(request max_compute_time, max_compute_time)`` and returns the finished candidates
+(``allow_partial``) or fails with the reason.
 
-DYNAMIC fidelity runs :func:`wmr_model.dynamics.simulate.simulate_dynamics_batch` (the dynamics
-of every candidate in one compiled call on all cores; about 30 µs per candidate-step for Zoë,
-hence the smaller ``max_dynamic_candidates`` cap) with the vehicle's contact models
-(sidecar ``options``) and *ideal* actuators: the force balance imposes each actuated joint rate
-exactly as commanded (``actuator="ideal"``; a P controller would only track it with a lag and a
-force limit), so wheels slip when traction is short instead of the commands being altered. The
-initial joint-space velocity is ``[initial_twist.angular; initial_twist.linear]`` (body frame)
-plus ``joint_rates`` (unlisted joints: 0); with ``use_latest_odometry`` it is the odom message's
-twist (child frame) with zero joint rates. ``stabilization`` and ``integrator`` do not apply
-(symplectic Euler of the constrained dynamics). Joint velocities of point t are the simulated
-``qdot`` of state t. Flags of point t come from step t (the last point repeats the last step):
-WHEEL_LIFTOFF when some wheel has Δz > 0 or a normal force below
-:data:`LIFTOFF_FORCE_FRACTION` of its static load, TRACTION_LIMIT when some loaded wheel's
-tangential force reaches :data:`TRACTION_FRACTION` of its friction limit (piecewise-linear:
-``mu_x``/``mu_y`` pyramid or ``mu_x`` cone; ROAMS without cohesion: ``tan(phi)``; Pacejka and
-Ishigami wheels have no closed-form limit and never set it), TIPOVER_RISK when the tip-over
-margin with the inertial load (:func:`wmr_model.predict.dynamic_stability_margin`) is below 0,
-JOINT_LIMIT when a passive joint (suspension travel) is at a stop.
-There is no propagated covariance: ``pose_covariances`` are zeros (empty with
-``propagate_covariance`` false) and the status message says so.
+Initial state: the given pose and joints (joints not listed: the model's neutral values); with
+``use_latest_odometry`` the last ``odom`` pose with neutral joints. A 2D pose (``POSE_2D``, or
+``POSE_AUTO`` with z, roll and pitch exactly 0) keeps x, y, yaw and is placed on the terrain by
+contact initialization (thesis (2.27)-(2.32)) for every fidelity. ``BODY_TWIST`` segments use
+``linear.x`` and ``angular.z``; they are converted to joint rates by
+:func:`wmr_model.predict.twist_commands` and the last segment is held to the end of the horizon.
+
+DYNAMIC fidelity runs :func:`wmr_model.dynamics.simulate.simulate_dynamics_batch` with the
+vehicle's contact models and *ideal* actuators (the commanded joint rates are imposed exactly, so
+wheels slip when traction is short); the initial joint-space velocity is
+``[initial_twist.angular; initial_twist.linear]`` plus ``joint_rates``. There is no
+propagated covariance. Its flags (:func:`wmr_model.rollouts.dynamic_flags`): WHEEL_LIFTOFF,
+TRACTION_LIMIT, TIPOVER_RISK (margin with the inertial load), JOINT_LIMIT. Every fidelity sets
+FLAG_INVALID from the first sample whose state is non-finite or off a height map, with the exact
+step in ``invalid_step``: ``success = true`` never carries a NaN pose without it.
+
+Parameters are validated at set time (:func:`wmr_model.ros.params.validate_parameters`); the
+model parameters the calibrator pushes (``slip.*``, ``noise.U.*``, ``wheel.<wheel>.radius``)
+apply to the next request.
 
 Run: ``ros2 run wmr_model prediction_node --ros-args -p vehicle:=rocky7``.
 """
@@ -58,76 +68,95 @@ import array
 import contextlib
 import gc
 import math
+import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry, Path
-from rcl_interfaces.msg import SetParametersResult
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
-from wmr_model.contact.models import PIECEWISE_LINEAR, ROAMS, contact_setup
-from wmr_model.dynamics.api import gravity_of
-from wmr_model.dynamics.simulate import simulate_dynamics_batch
 from wmr_model.errors import WmrError
 from wmr_model.model import VehicleModel
+from wmr_model.model_parameters import with_parameters
 from wmr_model.odometry import DEFAULT_QPRIME_U
-from wmr_model.parameters import SLIP_NAMES, check_value
-from wmr_model.predict import (
-    JOINT_LIMIT,
-    TIPOVER_RISK,
-    TRACTION_LIMIT,
-    WHEEL_LIFTOFF,
-    Prediction,
-    dynamic_stability_margin,
-    joint_limit_flags,
-    predict,
-    twist_commands,
+from wmr_model.parameters import SLIP_NAMES
+from wmr_model.predict import Prediction, twist_commands
+from wmr_model.rollouts import (
+    DYNAMIC_ACTUATOR,
+    LIFTOFF_FORCE_FRACTION,
+    TRACTION_FRACTION,
+    Rollout,
+    dynamic_flags,
+    friction_limits,
+    place_on_terrain,
+    rollout,
+    rollout_bytes,
+    sample_steps,
 )
 from wmr_model.ros import conversions as cv
 from wmr_model.ros.calibration_file import declare_calibration_file
+from wmr_model.ros.conversions import publish_status
 from wmr_model.ros.params import (
     declare,
     declare_model_parameters,
     declare_vehicle_parameters,
+    declare_wheel_parameters,
     load_vehicle_from_parameters,
     model_parameter_names,
     subscribe_robot_description,
     terrain_from_parameters,
+    validate_parameters,
 )
 from wmr_model.ros.runner import spin_node
 from wmr_model.srv import PredictTrajectory
-from wmr_model.terrain import flat
+from wmr_model.terrain import Terrain, flat
 from wmr_model.uncertainty import qprime_from_parameters
 
-__all__ = ["RequestError", "PredictionInputs", "prediction_inputs", "DynamicPrediction",
-           "friction_limits", "dynamic_flags", "predict_dynamic", "PredictionNode", "main"]
+__all__ = ["RequestError", "PredictionInputs", "prediction_inputs", "fill_response",
+           "fill_messages", "fill_compact", "request_memory", "friction_limits",
+           "dynamic_flags", "PredictionNode", "main", "DYNAMIC_ACTUATOR", "TRACTION_FRACTION",
+           "LIFTOFF_FORCE_FRACTION"]
 
 NODE_NAME = "prediction_node"
 Req = PredictTrajectory.Request
+Resp = PredictTrajectory.Response
 
 FIDELITY_NAMES = {Req.KINEMATIC: "kinematic", Req.ENHANCED: "enhanced", Req.DYNAMIC: "dynamic"}
-# Actuator model of DYNAMIC predictions: commanded joint rates are imposed exactly.
-DYNAMIC_ACTUATOR = "ideal"
-# TRACTION_LIMIT: tangential contact force >= this fraction of the friction limit.
-TRACTION_FRACTION = 0.99
-# WHEEL_LIFTOFF: normal force <= this fraction of the static wheel load m g / nw (or Δz > 0).
-LIFTOFF_FORCE_FRACTION = 1e-3
+ALL_OUTPUTS = (Req.OUTPUT_POSES | Req.OUTPUT_COVARIANCES | Req.OUTPUT_JOINT_STATES
+               | Req.OUTPUT_FLAGS | Req.OUTPUT_STABILITY_MARGIN | Req.OUTPUT_PATHS
+               | Req.OUTPUT_JOINT_TRAJECTORIES)
+# Memory of one nav_msgs/Path pose / JointTrajectory point as Python objects plus its
+# serialized form [bytes] (measured order of magnitude: ~6 objects per pose).
+PATH_POSE_BYTES = 800
+TRAJECTORY_POINT_BYTES = 500
+# Pose layout of the response: x, y, z, qx, qy, qz, qw from the state's [w, x, y, z, px, py, pz].
+POSE_COLUMNS = [4, 5, 6, 1, 2, 3, 0]
 
 
 class RequestError(ValueError):
-    """A request the node refuses; the message is the response's status_message."""
+    """A request the node refuses; the message is the response's status_message and
+    ``reason`` the diagnostics key it is counted under."""
+
+    def __init__(self, message: str, reason: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
 class PredictionInputs:
     """A checked request as arrays: ``q0`` (nq,), ``commands`` (C, T, na), ``dt`` [s],
-    ``fidelity``, ``stamp`` [s] of the initial state, ``frame_id`` and ``qdot0`` (nv,), the
-    initial joint-space velocity (used by DYNAMIC only)."""
+    ``fidelity``, ``stamp`` [s] of the initial state, ``frame_id``, ``qdot0`` (nv,), the
+    initial joint-space velocity (used by DYNAMIC only), and ``placed``: the initial pose was
+    2D and was put on the terrain by contact initialization."""
 
     q0: np.ndarray
     commands: np.ndarray
@@ -136,6 +165,7 @@ class PredictionInputs:
     stamp: float
     frame_id: str
     qdot0: np.ndarray | None = None
+    placed: bool = False
 
 
 def _finite(name: str, values: Any) -> None:
@@ -180,10 +210,13 @@ def _command_columns(model: VehicleModel, names: list[str]) -> list[list[int]]:
 
 def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
                       max_candidates: int, max_steps: int, max_horizon: float,
-                      default_frame: str = "odom",
-                      max_dynamic_candidates: int = 32) -> PredictionInputs:
+                      default_frame: str = "odom", terrain: Terrain | None = None,
+                      guard: Callable[[int, int], None] | None = None) -> PredictionInputs:
     """Check a PredictTrajectory request and convert it to :func:`predict` inputs.
 
+    ``guard(C, T)`` is called once the sizes are checked and before any (C, T) array is made
+    (the node's memory budget). A 2D initial pose (``initial_pose_mode``) is placed on
+    ``terrain`` (default flat) by :func:`wmr_model.rollouts.place_on_terrain`.
     Raises :class:`RequestError` with the status message for every invalid request.
     """
     if req.fidelity not in FIDELITY_NAMES:
@@ -197,15 +230,16 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
         raise RequestError(f"num_candidates and num_steps must be >= 1, got {C} and {T}")
     if C > max_candidates:
         raise RequestError(f"num_candidates: {C} exceeds max_candidates {max_candidates}")
-    if req.fidelity == Req.DYNAMIC and C > max_dynamic_candidates:
-        raise RequestError(f"num_candidates: {C} exceeds max_dynamic_candidates "
-                           f"{max_dynamic_candidates} for fidelity DYNAMIC (one dynamic "
-                           f"simulation per candidate); split the batch or use ENHANCED")
     if T > max_steps:
         raise RequestError(f"num_steps: {T} exceeds max_steps {max_steps}")
     if T * dt > max_horizon + 1e-9:
         raise RequestError(f"horizon num_steps * step_size = {T * dt:g} s exceeds max_horizon "
                            f"{max_horizon:g} s")
+    if req.initial_pose_mode not in (Req.POSE_AUTO, Req.POSE_3D, Req.POSE_2D):
+        raise RequestError(f"initial_pose_mode: must be POSE_AUTO (0), POSE_3D (1) or POSE_2D "
+                           f"(2), got {req.initial_pose_mode}")
+    if guard is not None:
+        guard(C, T)
     frame = req.header.frame_id or default_frame
     stamp = cv.stamp_to_seconds(req.header.stamp)
     q0 = model.neutral_state()
@@ -251,6 +285,20 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
         raise RequestError(f"initial_pose.orientation: must be a unit quaternion, norm {norm:.6g}")
     q0[0:4] = orientation / norm
     q0[4:7] = position
+    mode = Req.POSE_AUTO if req.use_latest_odometry else req.initial_pose_mode
+    placed = mode == Req.POSE_2D or (mode == Req.POSE_AUTO and position[2] == 0.0
+                                     and orientation[1] == 0.0 and orientation[2] == 0.0)
+    if placed:
+        w, x, y, z = q0[0:4]
+        yaw = math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+        q0[0:4] = (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
+        held = () if req.use_latest_odometry else tuple(
+            model.joint_index(n) for n in req.joint_names)
+        try:
+            q0 = place_on_terrain(model, terrain if terrain is not None else flat(), q0, held)
+        except (WmrError, ValueError, ArithmeticError) as exc:
+            raise RequestError(f"initial_pose: contact initialization of the 2D pose failed: "
+                               f"{exc}") from None
     na = len(model.actuated_joints)
     if req.command_type == Req.JOINT_RATES:
         names = list(req.command_joint_names)
@@ -299,7 +347,7 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
                            f"{req.command_type}")
     return PredictionInputs(q0=q0, commands=np.ascontiguousarray(commands), dt=dt,
                             fidelity=FIDELITY_NAMES[req.fidelity], stamp=stamp, frame_id=frame,
-                            qdot0=qdot0)
+                            qdot0=qdot0, placed=placed)
 
 
 def _doubles(a: np.ndarray) -> array.array:
@@ -310,17 +358,52 @@ def _doubles(a: np.ndarray) -> array.array:
 
 def fill_response(model: VehicleModel, inputs: PredictionInputs, pred: Prediction,
                   resp: Any) -> Any:
-    """Write paths, covariances, joint trajectories and flags of ``pred`` into ``resp``.
+    """Write paths, covariances, joint trajectories and flags of a full :func:`predict`
+    result ``pred`` (every state) into ``resp`` (the message-per-candidate form; the node
+    fills these only for OUTPUT_PATHS / OUTPUT_JOINT_TRAJECTORIES, see :func:`fill_messages`).
+    """
+    T1 = pred.q.shape[1]
+    rows = np.minimum(np.arange(T1), max(pred.qdot.shape[1] - 1, 0))
+    qdot = pred.qdot if pred.qdot.shape[1] == T1 else pred.qdot[:, rows]
+    fill_messages(model, inputs, pred.q, qdot, np.arange(T1), resp, paths=True,
+                  trajectories=True)
+    cov = pred.ros_covariance
+    resp.pose_covariances = _doubles(cov) if cov is not None else array.array("d")
+    resp.flags = array.array("B", pred.flags.astype(np.uint8).tobytes())
+    return resp
 
-    Built in bulk (:mod:`wmr_model.ros.conversions` builders): the T+1 pose headers and
+
+def fill_messages(model: VehicleModel, inputs: PredictionInputs, q: np.ndarray,
+                  qdot: np.ndarray, steps: np.ndarray, resp: Any, *, paths: bool,
+                  trajectories: bool) -> Any:
+    """``resp.paths`` and/or ``resp.joint_trajectories`` from states ``q`` (C, S, nq) and
+    rates ``qdot`` (C, S, nv) at the sample ``steps`` (S,).
+
+    Built in bulk (:mod:`wmr_model.ros.conversions` builders): the S pose headers and
     durations are made once and shared by all C candidates, states go to Python floats in one
     ``tolist`` per candidate, and messages skip their constructors' default sub-objects.
     Shared sub-messages are never mutated afterwards (the response is serialized as is).
-    The cyclic garbage collector is paused while the ~5 (C (T+1)) objects are made: they hold
+    The cyclic garbage collector is paused while the ~5 C S objects are made: they hold
     no cycles, and its generation scans over the growing heap otherwise cost twice the build.
     """
     with _gc_paused():
-        return _fill_response(model, inputs, pred, resp)
+        C = q.shape[0]
+        header = Header(frame_id=inputs.frame_id, stamp=cv.seconds_to_stamp(inputs.stamp))
+        times = np.asarray(steps, dtype=float) * inputs.dt
+        if paths:
+            headers = [Header(frame_id=inputs.frame_id, stamp=s)
+                       for s in cv.stamp_list(inputs.stamp + times)]
+            resp.paths = [Path(header=header, poses=cv.pose_stamped_list(headers, q[c]))
+                          for c in range(C)]
+        if trajectories:
+            durations = cv.duration_list(times)
+            names = list(model.joint_names)
+            resp.joint_trajectories = [
+                JointTrajectory(header=header, joint_names=names,
+                                points=cv.trajectory_points(q[c, :, 7:], qdot[c, :, 6:],
+                                                            durations))
+                for c in range(C)]
+    return resp
 
 
 @contextlib.contextmanager
@@ -334,112 +417,102 @@ def _gc_paused():
             gc.enable()
 
 
-def _fill_response(model: VehicleModel, inputs: PredictionInputs, pred: Prediction,
-                   resp: Any) -> Any:
-    C, T1 = pred.q.shape[0], pred.q.shape[1]
-    dt = inputs.dt
-    header = Header(frame_id=inputs.frame_id, stamp=cv.seconds_to_stamp(inputs.stamp))
-    steps = np.arange(T1) * dt
-    headers = [Header(frame_id=inputs.frame_id, stamp=s)
-               for s in cv.stamp_list(inputs.stamp + steps)]
-    durations = cv.duration_list(steps)
-    names = list(model.joint_names)
-    if pred.qdot.shape[1] == T1:  # dynamics: a velocity per state
-        vel_rows = np.arange(T1)
-    else:  # velocity of point t: the rate of step t (the last point repeats the last step's)
-        vel_rows = np.minimum(np.arange(T1), T1 - 2) if T1 > 1 else np.zeros(1, dtype=int)
-    resp.paths = [Path(header=header, poses=cv.pose_stamped_list(headers, pred.q[c]))
-                  for c in range(C)]
-    resp.joint_trajectories = [
-        JointTrajectory(header=header, joint_names=names,
-                        points=cv.trajectory_points(pred.q[c, :, 7:],
-                                                    pred.qdot[c, vel_rows, 6:], durations))
-        for c in range(C)]
-    cov = pred.ros_covariance
-    resp.pose_covariances = _doubles(cov) if cov is not None else array.array("d")
-    resp.flags = array.array("B", pred.flags.astype(np.uint8).tobytes())
+def request_outputs(req: Any) -> int:
+    """The request's output bitmask (0: OUTPUT_DEFAULT); RequestError for unknown bits."""
+    outputs = int(req.outputs) or Req.OUTPUT_DEFAULT
+    if outputs & ~ALL_OUTPUTS:
+        raise RequestError(f"outputs: unknown bits {outputs & ~ALL_OUTPUTS:#x} (known: "
+                           f"{ALL_OUTPUTS:#x})")
+    return outputs
+
+
+def request_memory(model: VehicleModel, fidelity: str, C: int, T: int, every: int,
+                   outputs: int, float32: bool, covariance: bool) -> dict[str, int]:
+    """Estimated peak bytes of one request by part (:func:`wmr_model.rollouts.rollout_bytes`
+    with the response the outputs ask for)."""
+    nj = model.nq - 7
+    values = 0
+    if outputs & Req.OUTPUT_POSES:
+        values += 7
+    if outputs & Req.OUTPUT_COVARIANCES and covariance and fidelity != "dynamic":
+        values += 36
+    if outputs & Req.OUTPUT_STABILITY_MARGIN:
+        values += 1
+    per_value = 4 if float32 else 8
+    # joint states are always float64 and flags one byte: fold them into float-sized values
+    extra = 0
+    S = len(sample_steps(T, every))
+    if outputs & Req.OUTPUT_JOINT_STATES:
+        extra += 2 * S * 2 * nj * 8
+    if outputs & Req.OUTPUT_FLAGS:
+        extra += 2 * S + 8
+    if outputs & Req.OUTPUT_PATHS:
+        extra += S * PATH_POSE_BYTES
+    if outputs & Req.OUTPUT_JOINT_TRAJECTORIES:
+        extra += S * (TRAJECTORY_POINT_BYTES + 16 * nj)
+    return rollout_bytes(model, fidelity, C, T, every, covariance=covariance,
+                         response_values_per_sample=values, response_bytes_per_value=per_value,
+                         per_candidate_extra=extra)
+
+
+def _typed(a: np.ndarray, float32: bool) -> array.array:
+    out = array.array("f" if float32 else "d")
+    out.frombytes(np.ascontiguousarray(a, dtype=np.float32 if float32 else np.float64)
+                  .tobytes())
+    return out
+
+
+def fill_compact(model: VehicleModel, r: Rollout, outputs: int, float32: bool,
+                 resp: Any) -> Any:
+    """The flat arrays of ``resp`` (layouts in the .srv) from a rollout ``r``."""
+    resp.num_candidates_done = int(r.done)
+    resp.partial = bool(r.partial)
+    resp.steps = array.array("I", np.asarray(r.steps, dtype=np.uint32).tobytes())
+    if outputs & Req.OUTPUT_POSES:
+        poses = _typed(r.q[:, :, POSE_COLUMNS], float32)
+        if float32:
+            resp.poses_f32 = poses
+        else:
+            resp.poses = poses
+    if outputs & Req.OUTPUT_COVARIANCES and r.ros_covariance is not None:
+        cov = _typed(r.ros_covariance, float32)
+        if float32:
+            resp.pose_covariances_f32 = cov
+        else:
+            resp.pose_covariances = cov
+    if outputs & Req.OUTPUT_STABILITY_MARGIN:
+        m = _typed(r.stability_margin, float32)
+        if float32:
+            resp.stability_margin_f32 = m
+        else:
+            resp.stability_margin = m
+    if outputs & Req.OUTPUT_JOINT_STATES:
+        resp.joint_names = list(model.joint_names)
+        resp.joint_positions_out = _typed(r.q[:, :, 7:], False)
+        resp.joint_rates_out = _typed(r.qdot[:, :, 6:], False)
+    if outputs & Req.OUTPUT_FLAGS:
+        resp.flags = array.array("B", np.asarray(r.flags, dtype=np.uint8).tobytes())
+        resp.invalid_step = array.array("i", np.asarray(r.invalid_step, np.int32).tobytes())
     return resp
 
 
-@dataclass(frozen=True)
-class DynamicPrediction:
-    """DYNAMIC fidelity results in the shape :func:`fill_response` reads: ``q`` (C, T+1, nq),
-    ``qdot`` (C, T+1, nv), ``flags`` (C, T+1) uint8, ``ros_covariance`` (C, T+1, 36) zeros or
-    None; ``covariance`` is None (nothing is propagated)."""
-
-    q: np.ndarray
-    qdot: np.ndarray
-    flags: np.ndarray
-    ros_covariance: np.ndarray | None
-    covariance: None = None
-
-
-def friction_limits(model: VehicleModel) -> tuple[np.ndarray, np.ndarray]:
-    """Per-wheel friction coefficients (nw, 2) ``[mu_x, mu_y]`` (NaN: no closed-form limit) and
-    whether each wheel's limit is a cone (nw,) bool, from the default contact setup."""
-    cs = contact_setup(model, gravity=float(np.linalg.norm(gravity_of(model))))
-    mu = np.full((model.nw, 2), np.nan)
-    cone = np.zeros(model.nw, dtype=bool)
-    for k, kind in enumerate(cs.kinds):
-        p = cs.params[k]
-        if kind == PIECEWISE_LINEAR:
-            mu[k] = p[5], p[6]
-            cone[k] = p[7] != 0.0
-        elif kind == ROAMS and p[4] == 0.0:  # no cohesion: Coulomb with mu = tan(phi)
-            mu[k] = math.tan(p[5])
-            cone[k] = True
-    return mu, cone
-
-
-def dynamic_flags(model: VehicleModel, f_contact: np.ndarray, dz: np.ndarray,
-                  q: np.ndarray | None = None, margin: np.ndarray | None = None,
-                  tipover_margin: float = 0.0) -> np.ndarray:
-    """(T+1,) flags of one dynamic simulation from its (T, nw, 3) contact forces and (T, nw)
-    contact height errors; point t takes step t's values, the last point the last step's.
-
-    With the states ``q`` (T+1, nq): JOINT_LIMIT where a passive joint (suspension) is at a
-    stop (:func:`wmr_model.predict.joint_limit_flags`); with the tip-over ``margin`` (T+1,)
-    [m] (:func:`wmr_model.predict.dynamic_stability_margin`): TIPOVER_RISK where it is below
-    ``tipover_margin``.
-    """
-    T = f_contact.shape[0]
-    g = float(np.linalg.norm(gravity_of(model)))
-    load = model.total_mass * g / max(model.nw, 1)
-    fz = f_contact[:, :, 2]
-    lifted = (dz > 0.0) | (fz <= LIFTOFF_FORCE_FRACTION * load)
-    mu, cone = friction_limits(model)
-    fx, fy = np.abs(f_contact[:, :, 0]), np.abs(f_contact[:, :, 1])
-    with np.errstate(invalid="ignore"):
-        pyramid = (fx >= TRACTION_FRACTION * mu[:, 0] * fz) | (fy >= TRACTION_FRACTION
-                                                               * mu[:, 1] * fz)
-        circle = np.hypot(fx, fy) >= TRACTION_FRACTION * mu[:, 0] * fz
-    limited = np.where(cone, circle, pyramid) & ~lifted & ~np.isnan(mu[:, 0])
-    step = (np.where(lifted.any(axis=1), WHEEL_LIFTOFF, 0)
-            | np.where(limited.any(axis=1), TRACTION_LIMIT, 0)).astype(np.uint8)
-    flags = np.concatenate([step, step[-1:]]) if T else np.zeros(1, dtype=np.uint8)
-    if q is not None:
-        flags |= np.where(joint_limit_flags(model, q), JOINT_LIMIT, 0).astype(np.uint8)
-    if margin is not None and T:  # like the other flags: point t from step t's start state
-        m = np.concatenate([margin[:T], margin[T - 1:T]])
-        flags |= np.where(m < tipover_margin, TIPOVER_RISK, 0).astype(np.uint8)
-    return flags
-
-
-def predict_dynamic(model: VehicleModel, terrain: Any, inputs: PredictionInputs, *,
-                    covariance: bool = True) -> DynamicPrediction:
-    """Run :func:`~wmr_model.dynamics.simulate.simulate_dynamics` for every candidate of
-    ``inputs`` (ideal actuators), all at once on all cores
-    (:func:`~wmr_model.dynamics.simulate.simulate_dynamics_batch`)."""
-    qdot0 = inputs.qdot0 if inputs.qdot0 is not None else np.zeros(model.nv)
-    C, T = inputs.commands.shape[:2]
-    flags = np.empty((C, T + 1), dtype=np.uint8)
-    runs = simulate_dynamics_batch(model, terrain, inputs.q0, qdot0, inputs.commands,
-                                   inputs.dt, actuator=DYNAMIC_ACTUATOR)
-    for c in range(C):
-        margin = dynamic_stability_margin(model, terrain, runs.q[c], runs.qdot[c], inputs.dt)
-        flags[c] = dynamic_flags(model, runs.f_contact[c], runs.dz[c], runs.q[c], margin)
-    cov = np.zeros((C, T + 1, 36)) if covariance else None
-    return DynamicPrediction(q=runs.q, qdot=runs.qdot, flags=flags, ros_covariance=cov)
+def _threadsafe_kernels() -> bool:
+    """True when numba's threading layer accepts parallel launches from several threads at
+    once (tbb, omp); workqueue does not, and then the node runs them one at a time."""
+    try:
+        import numba
+    except ImportError:
+        return True
+    layer = str(numba.config.THREADING_LAYER)
+    if layer == "workqueue":
+        return False
+    for mod in ("tbbpool", "omppool"):
+        try:
+            __import__(f"numba.np.ufunc.{mod}")
+            return True
+        except ImportError:
+            continue
+    return False
 
 
 class PredictionNode(Node):
@@ -450,31 +523,43 @@ class PredictionNode(Node):
         # first: the file's values become those of the model parameters declared from here on
         self.calibration = declare_calibration_file(self)
         self.vehicle_params = declare_vehicle_parameters(self)
-        self.max_candidates = declare(self, "max_candidates", 5000, "largest num_candidates "
-                                      "served (memory and latency bound)", lower=1,
-                                      upper=1_000_000)
-        self.max_dynamic_candidates = declare(self, "max_dynamic_candidates", 32, "largest "
-                                              "num_candidates served with fidelity DYNAMIC (one "
-                                              "simulation each)", lower=1, upper=1_000_000)
-        self.max_steps = declare(self, "max_steps", 10000, "largest num_steps served", lower=1,
-                                 upper=10_000_000)
+        self.max_candidates = declare(self, "max_candidates", 100000, "largest num_candidates "
+                                      "served (memory is bounded by max_request_memory_mb)",
+                                      lower=1, upper=100_000_000)
+        self.max_steps = declare(self, "max_steps", 100000, "largest num_steps served",
+                                 lower=1, upper=100_000_000)
         self.max_horizon = declare(self, "max_horizon", 60.0, "[s] longest horizon "
                                    "num_steps * step_size served", lower=0.0, upper=1e6)
-        self.default_frame = declare(self, "default_frame", "odom", "frame of the paths when "
+        self.max_request_memory_mb = declare(
+            self, "max_request_memory_mb", 2048.0, "[MB] memory budget of the requests being "
+            "served (estimated before anything is allocated; larger requests are refused, "
+            "concurrent ones wait)", lower=1.0, upper=1e7)
+        self.max_compute_time = declare(self, "max_compute_time", 10.0, "[s] longest time a "
+                                        "request computes (a request may ask for less); then "
+                                        "it returns the finished candidates or fails",
+                                        lower=0.001, upper=1e6)
+        self.executor_threads = declare(self, "worker_threads", 4, "threads of the node's "
+                                        "executor: requests served at the same time",
+                                        lower=1, upper=64, read_only=True)
+        self.default_frame = declare(self, "default_frame", "odom", "frame of the poses when "
                                      "the request's header.frame_id is empty")
         self.stabilization = declare(self, "stabilization", 0.5, "[-] Baumgarte gain sigma*dt "
                                      "(2.35)", lower=0.0, upper=1.0)
         self.integrator = declare(self, "integrator", "euler", "euler or rk4",
                                   choices=("euler", "rk4"))
-        self.propagate = declare(self, "propagate_covariance", True, "return per-pose "
-                                 "covariances propagated with Q' from noise.U.*")
+        self.propagate = declare(self, "propagate_covariance", True, "propagate pose "
+                                 "covariances with Q' from noise.U.* (KINEMATIC, ENHANCED)")
         self.publish_path = declare(self, "publish_path", False, "publish candidate 0 of the "
                                     "last prediction on ~/path")
         self.publish_markers = declare(self, "publish_markers", False, "publish covariance "
                                        "ellipsoids and candidate lines on ~/covariance_markers")
         self.marker_stride = declare(self, "marker_stride", 5, "ellipsoid every this many "
-                                     "poses", lower=1, upper=100000)
+                                     "samples", lower=1, upper=100000)
+        period = declare(self, "diagnostics_period", 1.0, "[s] diagnostics publishing period",
+                         lower=0.01, upper=60.0)
         self.model_values = declare_model_parameters(self, DEFAULT_QPRIME_U)
+        self.wheel_values: dict[str, float] = {}
+        self.base_model: VehicleModel | None = None
         self.model: VehicleModel | None = None
         self.model_error = ""
         try:
@@ -483,27 +568,59 @@ class PredictionNode(Node):
             self.get_logger().error(f"terrain: {exc}; using flat ground")
             self.terrain = flat()
         self.latest: Odometry | None = None
+        self._lock = threading.Lock()  # counters, reservations, parameter snapshot
+        self._room = threading.Condition(self._lock)
+        self._reserved = 0
+        self._in_flight = 0
+        self._parallel = None if _threadsafe_kernels() else threading.Lock()
+        self.stats: Counter = Counter()
+        self.rejected: Counter = Counter()
+        self.compute_times: list[float] = []
+        self.last_rejection = ""
         self.create_subscription(Odometry, "odom", self._on_odom, 10)
         self.pub_path = self.create_publisher(Path, "~/path", 1)
         self.pub_markers = self.create_publisher(MarkerArray, "~/covariance_markers", 1)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._rd_sub = None
         self._try_load(None)
         if self.model is None and not self.model_error:
             self.get_logger().info("waiting for the vehicle on the robot_description topic")
             self._rd_sub = subscribe_robot_description(self, self._on_robot_description)
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.create_service(PredictTrajectory, "~/predict", self._on_predict)
+        validate_parameters(self)
+        self.add_post_set_parameters_callback(self._on_parameters_set)
+        self.create_service(PredictTrajectory, "~/predict", self._on_predict,
+                            callback_group=ReentrantCallbackGroup())
+        self.create_timer(float(period), self._publish_diagnostics)
 
+    # ---- setup --------------------------------------------------------------------------------
     def _try_load(self, xml: str | None) -> None:
         try:
-            self.model = load_vehicle_from_parameters(self.vehicle_params, xml)
+            model = load_vehicle_from_parameters(self.vehicle_params, xml)
         except (WmrError, OSError) as exc:
             self.model_error = str(exc)
             self.get_logger().error(f"cannot load the vehicle: {exc}")
             return
-        if self.model is not None:
-            act = [self.model.joint_names[k] for k in self.model.actuated_joints]
-            self.get_logger().info(f"prediction for {self.model.name}: actuated joints {act}")
+        if model is None:
+            return
+        self.base_model = model
+        self.wheel_values = declare_wheel_parameters(self, model)
+        try:
+            self._apply_wheels()
+        except (WmrError, ValueError) as exc:
+            self.model_error = str(exc)
+            self.get_logger().error(f"wheel parameters: {exc}; using the vehicle's radii")
+            self.model = model
+        act = [model.joint_names[k] for k in model.actuated_joints]
+        self.get_logger().info(f"prediction for {model.name}: actuated joints {act}")
+
+    def _apply_wheels(self) -> None:
+        """The served model: the loaded one with the ``wheel.<wheel>.radius`` values."""
+        base = self.base_model
+        assert base is not None
+        changed = {k: v for k, v in self.wheel_values.items()
+                   if v != float(base.wheel_radius[base.wheel_names.index(
+                       k[len("wheel."):-len(".radius")])])}
+        self.model = with_parameters(base, changed)
 
     def _on_robot_description(self, xml: str) -> None:
         if self.model is None:
@@ -512,114 +629,247 @@ class PredictionNode(Node):
                 self.destroy_subscription(self._rd_sub)
                 self._rd_sub = None
 
-    def _on_set_parameters(self, params) -> SetParametersResult:
+    def _on_parameters_set(self, params) -> None:
+        """Apply accepted values (validated before by validate_parameters)."""
         names = set(model_parameter_names())
-        new = {}
-        for p in params:
-            if p.name in names:
-                try:
-                    new[p.name] = check_value(p.name, p.value)
-                except (WmrError, ValueError) as exc:
-                    return SetParametersResult(successful=False, reason=str(exc))
-            elif p.name in ("max_candidates", "max_dynamic_candidates", "max_steps",
-                            "max_horizon", "default_frame", "stabilization", "integrator",
-                            "publish_path", "publish_markers", "marker_stride"):
-                setattr(self, p.name, p.value)
-            elif p.name == "propagate_covariance":
-                self.propagate = bool(p.value)
-        self.model_values.update(new)
-        return SetParametersResult(successful=True)
+        wheels = False
+        with self._lock:
+            for p in params:
+                if p.name in names:
+                    self.model_values[p.name] = float(p.value)
+                elif p.name in self.wheel_values:
+                    self.wheel_values[p.name] = float(p.value)
+                    wheels = True
+                elif p.name == "propagate_covariance":
+                    self.propagate = bool(p.value)
+                elif p.name in ("max_candidates", "max_steps", "max_horizon",
+                                "max_request_memory_mb", "max_compute_time", "default_frame",
+                                "stabilization", "integrator", "publish_path",
+                                "publish_markers", "marker_stride"):
+                    setattr(self, p.name, p.value)
+            if wheels and self.base_model is not None:
+                self._apply_wheels()
+        self.get_logger().info(f"parameters updated (apply from the next request): "
+                               f"{sorted(p.name for p in params)}")
 
     def _on_odom(self, msg: Odometry) -> None:
         self.latest = msg
 
-    def _fail(self, resp, message: str, t0: float):
+    # ---- requests -----------------------------------------------------------------------------
+    def _fail(self, resp, message: str, reason: str, t0: float):
         resp.success = False
         resp.status_message = message
         resp.compute_time = time.perf_counter() - t0
-        self.get_logger().warning(f"request refused: {message}")
+        with self._lock:
+            self.rejected[reason] += 1
+            self.last_rejection = message
+        self.get_logger().warning(f"request refused ({reason}): {message}")
         return resp
 
     def _on_predict(self, req, resp):
         t0 = time.perf_counter()
-        if self.model is None:
+        with self._lock:
+            self.stats["requests"] += 1
+            model, values = self.model, dict(self.model_values)
+            budget_mb, node_time = float(self.max_request_memory_mb), float(self.max_compute_time)
+            propagate, integrator = bool(self.propagate), str(self.integrator)
+            stabilization = float(self.stabilization)
+        if model is None:
             return self._fail(resp, "no vehicle model" + (f": {self.model_error}"
-                                                         if self.model_error else " yet"), t0)
+                                                         if self.model_error else " yet"),
+                              "no_vehicle_model", t0)
+        reserved: int | None = None
         try:
-            inputs = prediction_inputs(self.model, req, self.latest,
+            outputs = request_outputs(req)
+            if req.precision not in (Req.FLOAT64, Req.FLOAT32):
+                raise RequestError(f"precision: must be FLOAT64 (0) or FLOAT32 (1), got "
+                                   f"{req.precision}")
+            float32 = req.precision == Req.FLOAT32
+            every = max(int(req.every), 1)
+            asked = float(req.max_compute_time)
+            if not (math.isfinite(asked) and asked >= 0):
+                raise RequestError(f"max_compute_time: must be a finite number >= 0 s (0: the "
+                                   f"node's {node_time:g} s), got {asked}")
+            budget_s = min(asked, node_time) if asked > 0 else node_time
+            fidelity = FIDELITY_NAMES.get(req.fidelity, "")
+            covariance = propagate and bool(outputs & Req.OUTPUT_COVARIANCES) and (
+                fidelity != "dynamic")
+            need = {}
+
+            def guard(C: int, T: int) -> None:
+                need.update(request_memory(model, fidelity, C, T, every, outputs, float32,
+                                           covariance))
+                if need["total"] > budget_mb * 1e6:
+                    parts = ", ".join(f"{k} {v / 1e6:.0f}" for k, v in need.items()
+                                      if k != "total")
+                    raise RequestError(
+                        f"memory: {C} candidates x {T} steps ({len(sample_steps(T, every))} "
+                        f"samples each, {fidelity}) need about {need['total'] / 1e6:.0f} MB "
+                        f"({parts} MB) > max_request_memory_mb {budget_mb:g}; ask for fewer "
+                        f"candidates or steps, a larger every or fewer outputs",
+                        "memory_budget")
+
+            inputs = prediction_inputs(model, req, self.latest,
                                        max_candidates=int(self.max_candidates),
                                        max_steps=int(self.max_steps),
                                        max_horizon=float(self.max_horizon),
-                                       default_frame=self.default_frame,
-                                       max_dynamic_candidates=int(self.max_dynamic_candidates))
-            note = ""
-            if inputs.fidelity == "dynamic":
-                pred = predict_dynamic(self.model, self.terrain, inputs,
-                                       covariance=bool(self.propagate))
-                note = f"{DYNAMIC_ACTUATOR} actuators" + (
-                    "; pose_covariances are zeros: no propagated covariance"
-                    if self.propagate else "")
-            else:
-                values = self.model_values
-                Q = (qprime_from_parameters({k: v for k, v in values.items()
-                                             if k.startswith("noise.U.")})
-                     if self.propagate else None)
-                pred = predict(self.model, self.terrain, inputs.q0, inputs.commands, inputs.dt,
-                               fidelity=inputs.fidelity,
-                               slip_params={n: values[n] for n in SLIP_NAMES}, Qprime=Q,
-                               integrator=self.integrator,
-                               stabilization=float(self.stabilization))
-            fill_response(self.model, inputs, pred, resp)
-        except (RequestError, WmrError) as exc:
-            return self._fail(resp, str(exc), t0)
+                                       default_frame=self.default_frame, terrain=self.terrain,
+                                       guard=guard)
+            deadline = t0 + budget_s
+            reserved = self._reserve(need.get("total", 0), budget_mb * 1e6, deadline)
+            Q = (qprime_from_parameters({k: v for k, v in values.items()
+                                         if k.startswith("noise.U.")}) if covariance else None)
+            lock = self._parallel if self._parallel is not None and (
+                inputs.commands.shape[0] >= 2) else contextlib.nullcontext()
+            with lock:
+                r = rollout(model, self.terrain, inputs.q0, inputs.commands, inputs.dt,
+                            fidelity=inputs.fidelity, every=every, qdot0=inputs.qdot0,
+                            deadline=deadline, slip_params={n: values[n] for n in SLIP_NAMES},
+                            Qprime=Q, integrator=integrator, stabilization=stabilization)
+            C = inputs.commands.shape[0]
+            if r.partial and not req.allow_partial:
+                raise RequestError(
+                    f"max_compute_time {budget_s:g} s: {r.done} of {C} candidates computed in "
+                    f"{r.seconds:.3f} s; set allow_partial to receive them, or ask for fewer "
+                    f"candidates or steps", "time_budget")
+            fill_compact(model, r, outputs, float32, resp)
+            if outputs & (Req.OUTPUT_PATHS | Req.OUTPUT_JOINT_TRAJECTORIES):
+                fill_messages(model, inputs, r.q, r.qdot, r.steps, resp,
+                              paths=bool(outputs & Req.OUTPUT_PATHS),
+                              trajectories=bool(outputs & Req.OUTPUT_JOINT_TRAJECTORIES))
+        except RequestError as exc:
+            return self._fail(resp, str(exc), exc.reason, t0)
+        except WmrError as exc:
+            return self._fail(resp, str(exc), "invalid_request", t0)
         except Exception as exc:  # never crash the service on a request
             self.get_logger().error(f"prediction failed: {type(exc).__name__}: {exc}")
-            return self._fail(resp, f"internal error: {type(exc).__name__}: {exc}", t0)
-        return self._succeed(resp, inputs, pred, t0, note)
+            return self._fail(resp, f"internal error: {type(exc).__name__}: {exc}",
+                              "internal_error", t0)
+        finally:
+            if reserved is not None:
+                self._release(reserved)
+        return self._succeed(resp, inputs, r, t0, covariance, propagate)
 
-    def _succeed(self, resp, inputs: PredictionInputs, pred, t0: float, note: str = ""):
+    def _reserve(self, nbytes: int, budget: float, deadline: float) -> int:
+        """Reserve ``nbytes`` of the memory budget, waiting until the deadline for requests
+        running to release theirs."""
+        with self._room:
+            while self._reserved and self._reserved + nbytes > budget:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    raise RequestError(
+                        f"memory: about {nbytes / 1e6:.0f} MB needed while requests running "
+                        f"hold {self._reserved / 1e6:.0f} MB of max_request_memory_mb "
+                        f"{budget / 1e6:g}; none finished within the time budget", "busy")
+                self._room.wait(left)
+            self._reserved += nbytes
+            self._in_flight += 1
+        return nbytes
+
+    def _release(self, nbytes: int) -> None:
+        with self._room:
+            self._reserved -= nbytes
+            self._in_flight -= 1
+            self._room.notify_all()
+
+    def _succeed(self, resp, inputs: PredictionInputs, r: Rollout, t0: float,
+                 covariance: bool, propagate: bool):
         resp.success = True
         C, T = inputs.commands.shape[:2]
-        resp.status_message = f"ok: {C} candidates x {T} steps, {inputs.fidelity}" + (
-            f" ({note})" if note else "")
+        notes = []
+        if inputs.placed:
+            notes.append("2D pose placed on the terrain")
+        if inputs.fidelity == "dynamic":
+            notes.append(f"{DYNAMIC_ACTUATOR} actuators; no propagated covariance")
+        n_bad = int(np.count_nonzero(r.invalid_step >= 0))
+        if n_bad:
+            notes.append(f"{n_bad} candidates invalid (FLAG_INVALID)")
+        if r.partial:
+            notes.append(f"partial: {r.done} of {C} candidates within the time budget")
+        resp.status_message = (f"ok: {C} candidates x {T} steps, {inputs.fidelity}, "
+                               f"{len(r.steps)} samples" + (f" ({'; '.join(notes)})"
+                                                           if notes else ""))
         resp.compute_time = time.perf_counter() - t0
-        if self.publish_path and resp.paths:
-            self.pub_path.publish(resp.paths[0])
-        if self.publish_markers:
-            self.pub_markers.publish(self._markers(inputs, pred, resp))
+        with self._lock:
+            self.stats["succeeded"] += 1
+            self.stats["partial"] += int(r.partial)
+            self.stats["candidates"] += int(r.done)
+            self.stats["invalid candidates"] += n_bad
+            self.compute_times.append(resp.compute_time)
+        if (self.publish_path or self.publish_markers) and r.done:
+            header = Header(frame_id=inputs.frame_id, stamp=cv.seconds_to_stamp(inputs.stamp))
+            if self.publish_path:
+                headers = [Header(frame_id=inputs.frame_id, stamp=s)
+                           for s in cv.stamp_list(inputs.stamp + r.steps * inputs.dt)]
+                self.pub_path.publish(Path(header=header,
+                                           poses=cv.pose_stamped_list(headers, r.q[0])))
+            if self.publish_markers:
+                self.pub_markers.publish(self._markers(header, r))
         return resp
 
-    def _markers(self, inputs: PredictionInputs, pred: Prediction | DynamicPrediction,
-                 resp) -> MarkerArray:
+    def _markers(self, header: Header, r: Rollout) -> MarkerArray:
         out = MarkerArray()
-        header = resp.paths[0].header
-        clear = Marker(header=header, action=Marker.DELETEALL)
-        out.markers.append(clear)
-        for c, path in enumerate(resp.paths[:100]):
+        out.markers.append(Marker(header=header, action=Marker.DELETEALL))
+        for c in range(min(r.done, 100)):
             line = Marker(header=header, ns="candidates", id=c, type=Marker.LINE_STRIP,
                           action=Marker.ADD)
             line.scale.x = 0.02
             line.color.g, line.color.a = 1.0, 0.6
             line.pose.orientation.w = 1.0
-            line.points = [ps.pose.position for ps in path.poses]
+            line.points = [cv.arrays_to_pose(p, (1, 0, 0, 0)).position
+                           for p in r.q[c, :, 4:7] if np.all(np.isfinite(p))]
             out.markers.append(line)
-        if pred.covariance is None:
+        if r.ros_covariance is None:
             return out
-        P = pred.covariance[0]
-        for i, t in enumerate(range(0, P.shape[0], int(self.marker_stride))):
-            lam, V = np.linalg.eigh(P[t, 3:5, 3:5])
+        P = r.ros_covariance[0].reshape(-1, 6, 6)  # (x, y, z, rx, ry, rz) ROS layout
+        for i, s in enumerate(range(0, P.shape[0], int(self.marker_stride))):
+            if not np.all(np.isfinite(P[s])) or not np.all(np.isfinite(r.q[0, s, 4:7])):
+                continue
+            lam, V = np.linalg.eigh(P[s, 0:2, 0:2])
             m = Marker(header=header, ns="covariance", id=i, type=Marker.SPHERE,
                        action=Marker.ADD)
-            m.pose.position = resp.paths[0].poses[t].pose.position
+            m.pose.position = cv.arrays_to_pose(r.q[0, s, 4:7], (1, 0, 0, 0)).position
             yaw = math.atan2(V[1, 1], V[0, 1])
             m.pose.orientation.z, m.pose.orientation.w = math.sin(yaw / 2), math.cos(yaw / 2)
             # 2-sigma ellipse: diameter 4 sigma; tiny floor so RViz shows something at t = 0
             m.scale.x = max(4.0 * math.sqrt(max(lam[1], 0.0)), 1e-3)
             m.scale.y = max(4.0 * math.sqrt(max(lam[0], 0.0)), 1e-3)
-            m.scale.z = max(4.0 * math.sqrt(max(P[t, 5, 5], 0.0)), 1e-3)
+            m.scale.z = max(4.0 * math.sqrt(max(P[s, 2, 2], 0.0)), 1e-3)
             m.color.b, m.color.a = 1.0, 0.3
             out.markers.append(m)
         return out
+
+    # ---- diagnostics --------------------------------------------------------------------------
+    def _publish_diagnostics(self) -> None:
+        with self._lock:
+            stats, rejected = dict(self.stats), dict(self.rejected)
+            times, self.compute_times = self.compute_times, []
+            in_flight, reserved = self._in_flight, self._reserved
+            last = self.last_rejection
+        st = DiagnosticStatus(name=f"{self.get_fully_qualified_name()}: prediction",
+                              hardware_id="wmr_model")
+        values = [KeyValue(key=k, value=str(stats.get(k, 0)))
+                  for k in ("requests", "succeeded", "partial", "candidates",
+                            "invalid candidates")]
+        values.append(KeyValue(key="rejected", value=str(sum(rejected.values()))))
+        values += [KeyValue(key=f"rejected {k}", value=str(v)) for k, v in sorted(
+            rejected.items())]
+        values += [KeyValue(key="in flight", value=str(in_flight)),
+                   KeyValue(key="reserved memory [MB]", value=f"{reserved / 1e6:.1f}"),
+                   KeyValue(key="last rejection", value=last)]
+        if times:
+            values += [KeyValue(key="compute time mean [s]", value=f"{np.mean(times):.4f}"),
+                       KeyValue(key="compute time max [s]", value=f"{np.max(times):.4f}"),
+                       KeyValue(key="requests in period", value=str(len(times)))]
+        level, problems = DiagnosticStatus.OK, []
+        if self.model is None:
+            level = DiagnosticStatus.ERROR
+            problems.append("no vehicle model" + (f": {self.model_error}"
+                                                  if self.model_error else " yet"))
+        if rejected.get("internal_error"):
+            level = max(level, DiagnosticStatus.WARN)
+            problems.append(f"{rejected['internal_error']} requests failed internally")
+        publish_status(self, self.pub_diag, st, level, problems, values)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -17,7 +17,9 @@ def spin_node(make_node: Callable[[], Node], args: list[str] | None = None) -> i
     """Run one node until Ctrl-C or an external shutdown; always destroy it and shut down.
 
     ``make_node`` is called after ``rclpy.init`` (a node class works); ``args`` default to
-    ``sys.argv`` so ``--ros-args`` remappings and parameters apply. Returns 0 on a clean stop.
+    ``sys.argv`` so ``--ros-args`` remappings and parameters apply. A node with an
+    ``executor_threads`` attribute > 1 is spun by a MultiThreadedExecutor of that many
+    threads. Returns 0 on a clean stop.
 
     A SIGINT reaches both rclpy's handler (context shutdown: ``spin`` raises
     ``ExternalShutdownException``) and the Python-level handler, which is made a no-op so that
@@ -39,7 +41,15 @@ def _run(make_node: Callable[[], Node], args: list[str] | None) -> int:
     node = None
     try:
         node = make_node()
-        rclpy.spin(node)
+        threads = int(getattr(node, "executor_threads", 1))
+        if threads > 1:  # nodes serving concurrent callbacks (reentrant callback groups)
+            from rclpy.executors import MultiThreadedExecutor
+
+            executor = MultiThreadedExecutor(num_threads=threads)
+            executor.add_node(node)
+            executor.spin()
+        else:
+            rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception:
