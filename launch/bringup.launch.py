@@ -4,7 +4,8 @@
 
 Starts odometry_node and prediction_node (and calibrator_node with ``use_calibration:=true``)
 in one namespace, each with config/default.yaml, config/nodes/<vehicle>.yaml and the optional
-``params_file``. Needs ``launch``/``launch_ros`` (a full ROS 2 install); the tests only parse it.
+``params_file``; ``calibration_file`` starts them from a saved calibration. Tested by
+test/ros/test_launch_bringup.py and the field-run test (``ros2 launch`` as a user runs it).
 """
 
 from pathlib import Path
@@ -22,7 +23,7 @@ NODES = (
     ("prediction.launch.py", "use_prediction", "true"),
     ("calibration.launch.py", "use_calibration", "false"),
 )
-FORWARDED = ("vehicle", "params_file", "namespace", "use_sim_time")
+FORWARDED = ("vehicle", "params_file", "namespace", "use_sim_time", "calibration_file")
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -35,6 +36,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("namespace", default_value="", description="node namespace"),
         DeclareLaunchArgument("use_sim_time", default_value="false",
                               description="true for bag replay with /clock"),
+        DeclareLaunchArgument("calibration_file", default_value="",
+                              description="calibration YAML from the calibrator's ~/save"),
     ]
     args = {k: LaunchConfiguration(k) for k in FORWARDED}
     for file, flag, default in NODES:

@@ -3,8 +3,7 @@
 
 Arguments as node.launch.py (vehicle, params_file, namespace, use_sim_time). The calibrator
 pushes accepted estimates to odometry_node and prediction_node in the same namespace (see
-``push.*`` in config/nodes/<vehicle>.yaml). Needs ``launch``/``launch_ros``; the tests only
-parse this file.
+``push.*`` in config/nodes/<vehicle>.yaml).
 """
 
 from pathlib import Path

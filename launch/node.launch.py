@@ -4,8 +4,7 @@
 
 Parameters, in increasing precedence: config/default.yaml, config/nodes/<vehicle>.yaml (when
 the vehicle is a shipped name with such a file), ``params_file`` (when given), then
-``vehicle`` itself. Needs the ROS 2 ``launch``/``launch_ros`` packages (not on PyPI): never
-imported by the tests, which only parse it.
+``vehicle``, ``use_sim_time`` and ``calibration_file`` themselves.
 """
 
 from pathlib import Path
@@ -29,9 +28,13 @@ def _node(context):
     if extra:
         files.append(extra)
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() == "true"
+    overrides = {"vehicle": vehicle, "use_sim_time": use_sim_time}
+    calibration = LaunchConfiguration("calibration_file").perform(context)
+    if calibration:
+        overrides["calibration_file"] = str(Path(calibration).expanduser().resolve())
     return [Node(package="wmr_model", executable=executable, name=executable,
                  namespace=LaunchConfiguration("namespace"), output="screen",
-                 parameters=[*files, {"vehicle": vehicle, "use_sim_time": use_sim_time}])]
+                 parameters=[*files, overrides])]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -45,5 +48,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("namespace", default_value="", description="node namespace"),
         DeclareLaunchArgument("use_sim_time", default_value="false",
                               description="true for bag replay with /clock"),
+        DeclareLaunchArgument("calibration_file", default_value="",
+                              description="calibration YAML written by the calibrator's ~/save: "
+                              "the nodes start from its values"),
         OpaqueFunction(function=_node),
     ])

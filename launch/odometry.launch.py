@@ -1,8 +1,8 @@
 """Launch the wmr_model odometry node:
 ``ros2 launch wmr_model odometry.launch.py vehicle:=warthog``.
 
-Arguments as node.launch.py (vehicle, params_file, namespace, use_sim_time). Needs
-``launch``/``launch_ros`` (a full ROS 2 install); the tests only parse this file.
+Arguments as node.launch.py (vehicle, params_file, namespace, use_sim_time,
+calibration_file).
 """
 
 from pathlib import Path
