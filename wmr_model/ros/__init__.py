@@ -5,7 +5,8 @@ No physics lives here (style.md §7): the nodes convert messages to arrays, call
 package needs rclpy and the message packages; the core never imports it.
 
 Modules: :mod:`.conversions` (message <-> array), :mod:`.params` (parameter declaration with
-descriptors and ranges, vehicle loading), :mod:`.odometry_node`, :mod:`.prediction_node`.
+descriptors and ranges, set-time validation, vehicle loading), :mod:`.odometry_node`,
+:mod:`.prediction_node`, :mod:`.client` (NumPy client of the prediction service).
 """
 
 __all__ = ["conversions", "params"]
