@@ -426,7 +426,8 @@ def test_confounded_parameters_are_reported_and_not_pushed(ros, synthetic, tmp_p
 
 
 def test_bad_inputs_are_diagnosed_and_the_node_keeps_serving(ros, tmp_path):
-    feed = _start_calibrator(ros, "bad", tmp_path / "bad.yaml")
+    # arrival order (no reorder window), so the order faults reach the calibration as sent
+    feed = _start_calibrator(ros, "bad", tmp_path / "bad.yaml", "reorder_window:=0.0")
     wheels = ["left_wheel_joint", "right_wheel_joint"]  # through the encoder map
     ident = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     cov = list(np.diag([1e-4] * 6).ravel())
@@ -442,11 +443,17 @@ def test_bad_inputs_are_diagnosed_and_the_node_keeps_serving(ros, tmp_path):
     feed.pose(0.3, [0.0] * 7, cov)  # not a quaternion
     feed.pose(0.4, ident, [-1.0] + [0.0] * 35)  # REP-145 "no covariance": default used
     feed.imu_sample(0.5, (math.inf, 0.0, 0.0))  # non-finite gyro
-    feed.joint_state(100.0, wheels, velocities=[1.0, 1.0])
-    feed.joint_state(2.0, wheels, velocities=[1.0, 1.0])  # bag loop: 98 s back
+    feed.joint_state(100.0, wheels, velocities=[1.0, 1.0])  # one stray stamp, 99 s ahead ...
+    feed.joint_state(1.3, wheels, velocities=[1.0, 1.0])  # ... refuted: dropped and counted
+    for t in (200.0, 200.1, 200.2):  # a jump confirmed by 3 messages is followed
+        feed.joint_state(t, wheels, velocities=[1.0, 1.0])
+    for t in (2.0, 2.1, 2.2):  # bag loop: 198 s back, confirmed: buffers cleared
+        feed.joint_state(t, wheels, velocities=[1.0, 1.0])
     st, kv = feed.diagnostics.wait(lambda st, kv: kv.get("rejected missing_joints") == "1"
                             and kv.get("rejected bad_quaternion") == "1"
                             and kv.get("resets") == "1")
+    assert kv["rejected stray_stamp"] == "1" and "100.0" in kv["last stray stamp"]
+    assert kv["time base changes"] == "2"
     assert st.level == st.WARN and "rejected" in st.message
     assert kv["rejected non_finite"] == "3"
     assert kv["rejected length_mismatch"] == "1"
@@ -458,6 +465,52 @@ def test_bad_inputs_are_diagnosed_and_the_node_keeps_serving(ros, tmp_path):
     resp = _trigger(ros, "/bad/calibrator_node/save")
     assert resp.success, resp.message
     assert Path(resp.message).exists()
+
+
+@pytest.mark.parametrize("window", [0.0, 8.0])
+def test_reorder_window_follows_a_stream_delivered_ahead(ros, synthetic, tmp_path, window):
+    """Poses delivered 6 s (stamp time) ahead of the encoders, as a replay whose pose topic
+    runs ahead of a backlogged encoder topic: without a window (0) the intervals time out
+    waiting for the encoders (max_wait 5 s) and are skipped; with an 8 s window the poses wait
+    in stamp order, nothing is skipped or rejected, and the estimates equal the batch filter's
+    interval by interval."""
+    from wmr_model.uncertainty import to_ros_pose_covariance
+
+    run, iv, batch = synthetic
+    log = run.log
+    n_iv = 12
+    t_end = log.pose_time[iv[n_iv - 1, 1]] + 0.5
+    ns = f"reorder{int(window)}"
+    feed = _start_calibrator(ros, ns, tmp_path / "r.yaml", f"reorder_window:={window}",
+                             "reorder_idle:=5.0")
+    cov_ros = to_ros_pose_covariance(log.pose_covariance)
+    lead = 6.0
+    events = sorted([(t, 1, k) for k, t in enumerate(log.joint_time) if t < t_end]
+                    + [(t - lead, 0, k) for k, t in enumerate(log.pose_time) if t < t_end])
+    names = list(log.joint_names)
+    ends = log.pose_time[iv[:, 1]]
+    for t, kind, k in events:
+        if kind == 1:
+            feed.joint_state(t, names, velocities=log.joint_rate[k])
+            if k % 50 == 0 and window > 0:  # pace: at most ~2 intervals in flight
+                done = int(np.searchsorted(ends, t, side="right"))
+                feed.wait_states(max(min(done, n_iv) - 2, 0))
+            elif k % 50 == 0:  # no states to wait for (skipped): give the node time
+                feed.spin(0.1)
+        else:
+            feed.pose(log.pose_time[k], log.pose[k], cov_ros[k])
+    if window == 0.0:
+        _, kv = feed.diagnostics.wait(
+            lambda st, kv: int(kv.get("skipped intervals encoders_do_not_cover_interval", 0)) > 0)
+        return
+    feed.wait_states(n_iv)
+    for k in range(n_iv):
+        np.testing.assert_allclose(feed.states[k].values, batch.history[k].x[:2], rtol=1e-6,
+                                   atol=1e-9)
+    _, kv = feed.diagnostics.wait(lambda st, kv: int(kv.get("accepted encoders", 0)) == sum(
+        1 for e in events if e[1] == 1))
+    assert not any(k.startswith(("rejected", "skipped")) and v != "0" for k, v in kv.items()), kv
+    assert float(kv["reorder max hold [s]"]) > lead - 0.5
 
 
 def test_calibrator_without_a_vehicle_reports_and_refuses(ros, tmp_path):
@@ -545,7 +598,7 @@ def test_navsatfix_source_equals_odometry_and_calibrates_the_lever_arm(ros, gps_
     common = ("pose_sensor:=gps", f"sensor.gps.z:={GPS_TRUE[2]}")
     _start_calibrator(ros, "gpsodo", tmp_path / "o.yaml", *common, sys_names=LEVER,
                       std0=LEVER_STD0, wait=False)
-    _start_calibrator(ros, "gpsfix", tmp_path / "f.yaml", *common, f"datum.latitude:={DATUM[0]}",
+    _start_calibrator(ros, "gpsfix", tmp_path / "f.yaml", *common, "datum.first_fix:=false", f"datum.latitude:={DATUM[0]}",
                       f"datum.longitude:={DATUM[1]}", f"datum.altitude:={DATUM[2]}",
                       sys_names=LEVER, std0=LEVER_STD0, source="navsatfix", wait=False)
     ros.wait_for(services=[f"/{ns}/calibrator_node/save" for ns in ("gpsodo", "gpsfix")],

@@ -38,14 +38,22 @@ Which parameters are calibrated: ``params`` (systematic, schema names such as ``
 ``initial_std.<name>`` and random walk ``process_std.<name>`` (declared per calibrated name).
 
 Ground truth: exactly one source, ``pose_source`` (odometry | pose | navsatfix). A NavSatFix
-is converted to a local ENU frame (x east, y north, z up) about ``datum.latitude/longitude/
-altitude`` (NaN: the first fix) with pymap3d; its ``position_covariance`` is used by
-``position_covariance_type`` (UNKNOWN: ``navsatfix.unknown_position_std``, 0 = reject), its
-attitude is the nearest ``imu/data`` orientation (within ``navsatfix.attitude_tolerance``; REP-145
-orientation in ENU, taken as the body's). Fixes without a fix status, a usable covariance or an
-attitude are rejected and counted. The antenna lever arm is ``sensor.<pose_sensor>.x/y/z``
-(declared when ``pose_sensor`` is set; default the description's sensor frame, which is added
-on the body when the URDF has none), calibratable by listing it in ``params``.
+is converted with pymap3d to a local ENU frame (x east, y north, z up) about the first fix (or,
+with ``datum.first_fix`` false, about ``datum.latitude/longitude/altitude``); its
+``position_covariance`` is used by ``position_covariance_type`` (UNKNOWN:
+``navsatfix.unknown_position_std``, 0 = reject); its attitude is the nearest ``imu/data``
+orientation (within ``navsatfix.attitude_tolerance``; REP-145 orientation in ENU, taken as the
+body's). Fixes without a fix status, a usable covariance or an attitude are rejected and
+counted. The antenna lever arm is ``sensor.<pose_sensor>.x/y/z`` (declared when ``pose_sensor``
+is set; default the description's sensor frame, which is added on the body when the URDF has
+none), calibratable by listing it in ``params``.
+
+Input order: encoder, IMU and pose messages pass the time-base guard and stamp-ordered reorder
+window of :class:`wmr_model.streams.OrderedInput` (``reorder_window``, ``reorder_idle``,
+``time_base_confirm``, ``time_jump_threshold``): a lone stray stamp is dropped and counted
+(``rejected stray_stamp``), a jump confirmed by ``time_base_confirm`` messages (or ``/clock``
+under ``use_sim_time``) is followed, and messages arriving out of order within the window reach
+the calibration in stamp order.
 
 Identifiability: once ``identifiability.min_intervals`` intervals were accepted, the posterior
 is checked (:func:`~wmr_model.calibration.identifiability.check_identifiability`): parameters
@@ -78,6 +86,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections import Counter, deque
 from pathlib import Path
 from typing import Any
@@ -125,8 +134,10 @@ from wmr_model.ros.params import (
     load_vehicle_from_parameters,
     subscribe_robot_description,
     terrain_from_parameters,
+    validate_parameters,
 )
 from wmr_model.ros.runner import spin_node
+from wmr_model.streams import DEFAULT_CONFIRM_COUNT, OrderedInput
 from wmr_model.uncertainty import from_ros_pose_covariance
 
 __all__ = ["CalibratorNode", "main", "write_text_atomically"]  # the writer: re-exported
@@ -175,11 +186,16 @@ class CalibratorNode(Node):
             "PoseWithCovarianceStamped on ground_truth/pose), navsatfix (sensor_msgs/NavSatFix "
             "on gps/fix with the attitude of the INS/IMU orientation on imu/data)",
             read_only=True, choices=("odometry", "pose", "navsatfix"))
-        self.datum = [declare(self, f"datum.{k}", math.nan, f"[{u}] {k} of the local ENU "
-                              "frame's origin for navsatfix; NaN (all three) = the first fix",
-                              read_only=True)
-                      for k, u in (("latitude", "deg"), ("longitude", "deg"),
-                                   ("altitude", "m above the WGS-84 ellipsoid"))]
+        self.datum_first_fix = declare(
+            self, "datum.first_fix", True, "navsatfix: the first fix is the origin of the local "
+            "ENU frame; false: datum.latitude/longitude/altitude are", read_only=True)
+        self.datum = [declare(self, f"datum.{k}", 0.0, f"[{u}] {k} of the local ENU frame's "
+                              "origin for navsatfix (with datum.first_fix false)",
+                              lower=lo, upper=hi, read_only=True)
+                      for k, u, lo, hi in (("latitude", "deg", -90.0, 90.0),
+                                           ("longitude", "deg", -180.0, 180.0),
+                                           ("altitude", "m above the WGS-84 ellipsoid", -1e4,
+                                            1e5))]
         self.unknown_fix_std = declare(
             self, "navsatfix.unknown_position_std", 0.0, "[m] position std used for fixes "
             "with position_covariance_type UNKNOWN; 0 rejects them (counted)", lower=0.0,
@@ -268,6 +284,19 @@ class CalibratorNode(Node):
             "max_history": declare(self, "max_history", 120.0, "[s] encoder history kept at "
                                    "most (memory)", lower=1.0, upper=86400.0, read_only=True),
         }
+        self.reorder_window = declare(
+            self, "reorder_window", 0.5, "[s] of stamp time encoder, IMU and pose messages may "
+            "wait to be processed in stamp order (bag replay at several times real time); "
+            "latency about one sensor period, at most this; 0: arrival order", lower=0.0,
+            upper=10.0)
+        self.reorder_idle = declare(
+            self, "reorder_idle", 0.3, "[s] (receive time) a silent input is still waited for "
+            "by the reorder window; must exceed the slowest input's period (the pose)",
+            lower=0.0, upper=10.0)
+        self.time_base_confirm = declare(
+            self, "time_base_confirm", DEFAULT_CONFIRM_COUNT, "consecutive messages that "
+            "confirm a time jump (more than time_jump_threshold from the time base); a lone "
+            "stray stamp is dropped and counted (1: follow every jump)", lower=1, upper=1000)
         self.push = {
             "enabled": declare(self, "push.enabled", True, "push accepted estimates to the "
                                "targets' parameter services"),
@@ -299,6 +328,10 @@ class CalibratorNode(Node):
                         read_only=True)
         self.model_values = declare_model_parameters(self, DEFAULT_QPRIME_U)
 
+        self.input = OrderedInput(
+            ("imu", "encoders", "pose"), window=float(self.reorder_window),
+            jump_threshold=float(self.stream_params["time_jump_threshold"]),
+            confirm_count=int(self.time_base_confirm), idle=float(self.reorder_idle))
         self.model: VehicleModel | None = None
         self.stream: StreamCalibrator | None = None
         self.model_error = ""
@@ -320,7 +353,7 @@ class CalibratorNode(Node):
         self.create_subscription(Imu, "imu/data", self._on_imu, qos)
         # one pose source only (mixing two would feed the filter two time-skewed truths)
         self._attitudes: deque = deque(maxlen=1000)  # (stamp, [w,x,y,z], (3,3) cov) of the IMU
-        self._datum: list[float] | None = (None if any(math.isnan(v) for v in self.datum)
+        self._datum: list[float] | None = (None if self.datum_first_fix
                                            else [float(v) for v in self.datum])
         if self.pose_source == "odometry":
             self.create_subscription(Odometry, "ground_truth/odom", self._on_odometry, qos)
@@ -335,10 +368,12 @@ class CalibratorNode(Node):
             self.get_logger().info("waiting for the vehicle on the robot_description topic")
             self._rd_sub = subscribe_robot_description(self, self._on_robot_description)
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        validate_parameters(self)  # after: an invalid set never reaches _on_set_parameters
         self.create_service(Trigger, "~/save", self._on_save)
         self.create_service(Trigger, "~/reset", self._on_reset)
         self.create_timer(float(period), self._publish_diagnostics)
         self.create_timer(float(self.push["period"]), self._push_tick)
+        self.create_timer(0.05, self._poll_input)
         unused = unused_calibration_names(self, self.calibration)
         if unused:
             self.get_logger().info(f"calibration_file: not parameters of this node: {unused}")
@@ -416,7 +451,7 @@ class CalibratorNode(Node):
         process = self._declare_per_name(
             "process_std", names, lambda n: 0.0,
             "[{unit}] random walk per interval (3.49): lets the estimate follow slow changes")
-        self._std0, self._process = std0, process
+        self._std0, self._process_std = std0, process
         values = self.model_values
         base = {n: v for n, v in values.items() if n.startswith("slip.") and n not in names}
         predictor = ModelPredictor(model, terrain_from_parameters(self.vehicle_params),
@@ -468,6 +503,12 @@ class CalibratorNode(Node):
                 self.push[p.name[len("push."):]] = p.value
             elif p.name.startswith("identifiability."):
                 self.identifiability[p.name[len("identifiability."):]] = p.value
+            elif p.name == "reorder_window":
+                self._process(self.input.set_window(float(p.value)))
+            elif p.name == "reorder_idle":
+                self.input.idle = float(p.value)
+            elif p.name == "time_base_confirm":
+                self.input.confirm_count = int(p.value)
             elif p.name == "base_frame":
                 self.base_frame = p.value
             elif p.name == "save_path":
@@ -487,25 +528,55 @@ class CalibratorNode(Node):
                                     throttle_duration_sec=5.0)
             return []
 
+    def _push(self, stream: str, what: str, stamp, fn, *args) -> None:
+        """Into the time-base guard and reorder window; ``fn(*args)`` runs when released."""
+        if self.stream is None:
+            self.node_rejected["no_calibration_set_up"] += 1
+            return
+        clock = (self.get_clock().now().nanoseconds * 1e-9
+                 if self.get_parameter("use_sim_time").value else None)
+        self._process(self.input.push(stream, cv.stamp_to_seconds(stamp), (what, fn, args),
+                                      now=time.monotonic(), clock=clock))
+
+    def _poll_input(self) -> None:
+        self._process(self.input.poll(time.monotonic()))
+
+    def _process(self, released) -> None:
+        """Run released messages (stamp order) through the calibration."""
+        for r in released:
+            if r.new_time_base:
+                self.get_logger().warning(f"time base moved to stamp {r.stamp:.9f} (confirmed "
+                                          f"by {self.input.confirm_count} messages or /clock)")
+            what, fn, args = r.item
+            self._handle(self._guard(what, fn, *args))
+
     def _on_joint_state(self, msg: JointState) -> None:
         def add():
             s = cv.encoder_sample(msg)
             return self.stream.add_encoders(s.stamp, s.names, s.positions, s.velocities)
 
-        self._handle(self._guard("encoders", add))
+        self._push("encoders", "encoders", msg.header.stamp, add)
 
     def _on_imu(self, msg: Imu) -> None:
-        def add():
-            s = cv.imu_sample(msg)
-            if self.pose_source == "navsatfix" and s.orientation is not None:
-                self._attitudes.append((s.stamp, s.orientation, s.orientation_covariance))
-            if s.angular_velocity is None:
-                self.node_rejected["imu_angular_velocity_not_provided"] += 1
-                return []
+        def add(s):
             self.stream.add_imu(s.stamp, s.angular_velocity)
             return []
 
-        self._guard("imu", add)
+        try:
+            s = cv.imu_sample(msg)
+        except Exception as exc:  # a bad message never stops the node
+            self.node_rejected["imu_conversion_error"] += 1
+            self.get_logger().error(f"imu: {type(exc).__name__}: {exc}",
+                                    throttle_duration_sec=5.0)
+            return
+        if self.pose_source == "navsatfix" and s.orientation is not None:
+            # attitudes wait here for their fixes (nearest stamp), not in the reorder window
+            self._attitudes.append((s.stamp, s.orientation, s.orientation_covariance))
+        if s.angular_velocity is None:
+            if self.pose_source != "navsatfix" or s.orientation is None:
+                self.node_rejected["imu_angular_velocity_not_provided"] += 1
+            return
+        self._push("imu", "imu", msg.header.stamp, add, s)
 
     def _pose_input(self, stamp, pose, covariance) -> list[IntervalOutcome]:
         position, orientation = cv.pose_to_arrays(pose)
@@ -515,8 +586,8 @@ class CalibratorNode(Node):
                                     np.concatenate([orientation, position]), cov)
 
     def _on_odometry(self, msg: Odometry) -> None:
-        self._handle(self._guard("ground_truth", self._pose_input, msg.header.stamp,
-                                 msg.pose.pose, msg.pose.covariance))
+        self._push("pose", "ground_truth", msg.header.stamp, self._pose_input, msg.header.stamp,
+                   msg.pose.pose, msg.pose.covariance)
 
     def _fix_input(self, msg: NavSatFix) -> list[IntervalOutcome]:
         stamp = cv.stamp_to_seconds(msg.header.stamp)
@@ -556,11 +627,11 @@ class CalibratorNode(Node):
         return self.stream.add_pose(stamp, pose, cov)
 
     def _on_fix(self, msg: NavSatFix) -> None:
-        self._handle(self._guard("gps/fix", self._fix_input, msg))
+        self._push("pose", "gps/fix", msg.header.stamp, self._fix_input, msg)
 
     def _on_pose(self, msg: PoseWithCovarianceStamped) -> None:
-        self._handle(self._guard("ground_truth", self._pose_input, msg.header.stamp,
-                                 msg.pose.pose, msg.pose.covariance))
+        self._push("pose", "ground_truth", msg.header.stamp, self._pose_input, msg.header.stamp,
+                   msg.pose.pose, msg.pose.covariance)
 
     def _handle(self, outcomes: list[IntervalOutcome]) -> None:
         for o in outcomes:
@@ -667,7 +738,7 @@ class CalibratorNode(Node):
             return None
         # the prior a parameter would have without data: initial std plus the random walk
         prior = {n: math.sqrt(self._std0.get(n, 1.0) ** 2
-                              + cal.n_updates * self._process.get(n, 0.0) ** 2)
+                              + cal.n_updates * self._process_std.get(n, 0.0) ** 2)
                  for n in cal.names}
         return check_identifiability(
             cal.names, cal.P, prior, cal.n_accepted,
@@ -740,6 +811,18 @@ class CalibratorNode(Node):
         level, problems = DiagnosticStatus.OK, []
         for reason, n in sorted(self.node_rejected.items()):
             values.append(KeyValue(key=f"rejected {reason}", value=str(n)))
+        stray = int(self.input.stats["stray_stamp"])
+        values += [
+            KeyValue(key="rejected stray_stamp", value=str(stray)),
+            KeyValue(key="last stray stamp", value=self.input.last_stray),
+            KeyValue(key="time base changes", value=str(self.input.stats["time_base_changes"])),
+            KeyValue(key="reorder window [s]", value=f"{self.input.window:g}"),
+            KeyValue(key="reorder held", value=str(self.input.pending)),
+            KeyValue(key="reorder max hold [s]", value=f"{self.input.max_hold:.4f}"),
+        ]
+        if stray:
+            level = max(level, DiagnosticStatus.WARN)
+            problems.append(f"{stray} stray stamps rejected")
         if self.stream is None:
             level = DiagnosticStatus.ERROR
             problems.append("no calibration" + (f": {self.model_error}" if self.model_error
