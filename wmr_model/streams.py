@@ -5,28 +5,34 @@ function each:
 
 * :class:`OrderedInput` - one front door for several streams (``"encoders"``, ``"imu"``, ...):
 
-  1. **time-base guard**: a stamp more than ``jump_threshold`` seconds away from the time base
-     (behind *or* ahead of the newest accepted stamp of any stream) is held as a *candidate* of
-     a new time base. It becomes the time base only when confirmed - by ``confirm_count``
-     consecutive messages consistent with it (each within ``jump_threshold`` of the previous
-     candidate), or at once when it agrees with the clock the stamps follow (``clock``
-     argument, e.g. ``/clock`` under ``use_sim_time``). A message consistent with the old time
-     base refutes the candidates: they are dropped and counted as ``stray_stamp``. So one stray
-     stamp (0, 5 s old, 100 s ahead) is rejected and counted; a bag loop or ``/clock`` reset is
-     followed after ``confirm_count`` messages (none of them lost: candidates are released once
-     confirmed, flagged ``new_time_base``).
+  1. **time-base guard**, per stream: a stamp more than ``jump_threshold`` seconds away from
+     the newest accepted stamp *of its stream* (behind or ahead) is held as a *candidate* of a
+     new time base. It becomes the time base only when confirmed - by ``confirm_count``
+     consecutive messages of that stream consistent with it (each within ``jump_threshold``
+     of the previous candidate), or at once when it agrees with the clock the stamps follow
+     (``clock`` argument, e.g. ``/clock`` under ``use_sim_time``). A message consistent with
+     the old time base refutes the candidates: they are dropped and counted as
+     ``stray_stamp``. So one stray stamp (0, 5 s old, 100 s ahead) is rejected and counted; a
+     bag loop or ``/clock`` reset is followed after ``confirm_count`` messages (none of them
+     lost: the candidates are released once confirmed, the first flagged ``new_time_base``).
+     Per stream, because a backlogged replay lets one stream lag another by seconds of stamp
+     time without any jump.
   2. **reorder window**: accepted messages wait in a heap and are released in stamp order
      (ties: the order of ``streams``, so an IMU sample stamped like an encoder message comes
      first). A message is released once every *live* stream has delivered a stamp at or past it
      (a k-way merge), and in any case once the newest stamp is ``window`` seconds past it. A
-     stream is live while it delivered something in the last ``idle`` seconds of *receive*
-     time (``now``; without receive times every stream heard from is live); a stream not heard
-     from yet is waited for during the first ``idle`` seconds. Liveness by receive time is what
-     makes a replay at several times real time lossless: an executor that serves one queue
-     first lets one stream lag the other by a backlog's worth of stamp time, yet both stay live
-     and the merge waits. Added latency: about one period of the slowest stream while all
-     flow; ``idle`` (receive time) when one stops; never more than ``window`` of stamp time.
-     ``window = 0`` releases every message at once, in arrival order (no reordering).
+     stream stops being waited for when :meth:`poll` finds it silent for ``idle`` seconds of
+     *receive* time while another stream delivered (silence is counted from the first message,
+     or from the end of a pause of every stream); its next message makes it live again. When *every*
+     stream is silent (a paused player, the end of a bag) nothing is given up until
+     ``ALL_SILENT_FACTOR * idle``, then the held tail leaves: a pause common to all streams
+     must not release one stream ahead of the other. Without receive times (``now`` None)
+     every stream heard from is live. Liveness by receive time is what makes a replay at
+     several times real time lossless: an executor that serves one queue per turn lets one
+     stream lag the other by a backlog's worth of stamp time, yet both stay live and the merge
+     waits. Added latency: about one period of the slowest stream while all flow; ``idle``
+     (receive time) when one stops; never more than ``window`` of stamp time. ``window = 0``
+     releases every message at once, in arrival order (no reordering).
 
 * :func:`wheel_rate_problem`, :func:`angular_rate_problem` - plausibility gates with limits from
   :class:`PlausibilityLimits` (rim speed and acceleration from the wheel radii, gyro rate).
@@ -35,7 +41,8 @@ function each:
 Counters (:attr:`OrderedInput.stats`): ``stray_stamp`` (messages dropped by the guard),
 ``time_base_changes`` (confirmed jumps), ``late`` (released behind an already released stamp:
 the window was too short for that message; the consumer decides, e.g. rejects it as late),
-``non_finite_stamp`` (passed through at once for the consumer to reject).
+``non_finite_stamp`` (passed through at once for the consumer to reject), ``released_idle``
+(released by :meth:`poll` because a stream fell silent).
 """
 
 from __future__ import annotations
@@ -55,12 +62,15 @@ __all__ = [
     "PlausibilityLimits",
     "wheel_rate_problem",
     "angular_rate_problem",
+    "ALL_SILENT_FACTOR",
     "DEFAULT_CONFIRM_COUNT",
     "DEFAULT_MAX_ANGULAR_RATE",
     "DEFAULT_MAX_WHEEL_SPEED",
     "DEFAULT_MAX_WHEEL_ACCELERATION",
 ]
 
+#: Every stream silent this many ``idle`` periods: the held tail is released.
+ALL_SILENT_FACTOR = 5.0
 #: Consecutive messages that confirm a new time base (bag loop, clock reset, long dropout).
 DEFAULT_CONFIRM_COUNT = 3
 #: [rad/s] gyro rate gate: the full scale of common MEMS gyros (2000 deg/s).
@@ -128,12 +138,14 @@ class OrderedInput:
         self._seq = 0
         self._latest: dict[str, float] = {}
         self._released_front = -math.inf
-        self._base: float | None = None  # newest accepted stamp (any stream)
-        self._start = math.nan  # first accepted stamp of the time base: proxy of unseen streams
-        self._candidates: list[tuple[str, float, Any]] = []
+        self._front: dict[str, float] = {}  # newest accepted stamp per stream (the guard's)
+        self._start = math.nan  # first stamp since the last time-base change
+        self._candidates: dict[str, list[tuple[float, Any]]] = {s: [] for s in streams}
         self._recv: dict[str, float] = {}  # last receive time per stream
         self._first_recv = math.nan  # receive time of the first message of the time base
         self._now: float | None = None  # newest receive time seen
+        self._dead: set[str] = set()  # streams no longer waited for (decided by poll)
+        self._active_since = math.nan  # receive time the streams resumed after a common pause
 
     # ---- configuration ------------------------------------------------------------------------
     def set_window(self, window: float) -> list[Released]:
@@ -144,12 +156,12 @@ class OrderedInput:
     @property
     def pending(self) -> int:
         """Messages held (reorder heap plus time-base candidates)."""
-        return len(self._heap) + len(self._candidates)
+        return len(self._heap) + sum(len(c) for c in self._candidates.values())
 
     @property
     def time_base(self) -> float | None:
-        """Newest accepted stamp [s] (None before the first message)."""
-        return self._base
+        """Newest accepted stamp [s] of any stream (None before the first message)."""
+        return max(self._front.values()) if self._front else None
 
     # ---- input --------------------------------------------------------------------------------
     def push(self, stream: str, stamp: float, item: Any = None, *, now: float | None = None,
@@ -169,65 +181,85 @@ class OrderedInput:
             raise ParameterError(f"stream: expected one of {list(self.priority)}, got {stream!r}")
         if now is not None:
             self._now = float(now)
+            if not self._recv or self._now - max(self._recv.values()) > self.idle:
+                self._active_since = self._now  # first message after a pause of every stream
             self._recv[stream] = self._now
+            self._dead.discard(stream)
             if math.isnan(self._first_recv):
                 self._first_recv = self._now
         t = float(stamp)
         if not math.isfinite(t):
             self.stats["non_finite_stamp"] += 1
             return [Released(t, stream, item)]
-        out: list[Released] = []
-        base = self._base
+        front = self._front.get(stream)
+        cands = self._candidates[stream]
         thr = self.jump_threshold
-        if base is None or abs(t - base) <= thr:
-            if self._candidates:
-                self._drop_candidates(f"refuted by {stream} stamp {t:.9f} near the time base "
-                                      f"{base}")
+        if front is None or abs(t - front) <= thr:
+            if cands:
+                self._drop_candidates(stream, f"refuted by the next {stream} stamp {t:.9f}")
             self._accept(stream, t, item, False)
-            return out + self._release(final=False)
+            return self._release(final=False)
         trusted = clock is not None and math.isfinite(clock) and abs(t - clock) <= thr
-        if self._candidates and abs(t - self._candidates[-1][1]) > thr:
-            self._drop_candidates(f"not followed: next {stream} stamp {t:.9f} is far from it")
-        self._candidates.append((stream, t, item))
-        if not trusted and len(self._candidates) < self.confirm_count:
-            return out
+        if cands and abs(t - cands[-1][0]) > thr:
+            self._drop_candidates(stream, f"not followed: the next {stream} stamp {t:.9f} is "
+                                  f"far from it")
+        cands = self._candidates[stream]
+        cands.append((t, item))
+        if not trusted and len(cands) < self.confirm_count:
+            return []
         # confirmed: everything of the old time base leaves first, then the new base starts
-        out += self._release(final=True)
+        out = self._release(final=True)
         self._latest.clear()
         self._released_front = -math.inf
-        self._base = None
+        self._start = math.nan
+        del self._front[stream]
         self.stats["time_base_changes"] += 1
-        cands, self._candidates = self._candidates, []
-        for k, (s, tc, it) in enumerate(cands):
-            self._accept(s, tc, it, k == 0)
+        self._candidates[stream] = []
+        for k, (tc, it) in enumerate(cands):
+            self._accept(stream, tc, it, k == 0)
         return out + self._release(final=False)
 
     def poll(self, now: float) -> list[Released]:
-        """Release what streams silent for ``idle`` seconds (receive time ``now``) no longer
-        hold back; call periodically (e.g. from a timer) so a stopped stream's tail leaves."""
-        self._now = float(now)
-        return self._release(final=False)
+        """Stop waiting for streams silent for ``idle`` seconds (receive time ``now``) while
+        another delivered, release what they held back; release everything once all streams
+        are silent for ``ALL_SILENT_FACTOR * idle``. Call periodically (e.g. from a timer)."""
+        self._now = now = float(now)
+        if not self._recv:
+            return []
+        active = {s for s, r in self._recv.items() if now - r <= self.idle}
+        if active:
+            for s in self.priority:
+                r = max(self._recv.get(s, self._first_recv), self._active_since)
+                if s not in active and now - r > self.idle:
+                    self._dead.add(s)
+            out = self._release(final=False)
+        elif now - max(self._recv.values()) > ALL_SILENT_FACTOR * self.idle:
+            out = self._release(final=True)
+        else:
+            return []
+        self.stats["released_idle"] += len(out)
+        return out
 
     def flush(self) -> list[Released]:
         """Release every held message (in stamp order); pending time-base candidates stay."""
         return self._release(final=True)
 
     # ---- internals ----------------------------------------------------------------------------
-    def _drop_candidates(self, why: str) -> None:
-        n = len(self._candidates)
-        s, t, _ = self._candidates[0]
+    def _drop_candidates(self, stream: str, why: str) -> None:
+        cands = self._candidates[stream]
+        n, t = len(cands), cands[0][0]
         self.stats["stray_stamp"] += n
-        self.last_stray = (f"{s} stamp {t:.9f} ({n} message{'s' * (n > 1)}) is "
-                           f"{t - (self._base or 0.0):+.3f} s from the time base: {why}")
-        self._candidates = []
+        self.last_stray = (f"{stream} stamp {t:.9f} ({n} message{'s' * (n > 1)}) is "
+                           f"{t - self._front[stream]:+.3f} s from its stream's time base: {why}")
+        self._candidates[stream] = []
 
     def _accept(self, stream: str, t: float, item: Any, new_base: bool) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (t, self.priority[stream], self._seq, stream, item, new_base))
-        if self._base is None:
+        if math.isnan(self._start):
             self._start = t
         self._latest[stream] = max(t, self._latest.get(stream, -math.inf))
-        self._base = t if self._base is None else max(self._base, t)
+        self._front[stream] = max(t, self._front.get(stream, -math.inf))
 
     def _release(self, *, final: bool) -> list[Released]:
         out: list[Released] = []
@@ -254,9 +286,7 @@ class OrderedInput:
             if self._now is None:  # no receive times: heard streams, or the first window
                 live = s in self._latest or newest - self._start <= self.window
             else:
-                r = self._recv.get(s)
-                live = (self._now - r <= self.idle if r is not None
-                        else self._now - self._first_recv <= self.idle)
+                live = s not in self._dead
             if live:
                 bound = min(bound, self._latest.get(s, -math.inf))
         return max(bound, newest - self.window)

@@ -169,3 +169,30 @@ def test_plausibility_gates():
     assert angular_rate_problem([0.0, 0.0, 4.9], lim) == ""
     assert angular_rate_problem([0.0, 0.0, 1e6], lim).startswith(
         "angular_velocity.z = 1e+06 rad/s > max_angular_rate 5 rad/s")
+
+
+def test_a_stream_lagging_another_by_seconds_is_not_a_time_jump():
+    # a backlogged replay: the executor served 3 s of encoders before the IMU queue
+    buf = OrderedInput(["imu", "encoders"], window=5.0, jump_threshold=1.0)
+    out = []
+    for k in range(150):
+        out += buf.push("encoders", 100.0 + 0.02 * k, ("e", k))
+    for k in range(300):
+        out += buf.push("imu", 100.0 + 0.01 * k + 0.005, ("i", k))
+    out += buf.flush()
+    assert buf.stats["stray_stamp"] == 0 and buf.stats["time_base_changes"] == 0
+    assert len(out) == 450 and [r.stamp for r in out] == sorted(r.stamp for r in out)
+
+
+def test_a_pause_of_every_stream_releases_nothing_early_and_the_tail_leaves_at_last():
+    buf = OrderedInput(["imu", "encoders"], window=0.5, idle=0.1)
+    buf.push("imu", 1.0, None, now=0.0)
+    buf.push("encoders", 1.0, None, now=0.0)
+    out = buf.push("encoders", 1.02, "e", now=0.001)  # waits for the IMU's 1.01 .. 1.02
+    assert buf.poll(now=0.3) == [] and buf.pending == 1  # everyone silent: a pause
+    out += buf.push("encoders", 1.04, "e2", now=0.35)  # after the pause the encoders come first
+    assert buf.poll(now=0.36) == [] and buf.pending == 2
+    out += buf.push("imu", 1.01, "i", now=0.37)
+    assert [r.item for r in out if r.item] == ["i"]
+    tail = buf.poll(now=0.37 + 5 * 0.1 + 0.01)  # the end of the bag: all silent for 5 idle
+    assert [r.item for r in tail] == ["e", "e2"] and buf.stats["late"] == 0

@@ -152,7 +152,7 @@ class OdometryNode(Node):
                                         "are rejected (default: a 2000 deg/s gyro's full "
                                         "scale)", lower=1e-3, upper=1e4),
         }
-        self.reorder_window = declare(self, "reorder_window", 0.5, "[s] of stamp time encoder "
+        self.reorder_window = declare(self, "reorder_window", 2.0, "[s] of stamp time encoder "
                                       "and IMU messages may wait to be processed in stamp order "
                                       "(bag replay at several times real time); latency about "
                                       "one sensor period, at most this; 0: arrival order",
@@ -173,8 +173,9 @@ class OdometryNode(Node):
                               "subscriptions: reliable (bag replay, no loss) or best_effort "
                               "(drivers using SensorDataQoS)", read_only=True,
                               choices=("reliable", "best_effort"))
-        depth = declare(self, "queue_size", 1000, "input queue depth (messages; 1000 holds 0.5 s "
-                        "of a 500 Hz IMU replayed at 4x)", lower=1, upper=100000,
+        depth = declare(self, "queue_size", 10000, "input queue depth (messages): a replay "
+                        "faster than the node lets one input's queue lag the other's by seconds; "
+                        "a full queue drops messages", lower=1, upper=100000,
                         read_only=True)
         self.model_values = declare_model_parameters(self, DEFAULT_QPRIME_U)
 
@@ -422,6 +423,7 @@ class OdometryNode(Node):
             KeyValue(key="reorder held", value=str(self.input.pending)),
             KeyValue(key="reorder max hold [s]", value=f"{self.input.max_hold:.4f}"),
             KeyValue(key="reorder late", value=str(self.input.stats["late"])),
+            KeyValue(key="reorder released idle", value=str(self.input.stats["released_idle"])),
         ]
         if self.input.stats["stray_stamp"]:
             level = max(level, DiagnosticStatus.WARN)
