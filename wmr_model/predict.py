@@ -326,7 +326,9 @@ def twist_commands(model: VehicleModel, segments: np.ndarray, dt: float, *,
     vy = 0) known and passive non-wheel joints held (``hold_passive=True``); steer angles it
     solves are reached within the first step of each segment (rate = change / dt) and held after.
     Candidates with fewer total steps than the longest are padded with zero rates (stopped).
-    Results are cached per distinct (vx, wz) and steer state.
+    Without steer joints or tracks the rates are linear in (vx, wz) and come from three solves
+    per joint state (equal to a solve per twist to round-off); otherwise results are cached per
+    distinct (vx, wz) and steer state.
     """
     seg = np.asarray(segments, dtype=float)
     if seg.ndim == 2:
@@ -354,6 +356,27 @@ def twist_commands(model: VehicleModel, segments: np.ndarray, dt: float, *,
         # the flat ground first; wheel contacts do not depend on the height.
         qn, _ = kin_api.initialize_contact(model, terrain, qn)
     cache: dict[tuple[float, float, bytes], kin_api.ControlSolution] = {}
+    basis: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
+
+    def linear_basis(qc: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        # Without steer joints the control solve is one linear least-squares solve (2.37) at
+        # the fixed state qc, so its rates are linear in (vx, wz): the solutions for the zero
+        # twist and the unit vx, wz twists give every other one (to round-off) without a solve
+        # per distinct twist. None when the vehicle steers (Gauss-Newton on the steer angles)
+        # or has tracks (their patch activation depends on the solution: not linear).
+        if model.ntp:
+            return None
+        key = qc[7:].tobytes()
+        if key not in basis:
+            sols = [kin_api.solve_control(model, terrain, qc,
+                                          np.array([0.0, 0.0, w, v, 0.0, 0.0]),
+                                          hold_passive=True)
+                    for v, w in ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0))]
+            basis[key] = None if any(len(s.steer_joints) for s in sols) else (
+                sols[0].qdot[6 + model.actuated_joints], sols[1].qdot[6 + model.actuated_joints],
+                sols[2].qdot[6 + model.actuated_joints])
+        return basis[key]
+
     for n in range(seg.shape[0]):
         qc = qn.copy()
         t = 0
@@ -362,6 +385,12 @@ def twist_commands(model: VehicleModel, segments: np.ndarray, dt: float, *,
             if k == 0:
                 continue
             vx, wz = float(seg[n, s, 0]), float(seg[n, s, 1])
+            lin = linear_basis(qc)
+            if lin is not None:
+                r0, rv, rw = lin
+                out[n, t:t + k] = r0 + vx * (rv - r0) + wz * (rw - r0)
+                t += k
+                continue
             key = (vx, wz, qc[7:].tobytes())
             if key not in cache:
                 cache[key] = kin_api.solve_control(model, terrain, qc,

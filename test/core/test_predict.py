@@ -171,3 +171,26 @@ def test_bad_inputs_are_named(tree):
         predict(m, terrain, q0, U, 0)
     with pytest.raises(ShapeError, match=r"segments: expected shape \(S, 3\) or \(N, S, 3\)"):
         twist_commands(m, np.zeros((2, 2)), 0.1)
+
+
+@pytest.mark.parametrize("vehicle", ["warthog", "diffdrive", "absolem"])
+def test_twist_commands_equal_a_control_solve_per_twist(vehicle):
+    """Vehicles without steer joints or tracks take the linear path (three solves per joint
+    state); each row still equals its own solve_control to round-off (tracks: exactly)."""
+    from wmr_model.vehicles import load_vehicle
+
+    m = load_vehicle(vehicle)
+    rng = np.random.default_rng(4)
+    seg = np.stack([rng.uniform(-1, 1, (20, 2)), rng.uniform(-0.5, 0.5, (20, 2)),
+                    np.full((20, 2), 0.5)], -1)
+    rates = twist_commands(m, seg, 0.1)
+    q = m.neutral_state()
+    if m.ntp:
+        q, _ = kin.initialize_contact(m, tr.flat(), q)
+    for n in range(20):
+        for s in range(2):
+            sol = kin.solve_control(m, tr.flat(), q, np.array([0, 0, seg[n, s, 1],
+                                                               seg[n, s, 0], 0, 0]),
+                                    hold_passive=True)
+            np.testing.assert_allclose(rates[n, 5 * s + 1], sol.qdot[6 + m.actuated_joints],
+                                       rtol=0, atol=1e-12)
