@@ -71,9 +71,9 @@ DYNAMIC_ACTUATOR = "ideal"
 TRACTION_FRACTION = 0.99
 #: WHEEL_LIFTOFF (dynamics): normal force <= this fraction of the static wheel load m g / nw.
 LIFTOFF_FORCE_FRACTION = 1e-3
-#: Chunks are sized to take about this long [s] once the first chunk has measured the rate:
-#: long enough that the per-call overhead of predict() stays below 1 %, short enough that the
-#: time budget is honoured to about this much.
+#: Near the deadline, chunks are sized to take about this long [s]: long enough that the
+#: per-call overhead of predict() stays small, short enough that the time budget is honoured
+#: to about this much.
 CHUNK_SECONDS = 0.1
 #: First (rate-measuring) chunk and smallest chunk, in candidates: kinematic / dynamic.
 FIRST_CHUNK = {"kinematic": 64, "enhanced": 64, "dynamic": 4}
@@ -354,9 +354,11 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             ``"dynamic"`` (:func:`~wmr_model.dynamics.simulate.simulate_dynamics_batch` with
             ideal actuators, from the joint-space velocity ``qdot0`` (nv,), default zero;
             no covariance).
-        deadline: ``time.perf_counter()`` value; a chunk is not started when, at the rate of
-            the chunks so far, it would end after it (the first chunk always runs). None: no
-            limit.
+        deadline: ``time.perf_counter()`` value. A first chunk measures the time per
+            candidate; the rest runs in one call while it is expected to take less than half
+            the time left, else in chunks of about :data:`CHUNK_SECONDS`, and a chunk that
+            would end after the deadline is shrunk to what fits or not started (the first
+            chunk always runs). None: no limit, one call.
         slip_params, Qprime, integrator, stabilization: as :func:`predict` (kinematic and
             enhanced only).
         max_chunk: most candidates per chunk (bounds the scratch memory); default C.
@@ -389,17 +391,21 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     limits = friction_limits(model) if dyn else None
     v0 = np.zeros(model.nv) if qdot0 is None else np.asarray(qdot0, dtype=float)
     top = C if max_chunk is None else max(1, int(max_chunk))
-    done, B = 0, min(C, FIRST_CHUNK[fidelity], top)
-    rate = None  # seconds per candidate
+    done = 0
+    rate = None  # seconds per candidate, measured
     while done < C:
-        B = min(B, C - done)
-        if deadline is not None and rate is not None and (
-                time.perf_counter() + rate * B > deadline):
-            # shrink to what fits; stop when not even the smallest chunk does
-            fit = int((deadline - time.perf_counter()) / rate)
-            if fit < 1:
-                break
-            B = min(B, fit)
+        B = min(C - done, top)
+        if deadline is not None:
+            if rate is None:  # a first chunk measures the rate
+                B = min(B, FIRST_CHUNK[fidelity])
+            else:
+                left = deadline - time.perf_counter()
+                if rate * B > 0.5 * left:  # near the budget: chunks of about CHUNK_SECONDS
+                    B = min(B, max(FIRST_CHUNK[fidelity], int(CHUNK_SECONDS / rate)))
+                if rate * B > left:  # shrink to what fits; stop when nothing does
+                    B = min(B, int(left / rate))
+                    if B < 1:
+                        break
         t0 = time.perf_counter()
         sl = slice(done, done + B)
         if dyn:
@@ -428,7 +434,6 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         done += B
         took = time.perf_counter() - t0
         rate = took / B if rate is None else 0.5 * (rate + took / B)
-        B = max(FIRST_CHUNK[fidelity], min(top, int(CHUNK_SECONDS / max(rate, 1e-9))))
     n = done
     return Rollout(steps=steps, q=q[:n], qdot=qd[:n], flags=flags[:n], invalid_step=invalid[:n],
                    stability_margin=margin[:n],
