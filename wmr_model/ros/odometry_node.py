@@ -37,7 +37,8 @@ arrive. Plausibility gates (``max_wheel_speed``, ``max_wheel_acceleration`` at t
 wheel-rate limits follow each wheel's radius; ``max_angular_rate``) reject absurd samples,
 counted as ``implausible``. Parameter updates (``slip.*``, ``noise.U.*``,
 ``wheel.<wheel>.radius``, the behaviour switches) are accepted at run time and apply from the
-next step; bad values are refused with the core's message.
+next step; bad values are refused at set time (the declared ranges and rules,
+:func:`wmr_model.ros.params.validate_parameters`, then the core's checks) with the reason.
 
 Run: ``ros2 run wmr_model odometry_node --ros-args -p vehicle:=warthog``.
 """
@@ -70,6 +71,7 @@ from wmr_model.ros.params import (
     model_parameter_names,
     subscribe_robot_description,
     terrain_from_parameters,
+    validate_parameters,
 )
 from wmr_model.ros.runner import spin_node
 from wmr_model.streams import (
@@ -207,6 +209,7 @@ class OdometryNode(Node):
             self.get_logger().info("waiting for the vehicle on the robot_description topic")
             self._rd_sub = subscribe_robot_description(self, self._on_robot_description)
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        validate_parameters(self)  # after: an invalid set never reaches _on_set_parameters
         self.create_timer(float(period), self._publish_diagnostics)
         self.create_timer(0.05, self._poll_input)
 
