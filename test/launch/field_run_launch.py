@@ -160,6 +160,58 @@ class Recorder:
         self.context.try_shutdown()
 
 
+PLAN = dict(twists=np.array([[[1.0, 0.4]]]), twist_durations=[5.0], step_size=0.05,
+            num_steps=100, pose=(0.0, 0.0, 0.0), fidelity="enhanced", every=100,
+            outputs=["poses"])
+
+
+def _predicted_end(rec: Recorder) -> np.ndarray:
+    """End position of one planner request to the running prediction node (the recorder's
+    executor thread spins the client's node)."""
+    from wmr_model.ros.client import PredictionClient
+
+    return _call_predict(PredictionClient(rec.node, "/prediction_node/predict")).positions[0, -1]
+
+
+def _call_predict(client):
+    from wmr_model.ros.client import build_request, parse_response
+
+    req = build_request(**PLAN)
+    if not client.wait_for_service(60.0):
+        raise TimeoutError("prediction_node/predict not available")
+    future = client.call_async(req)
+    deadline = time.monotonic() + 60
+    while not future.done():
+        if time.monotonic() > deadline:
+            raise TimeoutError("no answer from prediction_node/predict")
+        time.sleep(0.02)
+    resp = future.result()
+    assert resp.success, resp.message
+    return parse_response(resp, req.step_size)
+
+
+def _oracle_end(values: dict[str, float]) -> np.ndarray:
+    """The same request computed in this process by the core, with ``values`` applied."""
+    from wmr_model.model_parameters import with_parameters
+    from wmr_model.parameters import SLIP_NAMES
+    from wmr_model.predict import predict, twist_commands
+    from wmr_model.rollouts import place_on_terrain
+    from wmr_model.terrain import flat
+    from wmr_model.vehicles import load_vehicle
+
+    model = with_parameters(load_vehicle("warthog"),
+                            {k: v for k, v in values.items() if k.startswith("wheel.")})
+    ground = flat()
+    q0 = model.neutral_state()
+    q0 = place_on_terrain(model, ground, q0)
+    seg = np.concatenate([PLAN["twists"], [[[PLAN["num_steps"] * PLAN["step_size"]]]]], axis=2)
+    rates = twist_commands(model, seg, PLAN["step_size"], q=q0)
+    slip = {n: values.get(n, 0.0) for n in SLIP_NAMES}
+    pred = predict(model, ground, q0, rates[:, :PLAN["num_steps"]], PLAN["step_size"],
+                   fidelity="enhanced", slip_params=slip)
+    return np.asarray(pred.position)[0, -1]
+
+
 def _relative(poses: np.ndarray, t0: float) -> np.ndarray:
     """Planar poses (x, y, yaw) expressed in the frame of the pose at time ``t0``."""
     i = int(np.searchsorted(poses[:, 0], t0))
@@ -189,6 +241,7 @@ class TestFieldRun(unittest.TestCase):
         RESULTS["calibrated"] = names
         model = [n for n in names if n.startswith(("slip.", "wheel."))]
         RESULTS["start_values"] = self.rec.parameters("/odometry_node", model)
+        RESULTS["plan_end_before"] = _predicted_end(self.rec).tolist()
         t0 = time.monotonic()
         proc_info.assertWaitForShutdown(process=player, timeout=DURATION / RATE + 300)
         launch_testing.asserts.assertExitCodes(proc_info, process=player)
@@ -275,6 +328,15 @@ class TestFieldRun(unittest.TestCase):
         for k in pushed:
             # a pushed value is the calibrator's estimate at push time
             self.assertLess(abs(odo[k] - estimate[k]), 3 * sigma[k], k)
+        # A planner's answer changes the way the core says the pushed values change it.
+        before = np.array(RESULTS["plan_end_before"])
+        after = _predicted_end(self.rec)
+        RESULTS["plan_end_after"] = after.tolist()
+        expected = _oracle_end(odo) - _oracle_end(start)
+        RESULTS["plan_change"] = {"service": (after - before).tolist(),
+                                  "core": expected.tolist()}
+        self.assertGreater(float(np.linalg.norm(after - before)), 1e-3)
+        np.testing.assert_allclose(after - before, expected, atol=1e-3)
 
     def test_6_save_and_restart_from_the_file(self) -> None:
         import signal
