@@ -34,6 +34,10 @@ function each:
      (receive time) when one stops; never more than ``window`` of stamp time. ``window = 0``
      releases every message at once, in arrival order (no reordering).
 
+* :class:`WindowedOrder` - the same guard for recorded streams (bags), ordering by a pure
+  stamp window since a recorded stream's own stamps may be out of order; and
+  :func:`differentiate_positions`, rates of encoders that publish positions only.
+
 * :func:`wheel_rate_problem`, :func:`angular_rate_problem` - plausibility gates with limits from
   :class:`PlausibilityLimits` (rim speed and acceleration from the wheel radii, gyro rate).
   They return a one-line reason ("" when plausible); the caller counts and rejects.
@@ -59,6 +63,8 @@ from wmr_model.errors import ParameterError
 __all__ = [
     "Released",
     "OrderedInput",
+    "WindowedOrder",
+    "differentiate_positions",
     "PlausibilityLimits",
     "wheel_rate_problem",
     "angular_rate_problem",
@@ -351,3 +357,43 @@ def angular_rate_problem(w: Sequence[float], limits: PlausibilityLimits) -> str:
         return (f"angular_velocity.{axis} = {v:.6g} rad/s > max_angular_rate "
                 f"{limits.max_angular_rate:g} rad/s")
     return ""
+
+
+# ---- offline: recorded stamps -------------------------------------------------------------------
+class WindowedOrder(OrderedInput):
+    """:class:`OrderedInput` for recorded streams whose own stamps may be out of order.
+
+    The k-way merge of :class:`OrderedInput` trusts each stream to be in stamp order; a bag's
+    header stamps are not (a driver's jittered clock, a reversed stretch, a bag recorded from
+    several machines). Here a message leaves only once the newest stamp is ``window`` seconds
+    past it, so any disorder shorter than ``window`` is undone; larger disorder is released
+    ``late`` (counted, the consumer drops it). The time-base guard is unchanged: a lone stray
+    stamp is dropped, a lasting jump (a clock reset mid-recording) is followed after
+    ``confirm_count`` messages and flagged ``new_time_base``.
+    """
+
+    def _limit(self, newest: float) -> float:
+        return newest - self.window
+
+
+def differentiate_positions(stamp, position, velocity):
+    """Joint rates (N, nj): ``velocity`` where finite, else the backward difference of the
+    positions over the interval ending at each sample - the odometry's rule for encoders that
+    publish positions only (an empty ``velocity`` array means "not provided" in ROS). The first
+    sample takes the forward difference; NaN where neither is available.
+
+    Args:
+        stamp: (N,) increasing stamps [s].
+        position, velocity: (N, nj) [rad or m], [rad/s or m/s]; NaN = not provided.
+    """
+    import numpy as np
+
+    t = np.asarray(stamp, dtype=float)
+    p = np.asarray(position, dtype=float)
+    v = np.array(velocity, dtype=float)
+    if len(t) < 2:
+        return v
+    d = np.full_like(p, np.nan)
+    d[1:] = (p[1:] - p[:-1]) / (t[1:] - t[:-1])[:, None]
+    d[0] = d[1]
+    return np.where(np.isfinite(v), v, d)

@@ -745,6 +745,13 @@ def rough(
     sigma_cells = 0.5 * corr / res
     truncate = 4.0
     pad = int(math.ceil(truncate * sigma_cells)) + 1
+    from wmr_model.budgets import MAX_GRID_POINTS, check_budget
+
+    check_budget(f"{where}: grid nodes ({ny + 2 * pad} x {nx + 2 * pad} at resolution {res:g} m, "
+                 f"padding included)", float(ny + 2 * pad) * float(nx + 2 * pad),
+                 MAX_GRID_POINTS, "use a coarser resolution or a longer correlation length")
+    if isinstance(seed, (int, np.integer)) and seed < 0:
+        raise TerrainError(f"{where}: seed must be an integer >= 0, got {seed}")
     rng = np.random.default_rng(seed)
     noise = rng.standard_normal((ny + 2 * pad, nx + 2 * pad))
     field = ndimage.gaussian_filter(noise, sigma_cells, mode="constant", truncate=truncate)

@@ -74,14 +74,19 @@ def _script_rates(path: str, names: list[str], dt: float):
     """Zero-order-hold actuated rates (T, na) from a command CSV; returns (rates, duration)."""
     import numpy as np
 
+    from wmr_model.budgets import MAX_COMMAND_SPAN, MAX_STEPS, check_budget
     from wmr_model.errors import ParameterError
+    from wmr_model.io.files import check_regular_file
 
+    check_regular_file(path, "--commands")
     try:
         with open(path, encoding="utf-8") as f:
             header = [h.strip() for h in f.readline().strip().split(",")]
             data = np.loadtxt(f, delimiter=",", ndmin=2)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise ParameterError(f"{path}: cannot read command CSV ({exc})") from None
+    if data.size == 0:
+        raise ParameterError(f"{path}: command CSV has a header but no rows")
     if not header or header[0] != "time":
         raise ParameterError(f"{path}: first column must be 'time', got {header[:1]}")
     missing = [n for n in names if n not in header]
@@ -93,7 +98,10 @@ def _script_rates(path: str, names: list[str], dt: float):
     t = data[:, 0]
     if np.any(np.diff(t) <= 0):
         raise ParameterError(f"{path}: time must increase strictly")
-    steps = max(1, round((t[-1] - t[0]) / dt))
+    span = float(t[-1] - t[0])
+    check_budget(f"{path}: time span [s]", span, MAX_COMMAND_SPAN, "split the script")
+    steps = max(1, check_budget(f"{path}: steps of {dt:g} s over {span:g} s", round(span / dt),
+                                MAX_STEPS, "use a larger --dt or a shorter script"))
     ts = t[0] + np.arange(steps) * dt
     idx = np.clip(np.searchsorted(t, ts, side="right") - 1, 0, len(t) - 1)
     cols = [header.index(n) for n in names]
@@ -107,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from wmr_model import kinematics as kin
+    from wmr_model.budgets import MAX_STEPS, check_budget
     from wmr_model.cli._output import emit
     from wmr_model.errors import ParameterError
     from wmr_model.io.terrain_spec import parse_terrain_spec
@@ -114,18 +123,29 @@ def run(args: argparse.Namespace) -> int:
     from wmr_model.spatial import quat_from_euler
     from wmr_model.vehicles import load_vehicle
 
-    model = load_vehicle(args.vehicle, sidecar=args.sidecar)
-    terrain = parse_terrain_spec(args.terrain)
     if not (math.isfinite(args.dt) and args.dt > 0):
         raise ParameterError(f"--dt: must be > 0 s, got {args.dt}")
+    if not (math.isfinite(args.duration) and args.duration > 0):
+        raise ParameterError(f"--duration: must be > 0 s, got {args.duration}")
+    if args.commands is None:
+        check_budget(f"--duration {args.duration:g} s / --dt {args.dt:g} s: steps",
+                     round(args.duration / args.dt), MAX_STEPS,
+                     "use a larger --dt or a shorter --duration")
+    for flag in ("speed", "yaw_rate", "stabilization"):
+        v = getattr(args, flag)
+        if v is not None and not math.isfinite(v):
+            raise ParameterError(f"--{flag.replace('_', '-')}: must be finite, got {v}")
+    model = load_vehicle(args.vehicle, sidecar=args.sidecar)
+    if model.wheel_radius.size == 0 and len(model.track_names) == 0:
+        raise ParameterError(f"{model.source}: vehicle {model.name!r} has no wheels and no "
+                             "tracks; nothing touches the ground to simulate")
+    terrain = parse_terrain_spec(args.terrain)
     x0, y0, yaw_deg = _floats(args.start, "--start", 3)
     q = model.neutral_state()
     names = [model.joint_names[k] for k in model.actuated_joints]
     if args.commands:
         rates, duration = _script_rates(args.commands, names, args.dt)
     else:
-        if not (math.isfinite(args.duration) and args.duration > 0):
-            raise ParameterError(f"--duration: must be > 0 s, got {args.duration}")
         steps = max(1, round(args.duration / args.dt))
         duration = steps * args.dt
         if args.joint_rates is not None:
@@ -138,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
             r = twist_commands(model, seg, args.dt)[0]
         r = np.asarray(r, dtype=float)
         rates = r if r.ndim == 2 else np.tile(r, (steps, 1))
+    _check_rates(model, names, rates)
     q[0:4] = quat_from_euler(0.0, 0.0, math.radians(yaw_deg))
     q[4], q[5] = x0, y0
     # Start 0.5 m above the terrain plus the vehicle's reach below its frames (largest wheel
@@ -147,6 +168,10 @@ def run(args: argparse.Namespace) -> int:
                 np.abs(model.track_path[..., 2]).max(initial=0.0))
     q[6] = float(terrain.height(x0, y0)) + float(reach) + 0.5
     q0, fit = kin.initialize_contact(model, terrain, q)
+    if not (math.isfinite(fit) and fit <= reach):
+        raise ParameterError(f"{model.source}: initial contact error {fit:.3g} m exceeds the "
+                             f"reach {reach:.3g} m: the joint constraints contradict each other "
+                             "or the wheels cannot touch the terrain together")
     # One-step warm-up so the timing excludes numba's one-time compile / cache load.
     if args.method == "dae":
         kin.simulate(model, terrain, q0, rates[:1], args.dt, integrator=args.integrator)
@@ -159,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         traj = kin.simulate_unconstrained(model, terrain, q0, rates, args.dt)
     wall = time.perf_counter() - t0
+    _check_plausible(traj, model, float(reach), args.dt)
     eul = traj.euler
     if args.out:
         cols = ["t", "x", "y", "z", "roll", "pitch", "yaw", *model.joint_names,
@@ -184,6 +210,48 @@ def run(args: argparse.Namespace) -> int:
     }
     emit(args, summary, _text)
     return 0
+
+
+def _check_rates(model: Any, names: list[str], rates: Any) -> None:
+    """Raise ParameterError for a non-finite rate or a wheel rim speed above the odometry's
+    plausibility gate (:func:`wmr_model.streams.wheel_rate_problem`)."""
+    import numpy as np
+
+    from wmr_model.errors import ParameterError
+    from wmr_model.streams import PlausibilityLimits, wheel_rate_problem
+
+    rates = np.asarray(rates, dtype=float)
+    if not np.all(np.isfinite(rates)):
+        raise ParameterError(f"{model.name}: joint rates must be finite")
+    radius = {model.joint_names[int(k)]: float(r)
+              for k, r in zip(model.wheel_joints, model.wheel_radius)}
+    peak = {n: float(rates[np.argmax(np.abs(rates[:, j])), j]) for j, n in enumerate(names)}
+    problem = wheel_rate_problem(peak, radius, PlausibilityLimits())
+    if problem:
+        raise ParameterError(f"{model.name}: implausible command: {problem}")
+
+
+def _check_plausible(traj: Any, model: Any, reach: float, dt: float) -> None:
+    """Raise ParameterError when the trajectory is not a kinematic solution: a non-finite
+    state, or a contact off the terrain by more than ``reach`` (largest wheel radius or belt
+    depth [m]; the model of §2.2 assumes contact is kept)."""
+    import numpy as np
+
+    from wmr_model.errors import ParameterError
+
+    states = np.column_stack([traj.position, traj.joints])
+    bad = ~np.all(np.isfinite(states), axis=1)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ParameterError(f"{model.name}: the state is non-finite from step {k} (t = "
+                             f"{k * dt:g} s); the joint rates or the step size are out of range")
+    dz = np.abs(np.asarray(traj.dz, dtype=float))
+    if dz.size and float(dz.max()) > reach:
+        k, c = np.unravel_index(int(np.argmax(dz)), dz.shape)
+        raise ParameterError(f"{model.name}: contact {_contact_names(model)[int(c)]!r} lost the "
+                             f"terrain by {float(dz[k, c]):.4g} m at step {int(k)} (t = "
+                             f"{int(k) * dt:g} s), more than the reach {reach:.4g} m; the "
+                             "kinematic model assumes contact (is the terrain too steep?)")
 
 
 def _contact_names(model: Any) -> list[str]:

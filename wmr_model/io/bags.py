@@ -1,9 +1,18 @@
 """Read the streams a motion model needs from rosbag2 (MCAP, SQLite3) and ROS 1 bags.
 
 Uses the ``rosbags`` library (no ROS install needed). Each stream comes back as arrays with one
-row per message, in bag order, stamped by the message header (the sensor's time) with the bag's
-receive time kept beside it; nothing is re-ordered, de-duplicated or interpolated here — the
-consumers (odometry, calibration) own those policies and report what they dropped.
+row per message, stamped by the message header (the sensor's time) with the bag's receive time
+kept beside it. Reading streams: every message is turned into a row of floats as it is read
+(no message object is kept), so memory grows by the arrays only (tens of bytes per message).
+
+Order (:func:`read_streams` ``reorder_window``): header stamps are put in order per stream by
+the shared policy of :class:`wmr_model.streams.WindowedOrder` - disorder shorter than the
+window (jittered stamps, a reversed stretch) is undone, a repeated stamp keeps its first
+message, a lone stray stamp is dropped, and a lasting backward jump of the stamps (a clock reset
+while recording) is stitched: the stamps after it are shifted so that their stream's stamp minus
+receive time continues (each stream estimates the jump from its own messages). What was
+dropped or shifted is listed in :attr:`BagStreams.notes`. ``reorder_window=None`` keeps bag
+order and every message.
 
 Supported message types per stream kind:
 
@@ -24,6 +33,7 @@ Quaternions are returned scalar first ``[w, x, y, z]`` like the rest of the pack
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +52,16 @@ __all__ = [
     "open_bag",
     "read_streams",
     "KIND_TYPES",
+    "DEFAULT_REORDER_WINDOW",
+    "BAG_JUMP_THRESHOLD",
+    "usable_poses",
 ]
+
+#: [s] reorder window of recorded header stamps (:func:`read_streams`).
+DEFAULT_REORDER_WINDOW = 2.0
+#: [s] a header stamp this far from its stream's newest one is a time-base candidate (a clock
+#: reset or a stray stamp); far above any stream period or gap in the pose/encoder streams.
+BAG_JUMP_THRESHOLD = 30.0
 
 KIND_TYPES: dict[str, tuple[str, ...]] = {
     "joint_states": ("sensor_msgs/msg/JointState",),
@@ -120,6 +139,8 @@ class BagStreams:
     path: str
     topics: dict[str, str]
     streams: dict[str, object] = field(default_factory=dict)
+    #: what reading did about the input (messages dropped, stamps shifted), one line each
+    notes: list[str] = field(default_factory=list)
 
     def __getitem__(self, role: str) -> object:
         return self.streams[role]
@@ -162,10 +183,19 @@ def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
         reader.close()
 
 
+def usable_poses(series: PoseSeries) -> np.ndarray:
+    """Mask (N,) of rows of a pose stream with finite stamp, position and a finite quaternion
+    of norm near 1 (> 0.5 before normalization)."""
+    q = np.asarray(series.orientation, dtype=float)
+    return (np.isfinite(series.stamp) & np.all(np.isfinite(series.position), axis=1)
+            & np.all(np.isfinite(q), axis=1) & (np.sum(q * q, axis=1) > 0.25))
+
+
 def read_streams(path: str | Path, topics: Mapping[str, str], kinds: Mapping[str, str],
                  optional: tuple[str, ...] = (),
-                 window: tuple[float, float] | None = None) -> BagStreams:
-    """Read several streams from a bag in one pass.
+                 window: tuple[float, float] | None = None,
+                 reorder_window: float | None = DEFAULT_REORDER_WINDOW) -> BagStreams:
+    """Read several streams from a bag in one pass, in stamp order (module docstring).
 
     Args:
         path: bag file (ROS 1 ``.bag``, MCAP/SQLite3 file) or rosbag2 folder.
@@ -174,11 +204,15 @@ def read_streams(path: str | Path, topics: Mapping[str, str], kinds: Mapping[str
         optional: roles that may be absent from the bag.
         window: ``(start, stop)`` [s] after the bag's first message (receive time): read only
             the messages received in ``[start, stop)``; None reads all.
+        reorder_window: [s] of stamp disorder undone per stream; None: bag order, every
+            message kept.
 
     Raises:
-        BagError: the bag is unreadable, a required topic is missing (the message lists the bag's
-            topics and types) or has a type the kind does not accept.
+        BagError: the bag is unreadable or corrupt, a required topic is missing (the message
+            lists the bag's topics and types) or has a type the kind does not accept.
     """
+    from wmr_model.streams import WindowedOrder
+
     reader = open_bag(path)
     try:
         available = {c.topic: c.msgtype for c in reader.connections}
@@ -195,7 +229,11 @@ def read_streams(path: str | Path, topics: Mapping[str, str], kinds: Mapping[str
                 raise BagError(f"{path}: topic {topic!r} has type {available[topic]}, but {role} "
                                f"needs one of {list(KIND_TYPES[kind])}")
             chosen[topic] = (role, kind)
-        rows: dict[str, list] = {role: [] for role, _ in chosen.values()}
+        acc = {role: _ACCUMULATORS[kind](topic) for topic, (role, kind) in chosen.items()}
+        order = None
+        if reorder_window is not None:
+            order = WindowedOrder(list(acc), window=reorder_window,
+                                  jump_threshold=BAG_JUMP_THRESHOLD)
         conns = [c for c in reader.connections if c.topic in chosen]
         span = {}
         if window is not None:
@@ -206,113 +244,238 @@ def read_streams(path: str | Path, topics: Mapping[str, str], kinds: Mapping[str
             span = {"start": t0 + int(round(a * 1e9)),
                     "stop": t0 + int(round(b * 1e9)) if math.isfinite(b) else None}
             span = {k: v for k, v in span.items() if v is not None}
-        for conn, t_ns, raw in reader.messages(connections=conns, **span):
+        stitch = _Stitch()
+        it = iter(reader.messages(connections=conns, **span))
+        count = 0
+        while True:
+            try:
+                conn, t_ns, raw = next(it)
+            except StopIteration:
+                break
+            except Exception as exc:  # rosbags/mcap raise many types on corrupt chunks
+                raise BagError(f"{path}: corrupt after {count} messages "
+                               f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") \
+                    from None
+            count += 1
             role, _kind = chosen[conn.topic]
             try:
                 msg = reader.deserialize(raw, conn.msgtype)
+                stamp, row = acc[role].row(t_ns, conn.msgtype, msg)
             except Exception as exc:
                 raise BagError(f"{path}: message on {conn.topic} at {t_ns} ns cannot be "
-                               f"decoded ({exc})") from None
-            rows[role].append((t_ns, conn.msgtype, msg))
-        streams = {}
-        for topic, (role, kind) in chosen.items():
-            streams[role] = _BUILDERS[kind](topic, rows[role])
-        return BagStreams(path=str(path), topics=dict(topics), streams=streams)
+                               f"decoded ({type(exc).__name__}: {exc})") from None
+            if order is None:
+                acc[role].add(stamp, row)
+                continue
+            for rel in order.push(role, stamp, row):
+                stitch.add(acc[rel.stream], rel)
+        notes: list[str] = []
+        if order is not None:
+            for rel in order.flush():
+                stitch.add(acc[rel.stream], rel)
+            st = order.stats
+            if st["stray_stamp"] or order.pending:
+                notes.append(f"{st['stray_stamp'] + order.pending} message(s) with a stray "
+                             f"header stamp dropped ({order.last_stray or 'at the end'})")
+            if st["non_finite_stamp"]:
+                notes.append(f"{st['non_finite_stamp']} message(s) with a non-finite stamp "
+                             "dropped")
+            notes += stitch.notes(reorder_window)
+        streams = {role: a.build() for role, a in acc.items()}
+        return BagStreams(path=str(path), topics=dict(topics), streams=streams, notes=notes)
     finally:
         reader.close()
 
 
-def _joint_states(topic: str, rows: list) -> JointStateSeries:
-    names: list[str] = []
-    index: dict[str, int] = {}
-    for _, _, m in rows:
+class _Stitch:
+    """Consumer of :class:`WindowedOrder` releases: drops non-finite, late and repeated stamps,
+    shifts a stream's stamps after its confirmed backward jump (module docstring); counts each.
+    """
+
+    def __init__(self) -> None:
+        self.shift: dict[str, float] = {}
+        self.offset: dict[str, float] = {}  # last (shifted stamp - receive time) per topic
+        self.jumps: dict[str, list[float]] = {}
+        self.last: dict[str, float] = {}
+        self.late: dict[str, int] = {}
+        self.repeated: dict[str, int] = {}
+
+    def add(self, acc, rel) -> None:
+        t, recv, topic = rel.stamp, rel.item[0], acc.topic
+        if not math.isfinite(t):
+            return
+        if rel.new_time_base and topic in self.offset:
+            shift = self.offset[topic] - (t - recv)
+            if shift > 0:  # backward jump: continue the time line where the receive time is
+                self.jumps.setdefault(topic, []).append(shift)
+                self.shift[topic] = self.shift.get(topic, 0.0) + shift
+        t = t + self.shift.get(topic, 0.0)
+        prev = self.last.get(topic)
+        if prev is not None and t <= prev:
+            book = self.repeated if t == prev else self.late
+            book[topic] = book.get(topic, 0) + 1
+            return
+        self.last[topic] = t
+        self.offset[topic] = t - recv
+        acc.add(t, rel.item)
+
+    def notes(self, window: float) -> list[str]:
+        out = [f"{topic}: header stamps jumped back by {j:.3f} s (clock reset?); later stamps "
+               "shifted to continue the time line" for topic, js in self.jumps.items()
+               for j in js]
+        out += [f"{topic}: {n} message(s) repeating the previous stamp dropped"
+                for topic, n in self.repeated.items()]
+        out += [f"{topic}: {n} message(s) stamped more than the reorder window {window:g} s "
+                "out of order dropped" for topic, n in self.late.items()]
+        return out
+
+
+class _Accumulator:
+    """Rows of one stream as flat float arrays (``array('d')``, 8 bytes per value)."""
+
+    width = 0
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.stamp = array("d")
+        self.recv = array("d")
+        self.data = array("d")
+        self.frame_id = ""
+        self.child_frame_id = ""
+
+    def add(self, stamp: float, row: tuple) -> None:
+        self.stamp.append(stamp)
+        self.recv.append(row[0])
+        self.data.extend(row[1])
+
+    def _columns(self) -> np.ndarray:
+        return np.frombuffer(self.data, dtype=float).reshape(len(self.stamp), self.width) \
+            if len(self.stamp) else np.zeros((0, self.width))
+
+    def _times(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(self.stamp, dtype=float), np.array(self.recv, dtype=float)
+
+
+class _JointStates(_Accumulator):
+    """Joint names in order of first appearance; a row carries the names known when it was
+    read (later names are NaN in it)."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(topic)
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.widths = array("l")
+
+    def row(self, t_ns: int, mtype: str, m) -> tuple[float, tuple]:
         for n in m.name:
-            if n not in index:
-                index[n] = len(names)
-                names.append(n)
-    N, nj = len(rows), len(names)
-    pos = np.full((N, nj), np.nan)
-    vel = np.full((N, nj), np.nan)
-    eff = np.full((N, nj), np.nan)
-    stamp = np.empty(N)
-    recv = np.empty(N)
-    for r, (t_ns, _, m) in enumerate(rows):
-        stamp[r] = _stamp(m.header.stamp, t_ns)
-        recv[r] = 1e-9 * t_ns
-        cols = [index[n] for n in m.name]
-        for arr, vals in ((pos, m.position), (vel, m.velocity), (eff, m.effort)):
-            vals = np.asarray(vals, dtype=float)
-            if vals.size == len(cols):  # ROS: an empty array means "not provided"
-                arr[r, cols] = vals
-    return JointStateSeries(topic, stamp, recv, tuple(names), pos, vel, eff)
+            if n not in self.index:
+                self.index[n] = len(self.names)
+                self.names.append(n)
+        nj = len(self.names)
+        cols = [self.index[n] for n in m.name]
+        vals = []
+        for arr in (m.position, m.velocity, m.effort):
+            out = [math.nan] * nj
+            a = np.asarray(arr, dtype=float).reshape(-1)
+            if a.size == len(cols):  # ROS: an empty array means "not provided"
+                for c, v in zip(cols, a.tolist()):
+                    out[c] = v
+            vals.append(out)
+        return _stamp(m.header.stamp, t_ns), (1e-9 * t_ns, vals)
+
+    def add(self, stamp: float, row: tuple) -> None:
+        self.stamp.append(stamp)
+        self.recv.append(row[0])
+        self.widths.append(len(row[1][0]))
+        for v in row[1]:
+            self.data.extend(v)
+
+    def build(self) -> JointStateSeries:
+        N, nj = len(self.stamp), len(self.names)
+        out = [np.full((N, nj), np.nan) for _ in range(3)]
+        flat = np.frombuffer(self.data, dtype=float) if N else np.zeros(0)
+        w = np.asarray(self.widths, dtype=int)
+        start = np.concatenate([[0], np.cumsum(3 * w)[:-1]]) if N else w
+        for width in np.unique(w):
+            rows = np.nonzero(w == width)[0]
+            block = flat[start[rows][:, None] + np.arange(3 * width)[None, :]]
+            for k in range(3):
+                out[k][rows, :width] = block[:, k * width:(k + 1) * width]
+        stamp, recv = self._times()
+        return JointStateSeries(self.topic, stamp, recv, tuple(self.names), *out)
 
 
-def _imu(topic: str, rows: list) -> ImuSeries:
-    N = len(rows)
-    stamp, recv = np.empty(N), np.empty(N)
-    ori = np.full((N, 4), np.nan)
-    gyro, acc = np.empty((N, 3)), np.empty((N, 3))
-    covs = [np.empty((N, 3, 3)) for _ in range(3)]
-    frame = ""
-    for r, (t_ns, _, m) in enumerate(rows):
-        stamp[r] = _stamp(m.header.stamp, t_ns)
-        recv[r] = 1e-9 * t_ns
-        frame = m.header.frame_id
-        oc = np.asarray(m.orientation_covariance, dtype=float).reshape(3, 3)
+class _Imu(_Accumulator):
+    width = 4 + 3 + 3 + 27
+
+    def row(self, t_ns: int, mtype: str, m) -> tuple[float, tuple]:
+        self.frame_id = m.header.frame_id
+        oc = np.asarray(m.orientation_covariance, dtype=float).reshape(9)
         q = _quat(m.orientation)
-        if oc[0, 0] != -1.0 and math.isfinite(sum(q)) and sum(v * v for v in q) > 0.5:
-            ori[r] = q
-        gyro[r] = [m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z]
-        acc[r] = [m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z]
-        covs[0][r] = oc
-        covs[1][r] = np.asarray(m.angular_velocity_covariance, dtype=float).reshape(3, 3)
-        covs[2][r] = np.asarray(m.linear_acceleration_covariance, dtype=float).reshape(3, 3)
-    return ImuSeries(topic, frame, stamp, recv, ori, gyro, acc, *covs)
+        if not (oc[0] != -1.0 and math.isfinite(sum(q)) and sum(v * v for v in q) > 0.5):
+            q = [math.nan] * 4
+        vals = [*q, m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z,
+                m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z,
+                *oc.tolist(),
+                *np.asarray(m.angular_velocity_covariance, dtype=float).reshape(9).tolist(),
+                *np.asarray(m.linear_acceleration_covariance, dtype=float).reshape(9).tolist()]
+        return _stamp(m.header.stamp, t_ns), (1e-9 * t_ns, vals)
+
+    def build(self) -> ImuSeries:
+        c = self._columns()
+        stamp, recv = self._times()
+        covs = [c[:, 10 + 9 * k:19 + 9 * k].reshape(-1, 3, 3) for k in range(3)]
+        return ImuSeries(self.topic, self.frame_id, stamp, recv, c[:, 0:4].copy(),
+                         c[:, 4:7].copy(), c[:, 7:10].copy(), *[v.copy() for v in covs])
 
 
-def _pose(topic: str, rows: list) -> PoseSeries:
-    N = len(rows)
-    stamp, recv = np.empty(N), np.empty(N)
-    pos, ori = np.empty((N, 3)), np.empty((N, 4))
-    cov = np.full((N, 6, 6), np.nan)
-    twist = np.full((N, 6), np.nan)
-    frame = child = ""
-    for r, (t_ns, mtype, m) in enumerate(rows):
-        stamp[r] = _stamp(m.header.stamp, t_ns)
-        recv[r] = 1e-9 * t_ns
-        frame = m.header.frame_id
+class _Pose(_Accumulator):
+    width = 3 + 4 + 36 + 6
+
+    def row(self, t_ns: int, mtype: str, m) -> tuple[float, tuple]:
+        self.frame_id = m.header.frame_id
+        cov = [math.nan] * 36
+        twist = [math.nan] * 6
         if mtype == "nav_msgs/msg/Odometry":
-            child = m.child_frame_id
+            self.child_frame_id = m.child_frame_id
             p = m.pose.pose
-            cov[r] = np.asarray(m.pose.covariance, dtype=float).reshape(6, 6)
+            cov = np.asarray(m.pose.covariance, dtype=float).reshape(36).tolist()
             tw = m.twist.twist
-            twist[r] = [tw.linear.x, tw.linear.y, tw.linear.z,
-                        tw.angular.x, tw.angular.y, tw.angular.z]
+            twist = [tw.linear.x, tw.linear.y, tw.linear.z,
+                     tw.angular.x, tw.angular.y, tw.angular.z]
         elif mtype == "geometry_msgs/msg/PoseWithCovarianceStamped":
             p = m.pose.pose
-            cov[r] = np.asarray(m.pose.covariance, dtype=float).reshape(6, 6)
+            cov = np.asarray(m.pose.covariance, dtype=float).reshape(36).tolist()
         else:
             p = m.pose
-        pos[r] = [p.position.x, p.position.y, p.position.z]
-        ori[r] = _quat(p.orientation)
-    return PoseSeries(topic, frame, child, stamp, recv, pos, ori, cov, twist)
+        vals = [p.position.x, p.position.y, p.position.z, *_quat(p.orientation), *cov, *twist]
+        return _stamp(m.header.stamp, t_ns), (1e-9 * t_ns, vals)
+
+    def build(self) -> PoseSeries:
+        c = self._columns()
+        stamp, recv = self._times()
+        return PoseSeries(self.topic, self.frame_id, self.child_frame_id, stamp, recv,
+                          c[:, 0:3].copy(), c[:, 3:7].copy(), c[:, 7:43].reshape(-1, 6, 6).copy(),
+                          c[:, 43:49].copy())
 
 
-def _twist(topic: str, rows: list) -> TwistSeries:
-    N = len(rows)
-    stamp, recv = np.empty(N), np.empty(N)
-    lin, ang = np.empty((N, 3)), np.empty((N, 3))
-    for r, (t_ns, mtype, m) in enumerate(rows):
-        recv[r] = 1e-9 * t_ns
+class _Twist(_Accumulator):
+    width = 6
+
+    def row(self, t_ns: int, mtype: str, m) -> tuple[float, tuple]:
         if mtype == "geometry_msgs/msg/TwistStamped":
-            stamp[r] = _stamp(m.header.stamp, t_ns)
+            stamp = _stamp(m.header.stamp, t_ns)
             tw = m.twist
         else:
-            stamp[r] = recv[r]
+            stamp = 1e-9 * t_ns
             tw = m
-        lin[r] = [tw.linear.x, tw.linear.y, tw.linear.z]
-        ang[r] = [tw.angular.x, tw.angular.y, tw.angular.z]
-    return TwistSeries(topic, stamp, recv, lin, ang)
+        vals = [tw.linear.x, tw.linear.y, tw.linear.z, tw.angular.x, tw.angular.y, tw.angular.z]
+        return stamp, (1e-9 * t_ns, vals)
+
+    def build(self) -> TwistSeries:
+        c = self._columns()
+        stamp, recv = self._times()
+        return TwistSeries(self.topic, stamp, recv, c[:, 0:3].copy(), c[:, 3:6].copy())
 
 
-_BUILDERS = {"joint_states": _joint_states, "imu": _imu, "pose": _pose, "twist": _twist}
+_ACCUMULATORS = {"joint_states": _JointStates, "imu": _Imu, "pose": _Pose, "twist": _Twist}

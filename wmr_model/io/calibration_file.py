@@ -16,10 +16,8 @@ the nodes' ``calibration_file`` parameter all go through this pair.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ import yaml
 
 from wmr_model.calibration.overlay import OVERLAY_VERSION, overlay_yaml
 from wmr_model.errors import ParameterError
+from wmr_model.io.files import write_text_atomically  # the one atomic writer (re-exported)
 from wmr_model.parameters import check_value
 
 __all__ = ["CALIBRATION_KEYS", "CalibrationFile", "load_calibration", "save_calibration",
@@ -54,31 +53,6 @@ class CalibrationFile:
     values: dict[str, float]
     std: dict[str, float] = field(default_factory=dict)
     description: str = ""
-
-
-def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and an atomic
-    rename, so readers see the old file or the new one, never a half-written one."""
-    path = Path(path).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    return path
 
 
 def save_calibration(path: str | os.PathLike[str], vehicle: str, values: Mapping[str, float],

@@ -522,8 +522,50 @@ def read_synth_sidecar(bag: str | Path) -> dict | None:
     f = (p if p.is_dir() else p.parent) / SIDECAR_NAME
     if not f.is_file():
         return None
-    doc = yaml.safe_load(f.read_text(encoding="utf-8"))
+    from wmr_model.io.files import read_text
+
+    try:
+        doc = yaml.safe_load(read_text(f, "synthetic-bag sidecar"))
+    except yaml.YAMLError as exc:
+        raise ParameterError(f"{f}: not valid YAML ({' '.join(str(exc).split())})") from None
     if not isinstance(doc, dict) or doc.get("version") != SIDECAR_VERSION:
         got = doc.get("version") if isinstance(doc, dict) else None
         raise ParameterError(f"{f}: unsupported version {got!r}; expected {SIDECAR_VERSION}")
+    _check_synth_sidecar(f, doc)
     return doc
+
+
+def _check_synth_sidecar(f: Path, doc: dict) -> None:
+    """Raise ParameterError naming the first key of ``doc`` that ``wmr replay`` reads and that
+    is missing or of the wrong type."""
+    def bad(key: str, want: str) -> ParameterError:
+        return ParameterError(f"{f}: {key}: expected {want}")
+
+    terrain = doc.get("terrain")
+    if not isinstance(terrain, dict):
+        raise bad("terrain", "a mapping with preset and seed")
+    if not isinstance(terrain.get("preset"), str):
+        raise bad("terrain.preset", "a terrain preset name")
+    if not isinstance(terrain.get("seed"), int) or isinstance(terrain.get("seed"), bool):
+        raise bad("terrain.seed", "an integer")
+    if not isinstance(terrain.get("box", 20.0), (int, float)):
+        raise bad("terrain.box", "a number [m]")
+    if not isinstance(doc.get("vehicle", ""), str):
+        raise bad("vehicle", "a vehicle name")
+    ps = doc.get("pose_sensor", {})
+    if not isinstance(ps, dict):
+        raise bad("pose_sensor", "a mapping")
+    xyz = ps.get("nominal_xyz", [0.0, 0.0, 0.0])
+    if not (isinstance(xyz, list) and len(xyz) == 3
+            and all(isinstance(v, (int, float)) for v in xyz)):
+        raise bad("pose_sensor.nominal_xyz", "3 numbers [m]")
+    for key in ("name", "topic"):
+        if not isinstance(ps.get(key, ""), str):
+            raise bad(f"pose_sensor.{key}", "a string")
+    cal = doc.get("calibrate", [])
+    if not (isinstance(cal, list) and all(isinstance(n, str) for n in cal)):
+        raise bad("calibrate", "a list of parameter names")
+    truth = doc.get("truth", {})
+    if not (isinstance(truth, dict) and all(isinstance(v, (int, float))
+                                            for v in truth.values())):
+        raise bad("truth", "a mapping of parameter names to numbers")

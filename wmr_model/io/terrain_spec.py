@@ -56,6 +56,11 @@ def parse_terrain_spec(spec: str, *, resolution: float | Sequence[float] | None 
     if kind == "rough":
         v = _numbers(spec, body, 2, 3)
         seed = int(v[2]) if len(v) > 2 else 0
+        if len(v) > 2 and (v[2] != seed or seed < 0):
+            raise TerrainError(f"terrain spec {spec!r}: SEED must be an integer >= 0, "
+                               f"got {v[2]:g}")
+        if v[1] <= 0:
+            raise TerrainError(f"terrain spec {spec!r}: CORR must be > 0 m, got {v[1]:g}")
         return tr.rough(v[0], v[1], seed=seed, x_range=(-10.0, 30.0), y_range=(-10.0, 10.0),
                         resolution=min(0.05, v[1] / 4))
     if kind == "ramp":
