@@ -2,23 +2,29 @@
 
 IPEM (thesis §3.2) can only recover parameters whose effects on the interval residuals are
 linearly independent over the data seen: the observability of the systematic parameters is the
-rank of the stacked Jacobians ``H_mu`` (3.26) - the information matrix
-``P^-1 - P0^-1 = sum H^T R^-1 H`` of the identification EKF (3.50)-(3.54). Two ways a set
-fails, both visible in the posterior covariance ``P_xi``:
+rank of the stacked Jacobians ``H_mu`` (3.26), i.e. of the information the identification EKF
+(3.50)-(3.54) gathered, ``P^-1 - P0^-1 = sum H^T R^-1 H``. Two ways a set fails:
 
 * **confounded** - a combination of parameters has (nearly) the same effect as another one
-  (a wheel radius and the longitudinal slip p2 both scale the forward speed; the radius of
-  one wheel of a skid steer and the rolling-resistance asymmetry p5 both curve straight
-  driving): the data pin the combination, not each parameter, so their posterior correlation
-  goes to +-1 and a parameter's *multiple* correlation with all the others,
-  ``R_i^2 = 1 - 1 / (C^-1)_ii`` (``C`` the correlation matrix of ``P_xi``), goes to 1;
-* **unobserved** - the data never excite the parameter (p1 on flat ground): after many
-  intervals its standard deviation has not shrunk below the prior's.
+  (a wheel radius and the longitudinal slip p2 both scale the forward speed; on a skid steer
+  one wheel's radius acts as p2 plus the rolling-resistance asymmetry p5): the data pin the
+  combination, not each parameter; their posterior correlation goes to +-1 *and* along the
+  unpinned combination the posterior keeps the prior's spread;
+* **unobserved** - the data never excite the parameter (p1 on flat ground): its standard
+  deviation stays near the prior's.
 
-Either way the estimate is the prior plus whatever the parameter absorbs of the others' (or of
-an uncalibrated effect's) error; it must not be pushed to the odometry as a calibrated value.
-:func:`check_identifiability` applies both tests; the calibrator node reports the result in
-its diagnostics and withholds the flagged names from its pushes.
+Both are one test on the prior-normalized posterior ``P~ = D0^-1 P D0^-1`` (``D0`` the prior
+standard deviations): its eigenvectors are parameter combinations in prior units and the square
+roots of its eigenvalues how much of the prior spread the data left along each. A direction
+keeping more than ``max_std_ratio`` of it is *weak*; every parameter carrying at least
+:data:`MIN_SHARE` of a weak direction (``v_i^2``) is flagged - "unobserved" when it carries the
+direction alone, else "confounded" with the others in it. A high correlation alone is not a
+failure: two well-determined wheel radii of a differential drive are correlated 0.97 (their sum
+is measured by distance, their difference by heading) and both are known to 0.3 mm.
+
+Either way a flagged estimate is the prior plus whatever it absorbs of other (or uncalibrated)
+effects; it must not be pushed to the odometry as a calibrated value. The calibrator node
+reports the result in its diagnostics and withholds the flagged names from its pushes.
 """
 
 from __future__ import annotations
@@ -32,24 +38,27 @@ import numpy as np
 from wmr_model.errors import ParameterError
 
 __all__ = [
-    "DEFAULT_MAX_CORRELATION",
     "DEFAULT_MAX_STD_RATIO",
     "DEFAULT_MIN_INTERVALS",
+    "MIN_SHARE",
+    "REPORT_CORRELATION",
     "Identifiability",
     "check_identifiability",
 ]
 
-#: A multiple correlation ``R_i`` (and a pairwise ``|rho|``) at or above this is "confounded":
-#: 0.95 means 90 % of the parameter's posterior variance is explained by the others. On a
-#: synthetic Warthog grass run (100 intervals) the identifiable set slip.p2, p6 and one wheel
-#: radius peaks at 0.75, slip.p2-p4, p6 and the radius at 0.86; adding p5 (one wheel's radius
-#: is p2 plus p5 on a skid steer) takes the radius to 0.97.
-DEFAULT_MAX_CORRELATION = 0.95
-#: A posterior/prior standard deviation ratio above this after ``min_intervals`` accepted
-#: intervals is "unobserved" (the data removed less than 75 % of the prior variance).
+#: A combination of parameters (in prior units) whose posterior std is above this fraction of
+#: its prior std after ``min_intervals`` accepted intervals is weak: the data removed less than
+#: 75 % of its prior variance. Measured on a synthetic Warthog grass run (100 intervals): the
+#: radius of {slip.p2, slip.p5, slip.p6, one wheel radius} keeps 0.85; identifiable sets (p2, p6
+#: and the radius; the two radii of a differential drive) keep at most 0.3.
 DEFAULT_MAX_STD_RATIO = 0.5
-#: Accepted intervals before the shrink test applies (the correlation test always applies).
+#: Accepted intervals before the check applies (earlier the prior still dominates everything).
 DEFAULT_MIN_INTERVALS = 20
+#: A parameter takes part in a weak direction when it carries at least this share ``v_i^2`` of
+#: its unit eigenvector.
+MIN_SHARE = 0.1
+#: Pairs with ``|rho|`` at least this are listed in :attr:`Identifiability.pairs` (information).
+REPORT_CORRELATION = 0.95
 
 
 @dataclass(frozen=True)
@@ -58,22 +67,25 @@ class Identifiability:
 
     Attributes:
         names: (n,) the parameters checked, in the order of the covariance.
-        multiple_correlation: name -> ``R_i`` in [0, 1], the correlation of the parameter with
-            the best linear combination of all the others.
         std_ratio: name -> posterior / prior standard deviation.
-        pairs: ``(a, b, rho)`` of every pair with ``|rho| >= max_correlation``.
-        confounded: name -> reason, for each parameter that fails a test (empty: identifiable).
+        multiple_correlation: name -> ``R_i`` in [0, 1], the correlation of the parameter with
+            the best linear combination of the others (information).
+        pairs: ``(a, b, rho)`` of every pair with ``|rho| >= REPORT_CORRELATION``
+            (information).
+        confounded: name -> reason, for each flagged parameter (empty: identifiable).
+        checked: False before ``min_intervals`` (nothing flagged yet).
     """
 
     names: tuple[str, ...]
-    multiple_correlation: dict[str, float]
     std_ratio: dict[str, float]
+    multiple_correlation: dict[str, float]
     pairs: tuple[tuple[str, str, float], ...] = ()
     confounded: dict[str, str] = field(default_factory=dict)
+    checked: bool = True
 
     @property
     def ok(self) -> bool:
-        """True when no parameter failed."""
+        """True when no parameter was flagged."""
         return not self.confounded
 
 
@@ -90,7 +102,6 @@ def _multiple_correlation(C: np.ndarray) -> np.ndarray:
 
 def check_identifiability(names: Sequence[str], P: np.ndarray, std0: Mapping[str, float],
                           n_intervals: int, *,
-                          max_correlation: float = DEFAULT_MAX_CORRELATION,
                           max_std_ratio: float = DEFAULT_MAX_STD_RATIO,
                           min_intervals: int = DEFAULT_MIN_INTERVALS) -> Identifiability:
     """Flag the confounded and unobserved parameters of a calibration (module docstring).
@@ -99,17 +110,14 @@ def check_identifiability(names: Sequence[str], P: np.ndarray, std0: Mapping[str
         names: (n,) calibrated parameter names, in the order of ``P``.
         P: (n, n) posterior covariance of the identification EKF (``P_xi`` after (3.54)).
         std0: name -> prior standard deviation (the ``P_xi`` the filter started from; with a
-            random walk (3.49) pass the prior inflated by it, or the shrink test is strict).
+            random walk (3.49) pass the prior inflated by it).
         n_intervals: accepted intervals behind ``P``.
-        max_correlation: a parameter whose multiple correlation with the others is at least
-            this is confounded (``>= 1`` disables the test).
-        max_std_ratio: after ``min_intervals`` accepted intervals, a parameter whose standard
-            deviation is above this times its prior one is unobserved (``>= 1`` disables).
-        min_intervals: accepted intervals before the shrink test applies.
+        max_std_ratio: a direction keeping more than this fraction of its prior std is weak.
+        min_intervals: accepted intervals before anything is flagged.
 
     Returns:
-        :class:`Identifiability`; ``confounded`` names each failing parameter with a reason
-        that names its most correlated partner.
+        :class:`Identifiability`; ``confounded`` names each flagged parameter with a reason
+        naming the other parameters of its weak direction.
     """
     names = tuple(names)
     P = np.asarray(P, dtype=float)
@@ -122,27 +130,44 @@ def check_identifiability(names: Sequence[str], P: np.ndarray, std0: Mapping[str
     missing = [k for k in names if k not in std0]
     if missing:
         raise ParameterError(f"std0: no prior standard deviation for {missing}")
+    bad = [k for k in names if not (math.isfinite(std0[k]) and std0[k] > 0)]
+    if bad:
+        raise ParameterError(f"std0: prior standard deviations must be finite and > 0: {bad}")
+    d0 = np.array([float(std0[k]) for k in names])
     s = np.sqrt(np.maximum(np.diag(P), 0.0))
     ok = s > 0
     C = np.eye(n)
     if np.any(ok):
         C[np.ix_(ok, ok)] = P[np.ix_(ok, ok)] / np.outer(s[ok], s[ok])
     C = np.clip(0.5 * (C + C.T), -1.0, 1.0)
+    ratio = {k: float(s[i] / d0[i]) for i, k in enumerate(names)}
     R = _multiple_correlation(C)
-    ratio = {k: (float(s[i] / std0[k]) if std0[k] > 0 else math.inf)
-             for i, k in enumerate(names)}
     pairs = tuple((names[i], names[j], float(C[i, j])) for i in range(n)
-                  for j in range(i + 1, n) if abs(C[i, j]) >= max_correlation)
+                  for j in range(i + 1, n) if abs(C[i, j]) >= REPORT_CORRELATION)
+    checked = n_intervals >= min_intervals
     confounded: dict[str, str] = {}
-    for i, k in enumerate(names):
-        if R[i] >= max_correlation:
-            off = np.abs(C[i]).copy()
-            off[i] = -1.0
-            j = int(np.argmax(off))
-            confounded[k] = (f"confounded: multiple correlation {R[i]:.4f} with the other "
-                             f"parameters (most with {names[j]}, rho {C[i, j]:+.3f})")
-        elif n_intervals >= min_intervals and ratio[k] > max_std_ratio:
-            confounded[k] = (f"unobserved: std {s[i]:.3g} is {ratio[k]:.2f} of the prior "
-                             f"{std0[k]:.3g} after {n_intervals} intervals")
-    return Identifiability(names, {k: float(R[i]) for i, k in enumerate(names)}, ratio, pairs,
-                           confounded)
+    if checked:
+        Pn = P / np.outer(d0, d0)
+        lam, V = np.linalg.eigh(0.5 * (Pn + Pn.T))
+        for k in np.argsort(lam)[::-1]:
+            kept = math.sqrt(max(float(lam[k]), 0.0))
+            if kept <= max_std_ratio:
+                break
+            part = [i for i in range(n) if V[i, k] ** 2 >= MIN_SHARE]
+            for i in part:
+                if names[i] in confounded:
+                    continue
+                others = [names[j] for j in part if j != i]
+                if others:
+                    combo = " + ".join(f"{V[j, k] / V[i, k]:+.2g} {names[j]}" for j in part
+                                       if j != i)
+                    confounded[names[i]] = (
+                        f"confounded with {', '.join(others)}: the combination {names[i]} "
+                        f"{combo} (prior units) keeps {kept:.2f} of its prior std after "
+                        f"{n_intervals} intervals")
+                else:
+                    confounded[names[i]] = (
+                        f"unobserved: std {s[i]:.3g} is {ratio[names[i]]:.2f} of the prior "
+                        f"{d0[i]:.3g} after {n_intervals} intervals")
+    return Identifiability(names, ratio, {k: float(R[i]) for i, k in enumerate(names)}, pairs,
+                           confounded, checked)

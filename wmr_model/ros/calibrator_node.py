@@ -57,9 +57,10 @@ the calibration in stamp order.
 
 Identifiability: once ``identifiability.min_intervals`` intervals were accepted, the posterior
 is checked (:func:`~wmr_model.calibration.identifiability.check_identifiability`): parameters
-confounded with others (multiple correlation >= ``identifiability.max_correlation``) or not
-observed (std > ``identifiability.max_std_ratio`` x prior) are reported in /diagnostics (WARN)
-and never pushed; nothing is pushed before the check.
+not observed, or confounded with others (a combination of correlated parameters, in prior
+units, whose std is still above ``identifiability.max_std_ratio`` of the prior's), are
+reported in /diagnostics (WARN) and never pushed; nothing is pushed before the check. Pairs
+correlated beyond 0.95 are listed for information.
 
 Starting state: ``calibration_file`` (a file ``~/save`` wrote) sets this node's parameters of
 the same names, the vehicle's dimensions, the starting estimate and, through
@@ -105,7 +106,6 @@ from std_srvs.srv import Trigger
 
 from wmr_model.calibration.gnss import fix_pose, fix_position_covariance, geodetic_to_enu
 from wmr_model.calibration.identifiability import (
-    DEFAULT_MAX_CORRELATION,
     DEFAULT_MAX_STD_RATIO,
     DEFAULT_MIN_INTERVALS,
     Identifiability,
@@ -205,16 +205,12 @@ class CalibratorNode(Node):
             "a fix and the INS/IMU orientation used as its attitude (the nearest one)",
             lower=0.0, upper=10.0, read_only=True)
         self.identifiability = {
-            "max_correlation": declare(
-                self, "identifiability.max_correlation", DEFAULT_MAX_CORRELATION, "[-] a "
-                "calibrated parameter whose posterior multiple correlation with the others "
-                "reaches this is confounded: reported (WARN) and never pushed", lower=0.0,
-                upper=1.0),
             "max_std_ratio": declare(
                 self, "identifiability.max_std_ratio", DEFAULT_MAX_STD_RATIO, "[-] after "
-                "identifiability.min_intervals accepted intervals, a parameter whose std is "
-                "above this times its prior std is unobserved: reported and never pushed",
-                lower=0.0, upper=1e6),
+                "identifiability.min_intervals accepted intervals, a parameter (or a "
+                "combination of correlated parameters, in prior units) whose std is above this "
+                "times its prior std is unobserved (confounded): reported (WARN) and never "
+                "pushed", lower=0.0, upper=1.0),
             "min_intervals": declare(
                 self, "identifiability.min_intervals", DEFAULT_MIN_INTERVALS, "accepted "
                 "intervals before the identifiability check runs (nothing is pushed before)",
@@ -687,7 +683,7 @@ class CalibratorNode(Node):
         if cal.n_accepted < int(self.push["min_intervals"]):
             return
         ident = self._identifiability()
-        if ident is None:  # not checked yet: nothing is pushed unverified
+        if ident is None or not ident.checked:  # nothing is pushed unverified
             return
         wanted = [n for n in self.push["params"] if n] or [n for n in cal.names if _pushable(n)]
         est, std = cal.estimate, cal.std
@@ -728,21 +724,18 @@ class CalibratorNode(Node):
             fut.add_done_callback(lambda f, srv=srv, names=names: self._pushed(srv, names, f))
 
     def _identifiability(self) -> Identifiability | None:
-        """The identifiability check of the current estimate (None before
-        ``identifiability.min_intervals`` accepted intervals)."""
+        """The identifiability check of the current estimate (``checked`` False before
+        ``identifiability.min_intervals`` accepted intervals; None without a calibration)."""
         if self.stream is None:
             return None
         cal = self.stream.calibrator
         k = int(self.identifiability["min_intervals"])
-        if cal.n_accepted < k:
-            return None
         # the prior a parameter would have without data: initial std plus the random walk
         prior = {n: math.sqrt(self._std0.get(n, 1.0) ** 2
                               + cal.n_updates * self._process_std.get(n, 0.0) ** 2)
                  for n in cal.names}
         return check_identifiability(
             cal.names, cal.P, prior, cal.n_accepted,
-            max_correlation=float(self.identifiability["max_correlation"]),
             max_std_ratio=float(self.identifiability["max_std_ratio"]), min_intervals=k)
 
     def _pushed(self, srv: str, names: list[str], fut) -> None:
@@ -847,7 +840,9 @@ class CalibratorNode(Node):
             values += [KeyValue(key=f"estimate {n}", value=f"{v:.6g} +- {cal.std[n]:.3g}")
                        for n, v in cal.estimate.items()]
             ident = self._identifiability()
-            if ident is None:
+            values += [KeyValue(key=f"correlated {a} {b}", value=f"{rho:+.3f}")
+                       for a, b, rho in ident.pairs]
+            if not ident.checked:
                 values.append(KeyValue(key="identifiability", value=(
                     f"pending ({cal.n_accepted} of {self.identifiability['min_intervals']} "
                     "accepted intervals)")))
