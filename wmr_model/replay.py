@@ -402,7 +402,16 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     enc, ps = s["encoders"], s["pose"]
     imu = s.streams.get("imu")
     truth_s = s.streams.get("truth")
-    notes: list[str] = []
+    notes: list[str] = list(s.notes)
+    if truth_s is not None:
+        from wmr_model.calibration.logs import _pose_rows
+        from wmr_model.io.bags import usable_poses
+
+        good = usable_poses(truth_s)
+        if not good.all():
+            notes.append(f"{truth_s.topic}: {int((~good).sum())} of {len(good)} poses dropped "
+                         "(non-finite position or orientation)")
+            truth_s = _pose_rows(truth_s, good) if good.sum() >= 2 else None
     counts = {topics[r]: len(s[r].stamp) for r in topics}
     model, sensor = _build_model(opt, side, ps.child_frame_id)
     # terrain
@@ -442,6 +451,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         streams["imu"] = imu
     log = log_from_streams(model, streams, imu="imu" if imu is not None else None,
                            pose_sensor=sensor, source=bag)
+    notes += log.notes
     if opt.pose_std is not None:
         log = with_pose_std(log, *opt.pose_std)
     if len(log.pose_time) < 2:
@@ -638,10 +648,11 @@ def _fmt(v: float) -> str:
 def write_csv(result: ReplayResult, out_dir: str | Path) -> dict[str, Path]:
     """``odometry.csv`` (one row per odometry step and variant) and ``calibration.csv`` (one
     row per calibration interval) in ``out_dir``; returns their paths."""
-    d = Path(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
+    from wmr_model.io.files import atomic_output, prepare_output_dir
+
+    d = prepare_output_dir(out_dir, "replay output folder")
     po = d / "odometry.csv"
-    with po.open("w", encoding="utf-8") as f:
+    with atomic_output(po) as tmp, tmp.open("w", encoding="utf-8") as f:
         f.write("variant,t,x,y,z,qw,qx,qy,qz,var_x,var_y,var_yaw\n")
         for lab, tr_ in result.odometry.items():
             for t, p, v in zip(tr_.t, tr_.pose, tr_.var):
@@ -649,7 +660,7 @@ def write_csv(result: ReplayResult, out_dir: str | Path) -> dict[str, Path]:
                                   *(_fmt(x) for x in p[:4]), *(_fmt(x) for x in v)]) + "\n")
     pc = d / "calibration.csv"
     h = result.history
-    with pc.open("w", encoding="utf-8") as f:
+    with atomic_output(pc) as tmp, tmp.open("w", encoding="utf-8") as f:
         f.write(",".join(["t", "i0", "i1", "accepted", "mahalanobis",
                           *h["names"], *(f"std.{n}" for n in h["names"])]) + "\n")
         for k in range(len(h["t"])):
@@ -737,7 +748,8 @@ def write_output_bag(result: ReplayResult, path: str | Path, storage: str = "mca
                 rejected_count=int((~h["accepted"][:k + 1]).sum()))
             msgs.append((ns, "/wmr/calibration_state", "wmr_model/msg/CalibrationState", m))
     msgs.sort(key=lambda r: (r[0], r[1]))
-    p.parent.mkdir(parents=True, exist_ok=True)
+    if not p.parent.is_dir():
+        raise ParameterError(f"output bag {p}: folder {p.parent} does not exist")
     with Writer(p, version=8, storage_plugin=plug) as w:
         conns = {}
         for ns, topic, mt, m in msgs:

@@ -72,6 +72,8 @@ class CalibrationLog:
     pot_time: np.ndarray | None = None
     pot_reading: np.ndarray | None = None
     source: str = "<log>"
+    #: what building the log dropped or derived (one line each)
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         ne, Ne, M = len(self.joint_names), len(self.joint_time), len(self.pose_time)
@@ -154,22 +156,57 @@ def log_from_streams(model: VehicleModel, streams: Mapping[str, object], *,
         encoders, pose, imu: roles of the joint-state, pose and (optional) IMU streams.
         pose_sensor: sensor frame of ``model`` the poses are of (None: the body).
     """
+    from wmr_model.io.bags import usable_poses
+    from wmr_model.streams import PlausibilityLimits, differentiate_positions
+
     enc = streams[encoders]
     ps = streams[pose]
+    notes: list[str] = []
     emap = dict(model.options.get("encoder_map", {}) or {})
+    t_enc = np.asarray(enc.stamp, dtype=float)
+    keep = np.concatenate([[True], np.diff(t_enc) > 0])
+    rates_all = differentiate_positions(t_enc[keep], enc.position[keep], enc.velocity[keep])
+    wheel_r = {model.joint_names[int(k)]: float(r)
+               for k, r in zip(model.wheel_joints, model.wheel_radius)}
     names: list[str] = []
     cols: list[np.ndarray] = []
+    radius: list[float] = []
+    derived: list[str] = []
     for j, n in enumerate(enc.names):
         targets = emap.get(n, [n] if n in model.joint_names else [])
         for tname in targets:
             if tname not in names:
                 names.append(tname)
-                cols.append(np.nan_to_num(enc.velocity[:, j]))
+                cols.append(rates_all[:, j])
+                radius.append(max([wheel_r[t] for t in targets if t in wheel_r], default=0.0))
+                if not np.all(np.isfinite(enc.velocity[keep, j])) and n not in derived:
+                    derived.append(n)
     if not names:
         raise BagError(f"{source}: none of the encoder joints {list(enc.names)} is a joint of "
                        f"{model.name} or in its encoder_map")
-    t_enc = np.asarray(enc.stamp, dtype=float)
-    keep = np.concatenate([[True], np.diff(t_enc) > 0])
+    if derived:
+        notes.append(f"{enc.topic}: velocity not provided (empty or NaN) for {derived} in some "
+                     "messages; rates differentiated from the positions")
+    rate = np.stack(cols, axis=1)
+    # a sample with a non-finite rate (neither velocity nor position) or a rim speed beyond the
+    # odometry's plausibility gate is dropped, not turned into a number
+    rim = np.abs(rate) * np.asarray(radius)[None, :]
+    ok_rate = np.all(np.isfinite(rate), axis=1) & np.all(
+        rim <= PlausibilityLimits().max_wheel_speed, axis=1)
+    if not ok_rate.all():
+        notes.append(f"{enc.topic}: {int((~ok_rate).sum())} of {len(ok_rate)} samples dropped "
+                     "(rate not finite, or rim speed above "
+                     f"{PlausibilityLimits().max_wheel_speed:g} m/s)")
+    if ok_rate.sum() < 2:
+        raise BagError(f"{source}: {enc.topic}: {int(ok_rate.sum())} usable encoder samples "
+                       "(finite rate from velocity or positions, plausible rim speed); need 2")
+    t_enc = t_enc[keep][ok_rate]
+    rate = rate[ok_rate]
+    good = usable_poses(ps)
+    if not good.all():
+        notes.append(f"{ps.topic}: {int((~good).sum())} of {len(good)} poses dropped "
+                     "(non-finite position or orientation)")
+        ps = _pose_rows(ps, good)
     q = np.asarray(ps.orientation, dtype=float)
     q = q / np.linalg.norm(q, axis=1, keepdims=True)
     pose_rows = np.hstack([q, np.asarray(ps.position, dtype=float)])
@@ -190,13 +227,29 @@ def log_from_streams(model: VehicleModel, streams: Mapping[str, object], *,
         if ok.sum() >= 2:  # IMU attitude provided (REP-145): roll/pitch as prediction inputs
             qo = ori[ok] / np.linalg.norm(ori[ok], axis=1, keepdims=True)
             att_t, rp = gyro_t[ok], quats_to_euler(qo)[:, :2]
+    if imu is not None and gyro is not None:
+        gok = np.all(np.isfinite(gyro), axis=1) & np.isfinite(gyro_t)
+        if not gok.all():
+            notes.append(f"{streams[imu].topic}: {int((~gok).sum())} non-finite gyro samples "
+                         "dropped")
+            gyro_t, gyro = gyro_t[gok], gyro[gok]
     t0 = float(t_enc[0])
     return CalibrationLog(
-        joint_names=tuple(names), joint_time=t_enc[keep] - t0,
-        joint_rate=np.stack(cols, axis=1)[keep], pose_time=t_pose[pkeep] - t0,
+        joint_names=tuple(names), joint_time=t_enc - t0,
+        joint_rate=rate, pose_time=t_pose[pkeep] - t0,
         pose=pose_rows[pkeep], pose_covariance=cov[pkeep], pose_sensor=pose_sensor,
         gyro_time=None if gyro_t is None else gyro_t - t0, gyro=gyro,
-        attitude_time=None if att_t is None else att_t - t0, roll_pitch=rp, source=source)
+        attitude_time=None if att_t is None else att_t - t0, roll_pitch=rp, source=source,
+        notes=tuple(notes))
+
+
+def _pose_rows(ps, mask: np.ndarray):
+    """Copy of pose stream ``ps`` with the rows of ``mask`` only."""
+    from dataclasses import replace
+
+    return replace(ps, stamp=ps.stamp[mask], receive_time=ps.receive_time[mask],
+                   position=ps.position[mask], orientation=ps.orientation[mask],
+                   covariance=ps.covariance[mask], twist=ps.twist[mask])
 
 
 def log_from_bag(path: str | Path, model: VehicleModel, *, encoder_topic: str = "/joint_states",
@@ -218,6 +271,10 @@ def log_from_bag(path: str | Path, model: VehicleModel, *, encoder_topic: str = 
     s = read_streams(path, topics, kinds, optional=("imu",), window=window)
     log = log_from_streams(model, s.streams, imu="imu" if "imu" in s.streams else None,
                            pose_sensor=pose_sensor, source=str(path))
+    if s.notes:
+        from dataclasses import replace
+
+        log = replace(log, notes=tuple(s.notes) + log.notes)
     if len(log.pose_time) < 2:
         raise BagError(f"{path}: {pose_topic} has {len(log.pose_time)} poses; calibration needs "
                        "at least 2")

@@ -307,7 +307,9 @@ def run(args: argparse.Namespace) -> int:
     result["targets"] = _targets(result)
     result["wall_s"] = time.perf_counter() - t0
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
+        from wmr_model.io.files import atomic_output
+
+        with atomic_output(args.out) as tmp, open(tmp, "w", encoding="utf-8") as f:
             write_json(result, f)
     emit(args, result, _table)
     return 0

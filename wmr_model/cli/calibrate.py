@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Any
 
 __all__ = ["register", "run"]
@@ -69,6 +70,22 @@ def run(args: argparse.Namespace) -> int:
     from wmr_model.errors import ParameterError
     from wmr_model.vehicles import load_vehicle
 
+    for flag, v, lo in (("--dt", args.dt, 0.0), ("--interval", args.interval, 0.0)):
+        if not (math.isfinite(v) and v > lo):
+            raise ParameterError(f"{flag}: must be a finite number > 0 s, got {v}")
+    if not (math.isfinite(args.min_distance) and args.min_distance >= 0):
+        raise ParameterError(f"--min-distance: must be a finite number >= 0 m, got "
+                             f"{args.min_distance}")
+    if args.max_speed is not None and not (args.max_speed > 0):
+        raise ParameterError(f"--max-speed: must be > 0 m/s, got {args.max_speed}")
+    if args.dt < 1e-4:
+        raise ParameterError(f"--dt: {args.dt:g} s is below 1e-4 s; the prediction of a "
+                             f"{args.interval:g} s interval would take over "
+                             f"{args.interval / 1e-4:,.0f} steps")
+    if args.overlay:
+        from wmr_model.io.files import prepare_output_dir
+
+        prepare_output_dir(Path(args.overlay).expanduser().parent, "--overlay folder")
     model = load_vehicle(args.vehicle)
     log = log_from_bag(args.bag, model, encoder_topic=args.encoder_topic,
                        pose_topic=args.pose_topic)
@@ -98,12 +115,14 @@ def run(args: argparse.Namespace) -> int:
     data = {"bag": args.bag, "vehicle": model.name, "intervals": len(iv),
             "calibration_intervals": len(ivc), "interval_s": args.interval,
             "rows": [{"model": r.model, "mean_pos_m": r.pos, "mean_yaw_rad": r.yaw,
-                      "values": r.values} for r in rows], "details": info}
+                      "values": r.values} for r in rows], "details": info,
+            "notes": list(log.notes)}
     if args.overlay:
         key = "3D kin.+ offline" if "3D kin.+ offline" in info else "3D kin.+"
-        with open(args.overlay, "w", encoding="utf-8") as f:
-            f.write(overlay_yaml(model.name, info[key]["estimate"], info[key]["std"],
-                                 note=f"{key} on {args.bag}"))
+        from wmr_model.io.files import write_text_atomically
+
+        write_text_atomically(args.overlay, overlay_yaml(
+            model.name, info[key]["estimate"], info[key]["std"], note=f"{key} on {args.bag}"))
 
     def text(d: dict) -> str:
         lines = [f"{d['bag']}: {d['intervals']} intervals of {d['interval_s']} s "
@@ -114,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         for k, v in d["details"].items():
             est = ", ".join(f"{n}={x:.4g}" for n, x in v["estimate"].items())
             lines.append(f"{k}: {est}")
+        lines += [f"note: {n}" for n in d["notes"]]
         return "\n".join(lines)
 
     emit(args, data, text)

@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from wmr_model.cli._output import emit, to_jsonable
+    from wmr_model.errors import ParameterError
     from wmr_model.replay import ReplayOptions, replay, write_csv, write_output_bag
 
     opt = ReplayOptions(
@@ -122,6 +123,17 @@ def run(args: argparse.Namespace) -> int:
         stale_hold=args.stale_hold if args.stale_hold > 0 else None,
         pose_std=_floats(args.pose_std, 2, "--pose-std"),
         progress=not args.quiet and not args.json and sys.stderr.isatty())
+    if args.out_bag:
+        ob = Path(args.out_bag).expanduser()
+        if ob.exists():
+            raise ParameterError(f"--out-bag {ob}: exists; choose a new output bag path")
+        if not ob.parent.is_dir():
+            raise ParameterError(f"--out-bag {ob}: folder {ob.parent} does not exist (only the "
+                                 "bag itself is created)")
+    if args.out:
+        from wmr_model.io.files import prepare_output_dir
+
+        prepare_output_dir(args.out, "--out")
     res = replay(args.bag, opt)
     data = results_dict(res)
     files = {}
@@ -130,8 +142,10 @@ def run(args: argparse.Namespace) -> int:
 
         out = Path(args.out)
         files.update({k: str(v) for k, v in write_csv(res, out).items()})
-        (out / "results.json").write_text(json.dumps(to_jsonable(data), indent=2,
-                                                     allow_nan=False) + "\n", encoding="utf-8")
+        from wmr_model.io.files import write_text_atomically
+
+        write_text_atomically(out / "results.json", json.dumps(to_jsonable(data), indent=2,
+                                                               allow_nan=False) + "\n")
         files["results"] = str(out / "results.json")
         files.update({k: str(v) for k, v in write_report(res, out,
                                                          plots=not args.no_plots).items()})

@@ -190,8 +190,11 @@ def run(args: argparse.Namespace) -> int:
         cols = ["t", "x", "y", "z", "roll", "pitch", "yaw", *model.joint_names,
                 *[f"dz_{c}" for c in _contact_names(model)]]
         table = np.column_stack([traj.time, traj.position, eul, traj.joints, traj.dz])
-        np.savetxt(args.out, table, delimiter=",", header=",".join(cols), comments="",
-                   fmt="%.9g")
+        from wmr_model.io.files import atomic_output
+
+        with atomic_output(args.out) as tmp:
+            np.savetxt(tmp, table, delimiter=",", header=",".join(cols), comments="",
+                       fmt="%.9g")
     summary = {
         "vehicle": model.name,
         "terrain": terrain.name,

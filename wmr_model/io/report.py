@@ -78,7 +78,7 @@ def _plots(result, d: Path) -> None:
     ax.legend(fontsize=7, loc="best")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(d / "path.png", dpi=110, metadata=meta)
+    _savefig(fig, d / "path.png", dpi=110, metadata=meta)
     plt.close(fig)
     # error vs time
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -91,7 +91,7 @@ def _plots(result, d: Path) -> None:
     ax.legend(fontsize=7)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(d / "error_time.png", dpi=110, metadata=meta)
+    _savefig(fig, d / "error_time.png", dpi=110, metadata=meta)
     plt.close(fig)
     # parameter convergence (Fig. 3.5)
     h = result.history
@@ -121,7 +121,7 @@ def _plots(result, d: Path) -> None:
         axes[k // cols][k % cols].axis("off")
     fig.suptitle("Online calibration of 3D kin.+ (Fig. 3.5 style)")
     fig.tight_layout()
-    fig.savefig(d / "parameters.png", dpi=100, metadata=meta)
+    _savefig(fig, d / "parameters.png", dpi=100, metadata=meta)
     plt.close(fig)
     # interval scatter (Fig. 3.8)
     sc = result.scatter
@@ -143,7 +143,7 @@ def _plots(result, d: Path) -> None:
     ax.legend(fontsize=8)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(d / "scatter.png", dpi=110, metadata=meta)
+    _savefig(fig, d / "scatter.png", dpi=110, metadata=meta)
     plt.close(fig)
 
 
@@ -235,14 +235,23 @@ def _html(md: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _savefig(fig, path: Path, **kw) -> None:
+    """``fig.savefig`` through a temporary file and a rename (:mod:`wmr_model.io.files`)."""
+    from wmr_model.io.files import atomic_output
+
+    with atomic_output(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", **kw)
+
+
 def write_report(result, out_dir: str | Path, *, plots: bool = True) -> dict[str, Path]:
     """Write :data:`REPORT_FILES` for a :class:`wmr_model.replay.ReplayResult` into
     ``out_dir``; returns name -> path."""
-    d = Path(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
+    from wmr_model.io.files import prepare_output_dir, write_text_atomically
+
+    d = prepare_output_dir(out_dir, "report folder")
     md = _markdown(result)
-    (d / "report.md").write_text(md, encoding="utf-8")
-    (d / "report.html").write_text(_html(md), encoding="utf-8")
+    write_text_atomically(d / "report.md", md)
+    write_text_atomically(d / "report.html", _html(md))
     if plots:
         _plots(result, d)
     return {n: d / n for n in REPORT_FILES if (d / n).exists()}
@@ -266,14 +275,15 @@ def write_lane_change_plots(runs, out_dir: str | Path) -> dict[str, Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    d = Path(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
+    from wmr_model.io.files import prepare_output_dir
+
+    d = prepare_output_dir(out_dir, "plot folder")
     meta = {"Software": None}
     styles = ("-", "--", ":", "-.")
 
     def save(fig, name: str) -> None:
         fig.tight_layout()
-        fig.savefig(d / name, dpi=110, metadata=meta)
+        _savefig(fig, d / name, dpi=110, metadata=meta)
         plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 3.5))

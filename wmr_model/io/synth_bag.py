@@ -504,7 +504,9 @@ def write_synth_bag(path: str | Path, config: SynthConfig | None = None, *,
                       f"sensor.{GPS_SENSOR}.x", f"sensor.{GPS_SENSOR}.y", "time_offset.pose"],
         "topics": {t: {"count": counts.get(t, 0), "rate_hz": rates[t]} for t in rates},
     }
-    (p / SIDECAR_NAME).write_text(yaml.safe_dump(side, sort_keys=False), encoding="utf-8")
+    from wmr_model.io.files import write_text_atomically
+
+    write_text_atomically(p / SIDECAR_NAME, yaml.safe_dump(side, sort_keys=False))
     return summary
 
 
