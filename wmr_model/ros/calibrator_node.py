@@ -771,6 +771,8 @@ class CalibratorNode(Node):
         cal = self.stream.calibrator
         path = Path(self.save_path).expanduser() if self.save_path else self._default_save_path()
         try:
+            if not self.save_path:  # $ROS_HOME/wmr_model may not exist yet
+                path.parent.mkdir(parents=True, exist_ok=True)
             save_calibration(path, self.model.name, cal.estimate, cal.std, note=(
                 f"online IPEM ({self.get_fully_qualified_name()}), {cal.n_updates} intervals,"
                 f" {cal.n_accepted} accepted"))
