@@ -513,6 +513,36 @@ def test_reorder_window_follows_a_stream_delivered_ahead(ros, synthetic, tmp_pat
     assert float(kv["reorder max hold [s]"]) > lead - 0.5
 
 
+def test_unusable_fixes_are_counted(ros, tmp_path):
+    """NavSatFix without a fix, with an UNKNOWN covariance (rejected by default), or without
+    an attitude near its stamp: each rejected with its reason; a good one is accepted."""
+    from sensor_msgs.msg import NavSatFix, NavSatStatus
+
+    feed = _start_calibrator(ros, "badfix", tmp_path / "b.yaml", "reorder_window:=0.0",
+                             source="navsatfix")
+    cov = np.diag([1e-4] * 3)
+    ident = [1.0, 0.0, 0.0, 0.0]
+    feed.imu_attitude(0.0, ident, np.diag([1e-4] * 3), (0.0, 0.0, 0.0))
+    feed.spin(0.3)
+    feed.fix(0.0, *DATUM, cov)  # accepted: the first fix is the datum
+    m = NavSatFix()
+    m.header.stamp = _stamp(0.01)
+    m.status.status = NavSatStatus.STATUS_NO_FIX
+    feed.gt.publish(m)
+    m = NavSatFix()
+    m.header.stamp = _stamp(0.02)
+    m.status.status = NavSatStatus.STATUS_FIX
+    m.latitude, m.longitude, m.altitude = DATUM
+    m.position_covariance_type = NavSatFix.COVARIANCE_TYPE_UNKNOWN
+    feed.gt.publish(m)
+    feed.fix(0.5, *DATUM, cov)  # the nearest attitude is 0.5 s away
+    _, kv = feed.diagnostics.wait(lambda st, kv: kv.get("rejected gps/fix no_attitude") == "1")
+    assert kv["rejected gps/fix no_fix"] == "1"
+    assert kv["rejected gps/fix covariance_type_0_unusable"] == "1"
+    assert kv["accepted pose"] == "1"
+    ros.check_alive()
+
+
 def test_calibrator_without_a_vehicle_reports_and_refuses(ros, tmp_path):
     ros.start(CALIBRATOR, "--ros-args", "-r", "__ns:=/novehicle", "-p",
               "vehicle:=/nonexistent/robot.urdf", "-p", "diagnostics_period:=0.2",
