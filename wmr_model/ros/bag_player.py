@@ -6,9 +6,11 @@ order of their recording (log) time, paced by the wall clock at ``rate`` times r
 rosbag2 CDR bytes are published as they are (``Publisher.publish(bytes)``), so nothing is lost
 or changed by a deserialize/serialize round trip; ROS 1 messages are converted to CDR.
 
-``/clock`` (``rosgraph_msgs/Clock``) carries the bag's time: once before every message whose
-time is later than the last clock sent, and at ``clock_hz`` in between, so nodes with
-``use_sim_time`` see the recording's time base.
+``/clock`` (``rosgraph_msgs/Clock``) carries the bag's time at ``clock_hz`` (of wall time, as
+``ros2 bag play --clock``), once before the first message and once after the last, so nodes with
+``use_sim_time`` see the recording's time base. (A clock message per bag message would double
+what every node with ``use_sim_time`` has to take in: at 4x a 50 Hz / 100 Hz encoder + IMU log
+made the odometry node fall seconds behind on a loaded machine.)
 
 Entry point: ``wmr play BAG`` (``wmr_model.cli.play``); tests use :func:`play` directly in a
 subprocess.
@@ -145,7 +147,8 @@ def play(node: Any, bag: str | Path, *, rate: float = 1.0, clock: bool = True,
         t_last = reader.end_time * 1e-9 if duration is None else t_first + duration
         wall0 = time.monotonic()
         clock_period = 1.0 / clock_hz
-        last_clock = -float("inf")
+        last_clock = -float("inf")  # wall time of the last /clock
+        t_sent = None
         for conn, stamp_ns, raw in reader.messages(connections=connections):
             t = stamp_ns * 1e-9
             if t < t_first:
@@ -153,27 +156,25 @@ def play(node: Any, bag: str | Path, *, rate: float = 1.0, clock: bool = True,
             if t > t_last:
                 break
             # Pace: sleep until this message's wall time, sending /clock meanwhile.
+            due = wall0 + (t - t_first) / rate
             while True:
                 now_wall = time.monotonic()
-                due = wall0 + (t - t_first) / rate
-                bag_now = t_first + (now_wall - wall0) * rate
-                if clock_pub is not None and bag_now - last_clock >= clock_period * rate \
-                        and bag_now < t:
-                    send_clock(bag_now)
-                    last_clock = bag_now
+                if clock_pub is not None and now_wall - last_clock >= clock_period:
+                    send_clock(min(t, t_first + (now_wall - wall0) * rate))
+                    last_clock = now_wall
                 if now_wall >= due:
                     break
                 time.sleep(min(due - now_wall, clock_period))
-            if t > last_clock:
-                send_clock(t)
-                last_clock = t
             data = bytes(raw)
             if is_ros1 and typestore is not None:
                 data = bytes(typestore.ros1_to_cdr(data, conn.msgtype))
             publishers[conn.topic].publish(data)
+            t_sent = t
             report.published[remap.get(conn.topic, conn.topic)] += 1
             if not rclpy.ok(context=node.context):
                 break
+        if clock_pub is not None and t_sent is not None:
+            send_clock(t_sent)
         report.bag_duration = max(0.0, min(t_last, reader.end_time * 1e-9) - t_first)
         report.wall_duration = time.monotonic() - wall0
         return report
