@@ -493,7 +493,9 @@ class VehicleModel:
             children[int(self.parent[i])].append(i)
         wheel_set = {int(w): k for k, w in enumerate(self.wheel_frame)}
 
-        def walk(i: int, depth: int) -> None:
+        stack = [(0, 0)]  # depth first, children in order; no recursion (deep chains)
+        while stack:
+            i, depth = stack.pop()
             tag = kind[int(self.joint_type[i])]
             extra = ""
             if i > 0:
@@ -503,10 +505,7 @@ class VehicleModel:
             if i in wheel_set:
                 extra += f" WHEEL r={self.wheel_radius[wheel_set[i]]:.4f} m"
             lines.append(f"    {'  ' * depth}{self.frame_names[i]} [{tag}]{extra}")
-            for c in children[i]:
-                walk(c, depth + 1)
-
-        walk(0, 0)
+            stack.extend((c, depth + 1) for c in reversed(children[i]))
         act = ", ".join(self.joint_names[k] for k in self.actuated_joints)
         lines.append("  actuated joints: " + act)
         for r, (n, row, b) in enumerate(zip(self.joint_constraint_names, self.A_joint,

@@ -148,7 +148,9 @@ def load_vehicle_spec(
         )
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            from wmr_model.io.files import read_text
+
+            data = yaml.safe_load(read_text(path, "vehicle file", ModelError))
         except yaml.YAMLError:
             data = None  # load_frame_table reports the parse error with its position
         if data is None or is_frame_table(data):

@@ -189,11 +189,13 @@ def read_yaml(src: str | os.PathLike[str] | Mapping[str, Any], what: str) -> tup
     if isinstance(src, str) and not os.path.exists(src) and ("\n" in src or ": " in src):
         text, source = src, "<string>"
     else:
+        from wmr_model.io.files import read_text
+
         path = Path(src)
         source = str(path)
         if not path.is_file():
             raise ModelError(f"{source}: {what} file not found")
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, what, ModelError)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -485,6 +487,11 @@ def _parse_tracks(value: Any, where: str) -> list[TrackEntry]:
         samples = m.get("samples", 16)
         if isinstance(samples, bool) or not isinstance(samples, int) or samples < 2:
             raise ModelError(f"{w}.samples must be an integer >= 2, got {samples!r}")
+        from wmr_model.budgets import MAX_TRACK_SAMPLES
+
+        if samples > MAX_TRACK_SAMPLES:
+            raise ModelError(f"{w}.samples: {samples:,} exceeds the budget of "
+                             f"{MAX_TRACK_SAMPLES:,} contact samples per track")
         out.append(TrackEntry(
             name=name,
             sprocket=m["sprocket"],

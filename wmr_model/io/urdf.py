@@ -145,6 +145,19 @@ def _check_xml(text: bytes, label: str) -> None:
             sub = el.find(tag)
             if sub is None or not sub.get("link"):
                 raise ModelError(f"{label}: joint {name!r}: missing <{tag} link=...>")
+    for el in root.iter("origin", "axis"):
+        for attr in ("xyz", "rpy"):
+            text_ = el.get(attr)
+            if text_ is None:
+                continue
+            parts = text_.split()
+            try:
+                ok = len(parts) == 3 and all(isinstance(float(v), float) for v in parts)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ModelError(f"{label}: line {el.sourceline}: <{el.tag} {attr}=\"{text_}\">: "
+                                 "expected 3 numbers")
 
 
 def _finite_T(T: Any, where: str) -> np.ndarray:
@@ -328,6 +341,9 @@ def load_urdf(
                 links[f["link"]], T_host[f["link"]], f["axis"], f"{label}: wheel joint {jn!r}"
             )
         if entry.radius is not None:
+            _check_radius_against_collision(entry.radius, links[f["link"]], T_host[f["link"]],
+                                            f["axis"], f"{label}: wheel joint {jn!r}",
+                                            sc.source)
             radius = entry.radius
         if entry.width is not None:
             width = entry.width
@@ -371,6 +387,9 @@ def load_urdf(
     for jn, j in joints.items():
         if j.mimic is None or jn not in frames:
             continue
+        if j.mimic.joint == jn:
+            raise ModelError(f"{label}: joint {jn!r}: <mimic joint={jn!r}> refers to itself; a "
+                             "joint can only mimic another joint")
         if j.mimic.joint not in frames:
             raise ModelError(
                 f"{label}: joint {jn!r}: <mimic joint={j.mimic.joint!r}> is not a movable joint; "
@@ -568,6 +587,26 @@ def _spin_about_y(
     for g in frames.values():
         if g["parent"] == jn:
             g["T0"] = Qi @ g["T0"]
+
+
+#: A sidecar radius more than this factor off the collision cylinder's is a unit mistake.
+RADIUS_MISMATCH_FACTOR = 10.0
+
+
+def _check_radius_against_collision(radius: float, link: Any, T_link: np.ndarray, axis: Any,
+                                    where: str, sidecar: str) -> None:
+    """ModelError when the sidecar's wheel radius and the link's collision radius differ by more
+    than :data:`RADIUS_MISMATCH_FACTOR` (mm for m, a diameter for a radius times 5...)."""
+    try:
+        geo, _ = _wheel_geometry(link, T_link, axis, where)
+    except ModelError:
+        return  # no usable collision geometry: nothing to compare against
+    if geo is None or not geo > 0:
+        return
+    ratio = radius / geo
+    if not (1.0 / RADIUS_MISMATCH_FACTOR <= ratio <= RADIUS_MISMATCH_FACTOR):
+        raise ModelError(f"{where}: sidecar ({sidecar}) radius {radius:g} m is {ratio:.3g} x the "
+                         f"collision radius {geo:g} m of its link; wrong unit (mm for m)?")
 
 
 def _wheel_geometry(
