@@ -366,11 +366,24 @@ class TestFieldRun(unittest.TestCase):
         try:
             names = [k for k in saved.values if k.startswith(("slip.", "wheel.", "noise."))]
             self.assertTrue(names, f"no model values in {path}")
-            for node in NODES:
+            # odometry and prediction run with the saved values as their parameters
+            for node in ("odometry_node", "prediction_node"):
                 got = self.rec.parameters(f"/reloaded/{node}", names, timeout=180.0)
                 for k in names:
                     self.assertAlmostEqual(got[k], saved.values[k], places=12,
                                            msg=f"{node} {k}")
+            # the calibrator starts its estimate from the file (it says so once loaded)
+            log = OUT / f"reload_rate{RATE:g}.log"
+            deadline = time.monotonic() + 120
+            want = f"calibration_file: {len(saved.values)} values from {path}"
+
+            def said() -> bool:
+                return any("calibrator_node" in line and want in line
+                           for line in log.read_text().splitlines())
+
+            while not said() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            self.assertTrue(said(), f"no '{want}' from the calibrator:\n{log.read_text()}")
         finally:
             proc.send_signal(signal.SIGINT)
             try:
