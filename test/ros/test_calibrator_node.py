@@ -328,8 +328,8 @@ def test_calibrator_converges_pushes_saves_and_resets(ros, synthetic, tmp_path):
         assert time.monotonic() < deadline, (odo, got)
         feed.spin(0.2)
     assert odo[RADIUS] != before[RADIUS] and odo["slip.p6"] != before["slip.p6"]
-    pred = _get_parameters(ros, f"/{ns}/prediction_node", ["slip.p6"] + NOISE)
-    for n in ["slip.p6"] + NOISE:
+    pred = _get_parameters(ros, f"/{ns}/prediction_node", SYS + NOISE)
+    for n in SYS + NOISE:
         assert pred[n] == pytest.approx(got[n], rel=1e-12), n
 
     # ~/save: an atomic write (no temporary left behind) of a loadable overlay
@@ -377,8 +377,8 @@ def _restart_from_calibration_file(ros, save, got, std):
     odo = _get_parameters(ros, f"/{ns}/odometry_node", SYS + NOISE)
     for n in SYS + NOISE:
         assert odo[n] == pytest.approx(got[n], rel=1e-12), n
-    pred = _get_parameters(ros, f"/{ns}/prediction_node", ["slip.p6"] + NOISE)
-    for n in ["slip.p6"] + NOISE:
+    pred = _get_parameters(ros, f"/{ns}/prediction_node", SYS + NOISE)
+    for n in SYS + NOISE:
         assert pred[n] == pytest.approx(got[n], rel=1e-12), n
     names = ["slip.p6"] + NOISE + [f"initial_std.{n}" for n in SYS]
     cal = _get_parameters(ros, f"/{ns}/calibrator_node", names)
