@@ -236,8 +236,8 @@ def _check_rates(model: Any, names: list[str], rates: Any) -> None:
 
 def _check_plausible(traj: Any, model: Any, reach: float, dt: float) -> None:
     """Raise ParameterError when the trajectory is not a kinematic solution: a non-finite
-    state, or a contact off the terrain by more than ``reach`` (largest wheel radius or belt
-    depth [m]; the model of §2.2 assumes contact is kept)."""
+    state, or a wheel off the terrain by more than ``reach`` (largest wheel radius [m]; the
+    model of §2.2 assumes wheel contact is kept)."""
     import numpy as np
 
     from wmr_model.errors import ParameterError
@@ -248,7 +248,9 @@ def _check_plausible(traj: Any, model: Any, reach: float, dt: float) -> None:
         k = int(np.argmax(bad))
         raise ParameterError(f"{model.name}: the state is non-finite from step {k} (t = "
                              f"{k * dt:g} s); the joint rates or the step size are out of range")
-    dz = np.abs(np.asarray(traj.dz, dtype=float))
+    # wheels only: a belt sample off the ground (a raised flipper, a belt bridging a dip) is
+    # normal; a wheel off the ground is outside the model's assumption
+    dz = np.abs(np.asarray(traj.dz, dtype=float))[:, :len(model.wheel_names)]
     if dz.size and float(dz.max()) > reach:
         k, c = np.unravel_index(int(np.argmax(dz)), dz.shape)
         raise ParameterError(f"{model.name}: contact {_contact_names(model)[int(c)]!r} lost the "
