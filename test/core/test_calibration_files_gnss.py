@@ -117,6 +117,20 @@ def test_fix_covariance_by_type():
     assert fix_position_covariance(C.ravel(), 7) is None
 
 
+def test_body_attitude_removes_the_imu_mounting_rotation():
+    from scipy.spatial.transform import Rotation
+
+    from wmr_model.calibration.gnss import body_attitude
+
+    R_world_body = Rotation.from_euler("xyz", [0.1, -0.2, 2.5])
+    R_body_imu = Rotation.from_euler("xyz", [np.pi, 0.0, np.pi / 2])  # upside down, turned
+    q_imu = (R_world_body * R_body_imu).as_quat(scalar_first=True)
+    got = body_attitude(q_imu, R_body_imu.as_matrix())
+    want = R_world_body.as_quat(scalar_first=True)
+    assert min(np.abs(got - want).max(), np.abs(got + want).max()) < 1e-12
+    np.testing.assert_allclose(body_attitude(q_imu, np.eye(3)), q_imu, atol=1e-15)
+
+
 def test_bad_geodetic_input_names_the_problem():
     from wmr_model.calibration.gnss import geodetic_to_enu
 

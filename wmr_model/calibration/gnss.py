@@ -5,6 +5,8 @@ The geodetic -> ENU conversion is pymap3d's (WGS-84 ellipsoid); the position cov
 fix is already in ENU axes (``sensor_msgs/NavSatFix.position_covariance``), so it carries over
 unchanged; the attitude covariance is the INS/IMU's (rotation about the fixed x, y, z axes,
 REP-145). Cross-covariances between the two are not given by either message and are zero.
+An IMU mounted rotated on the body reports its own frame's attitude; :func:`body_attitude`
+turns it into the body's (the world-axes covariance is unchanged by that constant rotation).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "geodetic_to_enu",
     "fix_position_covariance",
     "fix_pose",
+    "body_attitude",
 ]
 
 #: ``sensor_msgs/NavSatFix.position_covariance_type`` values.
@@ -87,3 +90,16 @@ def fix_pose(position_enu: np.ndarray, position_cov: np.ndarray,
     cov[:3, :3] = orientation_cov
     cov[3:, 3:] = position_cov
     return pose, cov
+
+
+def body_attitude(q_world_imu: Sequence[float], R_body_imu: np.ndarray) -> np.ndarray:
+    """Body attitude ``[w, x, y, z]`` from the IMU frame's ``q_world_imu`` ``[w, x, y, z]`` and
+    the IMU's mounting rotation ``R_body_imu`` (3, 3): ``R_world_body = R_world_imu
+    R_body_imu^T``."""
+    from scipy.spatial.transform import Rotation
+
+    q = np.asarray(q_world_imu, dtype=float)
+    R = Rotation.from_quat(q, scalar_first=True) * Rotation.from_matrix(
+        np.asarray(R_body_imu, dtype=float)).inv()
+    out = R.as_quat(scalar_first=True)
+    return out if out @ q >= 0 else -out  # keep the sign of the input (same rotation)

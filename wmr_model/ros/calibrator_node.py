@@ -42,11 +42,12 @@ is converted with pymap3d to a local ENU frame (x east, y north, z up) about the
 with ``datum.first_fix`` false, about ``datum.latitude/longitude/altitude``); its
 ``position_covariance`` is used by ``position_covariance_type`` (UNKNOWN:
 ``navsatfix.unknown_position_std``, 0 = reject); its attitude is the nearest ``imu/data``
-orientation (within ``navsatfix.attitude_tolerance``; REP-145 orientation in ENU, taken as the
-body's). Fixes without a fix status, a usable covariance or an attitude are rejected and
-counted. The antenna lever arm is ``sensor.<pose_sensor>.x/y/z`` (declared when ``pose_sensor``
-is set; default the description's sensor frame, which is added on the body when the URDF has
-none), calibratable by listing it in ``params``.
+orientation (within ``navsatfix.attitude_tolerance``; REP-145 orientation in ENU, turned into
+the body's by the model's ``imu`` sensor frame when it has one on the body). Fixes without a
+fix status, a usable covariance or an attitude are rejected and counted. The antenna lever arm
+is ``sensor.<pose_sensor>.x/y/z`` (declared when ``pose_sensor`` is set; default the
+description's sensor frame, which is added on the body when the URDF has none), calibratable
+by listing it in ``params``.
 
 Input order: encoder, IMU and pose messages pass the time-base guard and stamp-ordered reorder
 window of :class:`wmr_model.streams.OrderedInput` (``reorder_window``, ``reorder_idle``,
@@ -104,7 +105,12 @@ from scipy.stats import chi2
 from sensor_msgs.msg import Imu, JointState, NavSatFix, NavSatStatus
 from std_srvs.srv import Trigger
 
-from wmr_model.calibration.gnss import fix_pose, fix_position_covariance, geodetic_to_enu
+from wmr_model.calibration.gnss import (
+    body_attitude,
+    fix_pose,
+    fix_position_covariance,
+    geodetic_to_enu,
+)
 from wmr_model.calibration.identifiability import (
     DEFAULT_MAX_STD_RATIO,
     DEFAULT_MIN_INTERVALS,
@@ -349,6 +355,7 @@ class CalibratorNode(Node):
         self.create_subscription(Imu, "imu/data", self._on_imu, qos)
         # one pose source only (mixing two would feed the filter two time-skewed truths)
         self._attitudes: deque = deque(maxlen=1000)  # (stamp, [w,x,y,z], (3,3) cov) of the IMU
+        self._R_body_imu = np.eye(3)  # the IMU's mounting rotation (set with the vehicle)
         self._datum: list[float] | None = (None if self.datum_first_fix
                                            else [float(v) for v in self.datum])
         if self.pose_source == "odometry":
@@ -409,6 +416,11 @@ class CalibratorNode(Node):
                 k.startswith("sensor.") and (k.split(".")[1] == ps
                                              or k.split(".")[1] not in model.sensor_frame))}
             model = with_parameters(model, use)
+        # the IMU's mounting rotation (its attitude is the fixes' attitude): the model's "imu"
+        # sensor frame when it hangs on the body, else aligned
+        imu = model.sensor_frame.get("imu")
+        self._R_body_imu = (np.array(imu[1][:3, :3]) if imu is not None and imu[0] == 0
+                            else np.eye(3))
         if ps:
             cur = lever_arm(model, ps)
             xyz = []
@@ -619,7 +631,7 @@ class CalibratorNode(Node):
         if cov_q is None:
             a = DEFAULT_POSE_STD[0]
             cov_q = np.eye(3) * a * a
-        pose, cov = fix_pose(enu, cov_p, q, cov_q)
+        pose, cov = fix_pose(enu, cov_p, body_attitude(q, self._R_body_imu), cov_q)
         return self.stream.add_pose(stamp, pose, cov)
 
     def _on_fix(self, msg: NavSatFix) -> None:
