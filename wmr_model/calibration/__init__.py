@@ -11,7 +11,11 @@ Modules, one concern each:
 * :mod:`.online` - identification EKF (3.48)-(3.54), outliers (3.68), bounds;
 * :mod:`.offline` - (3.44) and (3.46) with SciPy;
 * :mod:`.evaluate` - Table 3.3 errors and NEES; :mod:`.synthetic` - logs with known truth;
-* :mod:`.overlay` - calibrated values as a vehicle YAML overlay.
+* :mod:`.overlay` - calibrated values as a vehicle YAML overlay (the calibration file format,
+  read and written by :mod:`wmr_model.io.calibration_file`);
+* :mod:`.identifiability` - confounded and unobserved parameters from the posterior;
+* :mod:`.gnss` - NavSatFix-style fixes plus an INS attitude as ENU poses;
+* :mod:`.lever_arm` - the pose sensor's lever arm without editing the description.
 """
 
 from wmr_model.calibration.evaluate import Evaluation, evaluate, nees_bounds
