@@ -372,6 +372,30 @@ def _odometry_params(values: Mapping[str, float], model) -> dict[str, float]:
             if n.startswith(("slip.", "noise.U.")) or n in wheels}
 
 
+class _TrackBuffer:
+    """Odometry samples ``[t, qw, qx, qy, qz, x, y, z, var_x, var_y, var_yaw]`` in a growing
+    float array (88 bytes a sample; a list of tuples and arrays took ~400)."""
+
+    def __init__(self) -> None:
+        self._a = np.empty((1024, 11))
+        self._n = 0
+
+    def append(self, t: float, pose: np.ndarray, vx: float, vy: float, vyaw: float) -> None:
+        if self._n == len(self._a):
+            self._a = np.resize(self._a, (2 * len(self._a), 11))
+        row = self._a[self._n]
+        row[0] = t
+        row[1:8] = pose[:7]
+        row[8], row[9], row[10] = vx, vy, vyaw
+        self._n += 1
+
+    def __len__(self) -> int:
+        return self._n
+
+    def array(self) -> np.ndarray:
+        return self._a[:self._n]
+
+
 def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResult:
     """Replay ``bag`` through odometry, online calibration and evaluation (module docstring)."""
     from wmr_model.calibration.evaluate import evaluate, online_errors
@@ -498,7 +522,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
                            np.full(len(t_cal), 2)])
     ev_i = np.concatenate([np.arange(len(t_imu)), np.arange(len(t_enc)), np.arange(len(t_cal))])
     order = np.lexsort((ev_i, ev_k, ev_t))
-    tracks: dict[str, list] = {k: [] for k in odos}
+    tracks: dict[str, _TrackBuffer] = {k: _TrackBuffer() for k in odos}
     upd_t: list[float] = []
     bar = _Progress(len(order), opt.progress)
 
@@ -513,7 +537,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
                 r = o.update_encoders(t_enc[i], nm, enc_f.position[i], enc_f.velocity[i])
                 if r.stepped:
                     P = o.P
-                    rec[lab].append((t_enc[i], o.q[:7].copy(), P[3, 3], P[4, 4], P[2, 2]))
+                    rec[lab].append(t_enc[i], o.q[:7], P[3, 3], P[4, 4], P[2, 2])
 
     for n_ev, j in enumerate(order):
         k, i = int(ev_k[j]), int(ev_i[j])
@@ -534,7 +558,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     conv = {ODO_CONVERGED: Odometry3D(model, use_gyro=imu is not None, fidelity="enhanced",
                                       **kw)}
     conv[ODO_CONVERGED].set_parameters(_odometry_params(final, model))
-    tracks[ODO_CONVERGED] = []
+    tracks[ODO_CONVERGED] = _TrackBuffer()
     for j in order:
         if ev_k[j] != 2:
             feed(conv, int(ev_k[j]), int(ev_i[j]), tracks)
@@ -605,13 +629,10 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     ref_xy = _planar(rq)
     out_tracks: dict[str, OdometryTrack] = {}
     for lab in odos:
-        rows_ = tracks[lab]
+        rows_ = tracks[lab].array()
         if len(rows_) < 2:
             continue
-        tt = np.array([r[0] for r in rows_])
-        pq = np.array([r[1] for r in rows_])
-        var = np.array([r[2:] for r in rows_])
-        tr_ = OdometryTrack(lab, tt, pq, var)
+        tr_ = OdometryTrack(lab, rows_[:, 0], rows_[:, 1:8], rows_[:, 8:11])
         dg = odos[lab].diagnostics
         tr_.diagnostics = {"steps": dg.steps, "rejected": dict(dg.rejected),
                            "gyro_stale_steps": dg.gyro_stale_steps, "resets": dg.resets}

@@ -330,6 +330,34 @@ class _Stitch:
         return out
 
 
+class _Repeated:
+    """Rows that are mostly repeats (covariances): each distinct row once, an index per row."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.index = array("l")
+        self.rows: list[np.ndarray] = []
+        self.seen: dict[bytes, int] = {}
+
+    def add(self, values) -> None:
+        a = np.asarray(values, dtype=float).reshape(self.width)
+        key = a.tobytes()
+        k = self.seen.get(key)
+        if k is None:
+            k = self.seen[key] = len(self.rows)
+            self.rows.append(a)
+        self.index.append(k)
+
+    def build(self) -> np.ndarray:
+        """(N, width); a read-only broadcast view when every row is the same."""
+        n = len(self.index)
+        if len(self.rows) == 1:
+            return np.broadcast_to(self.rows[0], (n, self.width))
+        if not self.rows:
+            return np.zeros((0, self.width))
+        return np.stack(self.rows)[np.asarray(self.index, dtype=int)]
+
+
 class _Accumulator:
     """Rows of one stream as flat float arrays (``array('d')``, 8 bytes per value)."""
 
@@ -406,7 +434,16 @@ class _JointStates(_Accumulator):
 
 
 class _Imu(_Accumulator):
-    width = 4 + 3 + 3 + 27
+    width = 4 + 3 + 3
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(topic)
+        self.covs = [_Repeated(9) for _ in range(3)]
+
+    def add(self, stamp: float, row: tuple) -> None:
+        super().add(stamp, (row[0], row[1][:10]))
+        for k in range(3):
+            self.covs[k].add(row[1][10 + 9 * k:19 + 9 * k])
 
     def row(self, t_ns: int, mtype: str, m) -> tuple[float, tuple]:
         self.frame_id = m.header.frame_id
@@ -424,13 +461,22 @@ class _Imu(_Accumulator):
     def build(self) -> ImuSeries:
         c = self._columns()
         stamp, recv = self._times()
-        covs = [c[:, 10 + 9 * k:19 + 9 * k].reshape(-1, 3, 3) for k in range(3)]
+        covs = [r.build().reshape(-1, 3, 3) for r in self.covs]
         return ImuSeries(self.topic, self.frame_id, stamp, recv, c[:, 0:4].copy(),
-                         c[:, 4:7].copy(), c[:, 7:10].copy(), *[v.copy() for v in covs])
+                         c[:, 4:7].copy(), c[:, 7:10].copy(), *covs)
 
 
 class _Pose(_Accumulator):
-    width = 3 + 4 + 36 + 6
+    width = 3 + 4 + 6
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(topic)
+        self.cov = _Repeated(36)
+
+    def add(self, stamp: float, row: tuple) -> None:
+        vals = row[1]
+        super().add(stamp, (row[0], vals[:7] + vals[43:49]))
+        self.cov.add(vals[7:43])
 
     def row(self, t_ns: int, mtype: str, m) -> tuple[float, tuple]:
         self.frame_id = m.header.frame_id
@@ -455,8 +501,8 @@ class _Pose(_Accumulator):
         c = self._columns()
         stamp, recv = self._times()
         return PoseSeries(self.topic, self.frame_id, self.child_frame_id, stamp, recv,
-                          c[:, 0:3].copy(), c[:, 3:7].copy(), c[:, 7:43].reshape(-1, 6, 6).copy(),
-                          c[:, 43:49].copy())
+                          c[:, 0:3].copy(), c[:, 3:7].copy(),
+                          self.cov.build().reshape(-1, 6, 6), c[:, 7:13].copy())
 
 
 class _Twist(_Accumulator):
