@@ -28,6 +28,13 @@ def test_calibrate_prints_rows_and_writes_an_overlay(bag, tmp_path, capsys):
         "diff drive", "diff drive+ online", "diff drive+ converged", "3D kin.",
         "3D kin.+ online", "3D kin.+ converged"]
     assert 0 < d["calibration_intervals"] <= d["intervals"]
+    # the headline: out of sample over the last 40 % (default --split 0.6)
+    o = d["out_of_sample"]
+    assert o["fraction"] == 0.6 and 0 < o["evaluation_intervals"] < d["intervals"]
+    assert [r["model"] for r in o["rows"]] == [
+        "diff drive", "diff drive+ online", "diff drive+ calibrated", "3D kin.",
+        "3D kin.+ online", "3D kin.+ calibrated"]
+    assert sum(d["interval_classes"].values()) == d["calibration_intervals"]
     assert all(r["mean_pos_m"] >= 0 and r["mean_yaw_rad"] >= 0 for r in d["rows"])
     est = d["details"]["3D kin.+"]["estimate"]
     assert set(est) == {"slip.p2", "slip.p6", "noise.U.wz_wz", "noise.U.vx_vx",
@@ -37,13 +44,15 @@ def test_calibrate_prints_rows_and_writes_an_overlay(bag, tmp_path, capsys):
     # the text table: one line per row
     assert main(args[:-3]) == 0
     out = capsys.readouterr().out
-    assert "3D kin.+ converged" in out and "moving ones calibrate" in out
+    assert "3D kin.+ converged" in out and "informative ones calibrate" in out
+    assert out.index("OUT OF SAMPLE") < out.index("IN SAMPLE")
 
 
 @pytest.mark.parametrize("extra, needle", [
     (["--pose-std", "0.01"], "--pose-std: expected ROT,POS"),
     (["--iterations", "0"], "--iterations: must be >= 1"),
-    (["--min-distance", "1e6"], "nothing to calibrate"),
+    (["--min-distance", "1e6", "--min-turn", "1e6"], "nothing to calibrate"),
+    (["--split", "1.5"], "--split: must be a fraction"),
     (["--params", "slip.p9"], "slip.p9"),
     (["--inputs", "compass"], "prediction inputs"),
 ])

@@ -13,10 +13,15 @@ An interval ``(i0, i1)`` indexes two ground-truth poses; the model is simulated 
 
 Two filters apply after cutting (both off by default):
 
-* **moving filter** ``min_distance`` [m]: drop intervals whose ground-truth path is shorter.
+* **informative-motion filter** ``min_distance`` [m] / ``min_turn`` [rad]: keep an interval
+  whose ground-truth path is at least ``min_distance`` long *or* whose ground-truth yaw changes
+  by at least ``min_turn`` (net, unwrapped); drop the others (0 disables that criterion).
   Standing still says nothing about slip, and with a fixed Q' such residuals pull Q' to zero;
-  the bag replay, ``wmr calibrate`` and the calibrator node calibrate on moving intervals only
-  (:data:`MOVING_MIN_DISTANCE`) and evaluate on all of them.
+  turning in place is the most informative motion for a skid steer's yaw slip, so a
+  distance-only filter must not discard it. The bag replay, ``wmr calibrate`` and the
+  calibrator node calibrate on informative intervals only (:data:`MOVING_MIN_DISTANCE`,
+  :data:`MOVING_MIN_TURN`, the one place of these defaults) and evaluate on all of them;
+  :func:`classify_intervals` labels each interval straight, arc, spin or still.
 * **ground-truth jump filter** ``max_speed`` [m/s]: drop intervals containing a ground-truth
   step faster than this (lidar-ICP re-localization jumps: 17 steps of the Warthog log imply
   2-30 m/s for a 1 m/s vehicle); for evaluation, since such residuals measure the reference,
@@ -32,11 +37,18 @@ import numpy as np
 
 from wmr_model.errors import ParameterError
 
-__all__ = ["IntervalPolicy", "MOVING_MIN_DISTANCE", "select_intervals", "interval_ending_at",
-           "ground_truth_jumps"]
+__all__ = ["IntervalPolicy", "MOVING_MIN_DISTANCE", "MOVING_MIN_TURN", "select_intervals",
+           "interval_ending_at", "ground_truth_jumps", "unwrapped_yaw", "classify_intervals",
+           "interval_class_counts", "split_time", "split_intervals"]
 
-#: Default moving filter [m] of online calibration on real data (replay, calibrator node, CLI).
+#: Default informative-motion filter of calibration on real data (replay, calibrator node, CLI):
+#: ground-truth path [m] ...
 MOVING_MIN_DISTANCE = 0.5
+#: ... or net ground-truth yaw change [rad] (a 2 s spin at 0.1 rad/s).
+MOVING_MIN_TURN = 0.2
+
+#: Labels of :func:`classify_intervals`.
+INTERVAL_CLASSES = ("straight", "arc", "spin", "still")
 
 
 @dataclass(frozen=True)
@@ -50,9 +62,11 @@ class IntervalPolicy:
         tolerance: largest |duration - length| accepted for ``"time"`` [s]; default
             ``0.15 length``.
         max_duration: longest accepted ``"distance"`` interval [s].
-        min_distance: moving filter: drop intervals whose ground-truth path is shorter [m]
-            (standing still: such residuals say nothing about slip and, with a constant Q',
-            pull it to zero); 0 keeps all.
+        min_distance: informative-motion filter: keep intervals whose ground-truth path is at
+            least this long [m] (standing still: such residuals say nothing about slip and,
+            with a constant Q', pull it to zero); 0: no distance criterion.
+        min_turn: ... or whose net ground-truth yaw change is at least this [rad] (spins);
+            0: no turn criterion. With both 0 every interval is kept.
         max_speed: ground-truth jump filter: drop intervals containing a ground-truth step
             faster than this [m/s]; inf keeps all.
     """
@@ -64,6 +78,7 @@ class IntervalPolicy:
     max_duration: float = 60.0
     min_distance: float = 0.0
     max_speed: float = math.inf
+    min_turn: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in ("time", "distance"):
@@ -75,8 +90,28 @@ class IntervalPolicy:
             raise ParameterError(f"interval length: must be > 0, got {self.length}")
         if not (math.isfinite(self.min_distance) and self.min_distance >= 0):
             raise ParameterError(f"interval min_distance: must be >= 0 m, got {self.min_distance}")
+        if not (math.isfinite(self.min_turn) and self.min_turn >= 0):
+            raise ParameterError(f"interval min_turn: must be >= 0 rad, got {self.min_turn}")
         if not self.max_speed > 0:
             raise ParameterError(f"interval max_speed: must be > 0 m/s, got {self.max_speed}")
+
+    @property
+    def filters_motion(self) -> bool:
+        """True when the informative-motion filter is on (``min_distance`` or ``min_turn``)."""
+        return self.min_distance > 0 or self.min_turn > 0
+
+    def informative(self, distance: np.ndarray, turn: np.ndarray) -> np.ndarray:
+        """Mask of intervals whose ground-truth ``distance`` [m] / net ``turn`` [rad] pass the
+        informative-motion filter (all True when it is off)."""
+        d, a = np.asarray(distance, dtype=float), np.abs(np.asarray(turn, dtype=float))
+        if not self.filters_motion:
+            return np.ones(d.shape, dtype=bool)
+        keep = np.zeros(d.shape, dtype=bool)
+        if self.min_distance > 0:
+            keep |= d >= self.min_distance
+        if self.min_turn > 0:
+            keep |= a >= self.min_turn
+        return keep
 
     @property
     def tol(self) -> float:
@@ -87,6 +122,62 @@ class IntervalPolicy:
 def _path_length(positions: np.ndarray) -> np.ndarray:
     d = np.linalg.norm(np.diff(positions[:, :2], axis=0), axis=1)
     return np.concatenate([[0.0], np.cumsum(d)])
+
+
+def unwrapped_yaw(quaternions: np.ndarray) -> np.ndarray:
+    """Yaw (M,) [rad] of ``[qw, qx, qy, qz]`` rows, unwrapped along the samples (so the net yaw
+    change of an interval counts whole turns)."""
+    from wmr_model.calibration.residuals import yaw_of
+
+    q = np.asarray(quaternions, dtype=float).reshape(-1, 4)
+    return np.unwrap(yaw_of(q)) if len(q) else np.zeros(0)
+
+
+def classify_intervals(intervals: np.ndarray, positions: np.ndarray, yaw: np.ndarray,
+                       policy: IntervalPolicy) -> np.ndarray:
+    """Label (K,) of each interval: ``"straight"`` (moves >= ``min_distance``, turns less than
+    ``min_turn``), ``"arc"`` (both), ``"spin"`` (turns only) or ``"still"`` (neither).
+
+    ``positions`` (M, 3) and unwrapped ``yaw`` (M,) of the ground truth; thresholds of
+    ``policy`` (the defaults :data:`MOVING_MIN_DISTANCE`, :data:`MOVING_MIN_TURN` where 0).
+    """
+    iv = np.asarray(intervals, dtype=int).reshape(-1, 2)
+    s = _path_length(np.asarray(positions, dtype=float))
+    y = np.asarray(yaw, dtype=float)
+    d = s[iv[:, 1]] - s[iv[:, 0]]
+    a = np.abs(y[iv[:, 1]] - y[iv[:, 0]])
+    dmin = policy.min_distance or MOVING_MIN_DISTANCE
+    amin = policy.min_turn or MOVING_MIN_TURN
+    moves, turns = d >= dmin, a >= amin
+    out = np.full(len(iv), "still", dtype=object)
+    out[moves & ~turns] = "straight"
+    out[moves & turns] = "arc"
+    out[~moves & turns] = "spin"
+    return out
+
+
+def interval_class_counts(labels: np.ndarray) -> dict[str, int]:
+    """Counts per :data:`INTERVAL_CLASSES` label."""
+    lab = list(labels)
+    return {c: lab.count(c) for c in INTERVAL_CLASSES}
+
+
+def split_time(times: np.ndarray, fraction: float) -> float:
+    """Stamp [s] that splits the ground truth ``times`` into the first ``fraction`` of its
+    duration (calibration) and the rest (out-of-sample evaluation)."""
+    if not (math.isfinite(fraction) and 0.0 < fraction < 1.0):
+        raise ParameterError(f"split: must be a fraction in (0, 1), got {fraction}")
+    t = np.asarray(times, dtype=float)
+    return float(t[0] + fraction * (t[-1] - t[0]))
+
+
+def split_intervals(times: np.ndarray, intervals: np.ndarray,
+                    t_split: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(before, after)``: the intervals (K, 2) ending by ``t_split`` and those starting at or
+    after it (an interval straddling the split is in neither)."""
+    t = np.asarray(times, dtype=float)
+    iv = np.asarray(intervals, dtype=int).reshape(-1, 2)
+    return iv[t[iv[:, 1]] <= t_split], iv[t[iv[:, 0]] >= t_split]
 
 
 def interval_ending_at(times: np.ndarray, i1: int, policy: IntervalPolicy,
@@ -119,17 +210,23 @@ def ground_truth_jumps(times: np.ndarray, positions: np.ndarray, max_speed: floa
 
 
 def select_intervals(times: np.ndarray, policy: IntervalPolicy,
-                     positions: np.ndarray | None = None) -> np.ndarray:
+                     positions: np.ndarray | None = None,
+                     yaw: np.ndarray | None = None) -> np.ndarray:
     """Intervals (K, 2) of sample indices ``(i0, i1)`` over ground-truth ``times`` (M,).
 
-    ``positions`` (M, 3) are needed for ``kind="distance"`` and the two filters.
+    ``positions`` (M, 3) are needed for ``kind="distance"`` and the two filters; the unwrapped
+    ground-truth ``yaw`` (M,) (:func:`unwrapped_yaw`) for ``min_turn``.
     """
     out = _select(np.asarray(times, dtype=float), policy, positions)
-    if (policy.min_distance > 0 or math.isfinite(policy.max_speed)) and positions is None:
-        raise ParameterError("min_distance / max_speed need the ground-truth positions")
-    if policy.min_distance > 0 and len(out):
+    if (policy.filters_motion or math.isfinite(policy.max_speed)) and positions is None:
+        raise ParameterError("min_distance / min_turn / max_speed need the ground-truth "
+                             "positions")
+    if policy.min_turn > 0 and yaw is None:
+        raise ParameterError("min_turn needs the ground-truth yaw")
+    if policy.filters_motion and len(out):
         s = _path_length(np.asarray(positions, dtype=float))
-        out = out[s[out[:, 1]] - s[out[:, 0]] >= policy.min_distance]
+        y = np.zeros(len(s)) if yaw is None else np.asarray(yaw, dtype=float)
+        out = out[policy.informative(s[out[:, 1]] - s[out[:, 0]], y[out[:, 1]] - y[out[:, 0]])]
     if math.isfinite(policy.max_speed) and len(out):
         jump = np.concatenate([[0], np.cumsum(ground_truth_jumps(times, positions,
                                                                   policy.max_speed))])

@@ -36,6 +36,7 @@ from wmr_model.calibration.intervals import (
     IntervalPolicy,
     ground_truth_jumps,
     interval_ending_at,
+    unwrapped_yaw,
 )
 from wmr_model.calibration.logs import DEFAULT_POSE_STD, CalibrationLog
 from wmr_model.calibration.online import OnlineCalibrator, UpdateRecord
@@ -313,10 +314,11 @@ class StreamCalibrator:
 
     def _close(self, i0: int, i1: int, s: np.ndarray | None) -> None:
         pol = self.policy
-        if pol.min_distance > 0:
+        if pol.filters_motion:
             s = self._path() if s is None else s
-            if s[i1] - s[i0] < pol.min_distance:
-                self.diagnostics.skipped["shorter_than_min_distance"] += 1
+            yaw = unwrapped_yaw(np.array([p[:4] for p in self._pose[i0:i1 + 1]]))
+            if not pol.informative(s[i1] - s[i0], yaw[-1] - yaw[0]):
+                self.diagnostics.skipped["uninformative"] += 1  # neither moves nor turns enough
                 return
         if math.isfinite(pol.max_speed):
             P = np.array([p[4:7] for p in self._pose[i0:i1 + 1]])
@@ -342,7 +344,7 @@ class StreamCalibrator:
         if self._i0 is None:
             self._i0 = k
             return
-        s = self._path() if pol.kind == "distance" or pol.min_distance > 0 else None
+        s = self._path() if pol.kind == "distance" or pol.filters_motion else None
         while self._i0 is not None and self._i0 < k:
             i0 = self._i0
             if pol.kind == "time":

@@ -18,6 +18,14 @@ the reference's alpha 0.62 gives its 0.028 m / 0.006 rad on the 139 intervals wi
 re-localization jump (``IntervalPolicy.max_speed`` 2 m/s); the reference's plain 0.047 m lies
 between the jump-free 0.041 m and the all-interval 0.063 m (README, "Calibration (IPEM)").
 
+**Out-of-sample evaluation** (``split=F``): the calibrators run over the informative intervals
+of the whole log in time order; the first ``F`` of the log is the calibration part. Rows of the
+out-of-sample table are over the evaluation intervals that start after the split: "calibrated"
+rows predict them with the estimate of the updates finished by the split (the model calibrated on
+the first ``F``, frozen), "online" rows with the estimate of the updates finished by each
+interval's start (the calibrator keeps learning, causally). The in-sample rows are the whole-log
+table (its "converged" rows score the final estimate on the data it was fitted to).
+
 The ground-truth latency is calibrated as ``time_offset.pose`` together with the other
 parameters of the calibrated rows (inputs re-sampled on ``[t0 - d, t - d]``); the uncalibrated
 rows use offset 0.
@@ -31,10 +39,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from wmr_model.calibration.evaluate import evaluate, online_errors
+from wmr_model.calibration.intervals import split_intervals, split_time
 from wmr_model.calibration.logs import CalibrationLog
 from wmr_model.calibration.offline import calibrate_offline
 from wmr_model.calibration.online import OnlineCalibrator
 from wmr_model.calibration.predictors import DiffDrivePredictor, ModelPredictor
+from wmr_model.errors import ParameterError
 from wmr_model.model import VehicleModel
 from wmr_model.terrain import Terrain, flat
 
@@ -56,13 +66,15 @@ _STD0 = {"slip": 0.5, "time_offset": 0.1, "diff_drive": 0.5, "noise": 0.05, "whe
 
 @dataclass(frozen=True)
 class TableRow:
-    """One row: model label, mean position error [m], mean yaw error [rad], values used."""
+    """One row: model label, mean position error [m], mean yaw error [rad], values used, number
+    of evaluation intervals and the table (``"in-sample"`` or ``"out-of-sample"``)."""
 
     model: str
     pos: float
     yaw: float
     values: dict[str, float]
     intervals: int
+    table: str = "in-sample"
 
 
 def initial_std(names: Sequence[str]) -> dict[str, float]:
@@ -73,10 +85,14 @@ def initial_std(names: Sequence[str]) -> dict[str, float]:
 
 def _online_and_converged(rows: list, label: str, predictor, names: Sequence[str],
                           log: CalibrationLog, intervals: np.ndarray, cal_iv: np.ndarray,
-                          x0: dict, bound: dict, iterations: int):
+                          x0: dict, bound: dict, iterations: int,
+                          test: np.ndarray | None = None, t_split: float = np.inf):
     """Run the online calibrator over ``cal_iv`` and append the model's "online" row (each
     evaluation interval predicted with the estimate of the updates finished by its start) and
-    "converged" row (final estimate on every evaluation interval)."""
+    "converged" row (final estimate on every evaluation interval); with ``test`` intervals
+    (those after ``t_split``), also its out-of-sample "online" and "calibrated" rows (estimate
+    of the updates finished by ``t_split``). Returns (calibrator, records, evaluation of the
+    last row, split details or None)."""
     cal = OnlineCalibrator(predictor, names, std0=initial_std(names), x0=x0, qprime_bound=bound,
                            iterations=iterations)
     start = cal.estimate
@@ -89,7 +105,27 @@ def _online_and_converged(rows: list, label: str, predictor, names: Sequence[str
     ev = evaluate(predictor, log, intervals, cal.estimate)
     rows.append(TableRow(f"{label} converged", ev.mean_pos, ev.mean_yaw, cal.estimate,
                          len(intervals)))
-    return cal, rec, ev
+    if test is not None:
+        x_split = dict(start)
+        n_before = int(np.searchsorted(t_upd, t_split, side="right"))
+        if n_before:
+            x_split = dict(zip(cal.names, rec[n_before - 1].x))
+        done = np.searchsorted(t_upd, log.pose_time[test[:, 0]], side="right")
+        assert len(test) == 0 or done.min() >= n_before
+        pos, yaw = (online_errors(predictor, log, test, t_upd, np.array([r.x for r in rec]),
+                                  cal.names, start) if len(test) else (np.nan, np.nan))
+        rows.append(TableRow(f"{label} online", float(np.mean(pos)), float(np.mean(yaw)),
+                             cal.estimate, len(test), "out-of-sample"))
+        et = evaluate(predictor, log, test, x_split) if len(test) else None
+        rows.append(TableRow(f"{label} calibrated", et.mean_pos if et else np.nan,
+                             et.mean_yaw if et else np.nan, x_split, len(test),
+                             "out-of-sample"))
+        split_info = {"estimate": x_split, "updates": n_before,
+                      "std": (dict(zip(cal.names, rec[n_before - 1].std)) if n_before
+                              else cal.std)}
+    else:
+        split_info = None
+    return cal, rec, ev, split_info
 
 
 def compare_models(model: VehicleModel, log: CalibrationLog, intervals: np.ndarray, *,
@@ -99,46 +135,94 @@ def compare_models(model: VehicleModel, log: CalibrationLog, intervals: np.ndarr
                    dt: float = 0.05, offline: bool = False,
                    noise0: Mapping[str, float] | None = None,
                    iterations: int = 1,
-                   inputs: Sequence[str] = ()) -> tuple[list[TableRow], dict]:
+                   inputs: Sequence[str] = (),
+                   split: float | None = None) -> tuple[list[TableRow], dict]:
     """Rows of the comparison over the evaluation ``intervals`` (K, 2) and the calibrators'
     details (estimates, std, rejections).
 
     ``calibration_intervals`` (default: ``intervals``) are the ones the online and offline
-    calibrators learn from (normally the moving subset of ``intervals``); ``inputs`` are the
-    measured inputs of the 3D rows (:attr:`ModelPredictor.inputs`).
+    calibrators learn from (normally the informative subset of ``intervals``); ``inputs`` are
+    the measured inputs of the 3D rows (:attr:`ModelPredictor.inputs`). With ``split`` F in
+    (0, 1), out-of-sample rows (``table="out-of-sample"``, first) score the intervals after the
+    first F of the log (module docstring); the offline fit then uses the calibration part only.
+    ``info["split"]`` gives the split stamp and interval counts.
     """
     terrain = flat() if terrain is None else terrain
     cal_iv = intervals if calibration_intervals is None else calibration_intervals
+    test, t_split = None, np.inf
+    if split is not None:
+        t_split = split_time(log.pose_time, split)
+        train, test = split_intervals(log.pose_time, intervals, t_split)
+        cal_train, _ = split_intervals(log.pose_time, cal_iv, t_split)
+        if len(cal_train) == 0:
+            raise ParameterError(f"{log.source}: no informative calibration interval ends in the "
+                                 f"first {split:g} of the log (by {t_split:.1f} s); nothing "
+                                 "to calibrate on before the split")
+        if len(test) == 0:
+            raise ParameterError(f"{log.source}: no evaluation interval starts after the split "
+                                 f"at {t_split:.1f} s (split {split:g}); nothing to evaluate "
+                                 "out of sample")
     n0 = {n: DEFAULT_NOISE0.get(n, 0.05) for n in noise}
     n0.update(noise0 or {})
     rows: list[TableRow] = []
+    oos: list[TableRow] = []
     info: dict = {}
+    sk = dict(test=test, t_split=t_split)
     dd = DiffDrivePredictor.from_model(model, dt=dt)
     ev = evaluate(dd, log, intervals, {})
     rows.append(TableRow("diff drive", ev.mean_pos, ev.mean_yaw, {}, len(intervals)))
+    if test is not None:
+        et = evaluate(dd, log, test, {})
+        oos.append(TableRow("diff drive", et.mean_pos, et.mean_yaw, {}, len(test),
+                            "out-of-sample"))
     dd_names = ["diff_drive.alpha", "time_offset.pose", *noise]
     bound = {n: 2.0 * v for n, v in n0.items()}
-    cal, rec, ev = _online_and_converged(rows, "diff drive+", dd, dd_names, log, intervals,
-                                         cal_iv, n0, bound, iterations)
+    cal, rec, ev, sp = _online_and_converged(rows, "diff drive+", dd, dd_names, log, intervals,
+                                             cal_iv, n0, bound, iterations, **sk)
     info["diff drive+"] = {"estimate": cal.estimate, "std": cal.std,
                            "rejected": int(sum(not r.accepted for r in rec))}
+    if sp:
+        info["diff drive+"]["split"] = sp
     kin = ModelPredictor(model, terrain, fidelity="kinematic", dt=dt, inputs=tuple(inputs))
     ev = evaluate(kin, log, intervals, {})
     rows.append(TableRow("3D kin.", ev.mean_pos, ev.mean_yaw, {}, len(intervals)))
+    if test is not None:
+        et = evaluate(kin, log, test, {})
+        oos.append(TableRow("3D kin.", et.mean_pos, et.mean_yaw, {}, len(test),
+                            "out-of-sample"))
     enh = ModelPredictor(model, terrain, fidelity="enhanced", dt=dt, inputs=tuple(inputs))
     names = [*params, *noise]
-    cal, rec, ev = _online_and_converged(rows, "3D kin.+", enh, names, log, intervals, cal_iv,
-                                         n0, bound, iterations)
+    cal, rec, ev, sp = _online_and_converged(rows, "3D kin.+", enh, names, log, intervals,
+                                             cal_iv, n0, bound, iterations, **sk)
     info["3D kin.+"] = {"estimate": cal.estimate, "std": cal.std,
                         "rejected": int(sum(not r.accepted for r in rec)),
                         "converged_after": cal.converged_after(),
                         "mean_nees": ev.mean_nees,
                         "median_nees": float(np.nanmedian(ev.nees))}
+    if sp:
+        info["3D kin.+"]["split"] = sp
     if offline:
-        res = calibrate_offline(enh, log, cal_iv, names, x0=cal.estimate)
+        fit_iv = cal_iv if test is None else cal_train
+        x0 = cal.estimate if sp is None else sp["estimate"]
+        res = calibrate_offline(enh, log, fit_iv, names, x0=x0)
         ev = evaluate(enh, log, intervals, res.values)
         rows.append(TableRow("3D kin.+ offline (3.44)", ev.mean_pos, ev.mean_yaw, res.values,
                              len(intervals)))
+        if test is not None:
+            et = evaluate(enh, log, test, res.values)
+            oos.append(TableRow("3D kin.+ offline (3.44)", et.mean_pos, et.mean_yaw,
+                                res.values, len(test), "out-of-sample"))
         info["3D kin.+ offline"] = {"estimate": res.values, "std": res.std,
                                     "inliers": int(res.inliers.sum())}
-    return rows, info
+    # the out-of-sample rows of _online_and_converged went into ``rows``: move them
+    oos += [r for r in rows if r.table == "out-of-sample"]
+    rows = [r for r in rows if r.table != "out-of-sample"]
+    if test is not None:
+        order = ["diff drive", "diff drive+ online", "diff drive+ calibrated", "3D kin.",
+                 "3D kin.+ online", "3D kin.+ calibrated", "3D kin.+ offline (3.44)"]
+        oos.sort(key=lambda r: order.index(r.model))
+        info["split"] = {"fraction": float(split), "t_split": t_split,
+                         "calibration_intervals": len(cal_train),
+                         "evaluation_intervals": len(test),
+                         "in_sample_intervals": len(train)}
+    return oos + rows, info

@@ -2,11 +2,15 @@
 
 Reads encoder, pose (ground truth) and IMU streams from BAG, cuts the run into intervals and
 compares diff drive, diff drive+ (alpha), 3D kinematic and 3D enhanced kinematic predictions
-(online and converged, plus the offline fit (3.44)/(3.46) with --offline). The calibrators
-learn from the moving intervals (--min-distance); the table is over all intervals (standing
-still included, minus ground-truth jumps with --max-speed). The ground-truth latency is
-estimated as ``time_offset.pose`` with the calibrated models. ``--overlay`` writes the offline
-(else online) 3D kin+ estimate as a vehicle YAML overlay.
+(online and converged, plus the offline fit (3.44)/(3.46) with --offline). The headline table
+is out of sample (--split F): models calibrated on the first F of the log ("calibrated") or
+still learning causally ("online") predict the intervals after it. The in-sample table (whole
+log; its "converged" rows score the final estimate on the data it was fitted to) follows. The
+calibrators learn from the informative intervals (path >= --min-distance or net yaw change >=
+--min-turn; counts of straight, arc and spin intervals in the notes); the tables are over all
+intervals (standing still included, minus ground-truth jumps with --max-speed).
+The ground-truth latency is estimated as ``time_offset.pose`` with the calibrated models.
+``--overlay`` writes the offline (else online) 3D kin+ estimate as a vehicle YAML overlay.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ __all__ = ["register", "run"]
 
 def register(subparsers: Any) -> None:
     """Add the ``calibrate`` subcommand."""
+    from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN
     from wmr_model.cli._output import add_json_flag
 
     p = subparsers.add_parser(
@@ -37,9 +42,15 @@ def register(subparsers: Any) -> None:
                    metavar="NAMES", help="Q' Cholesky entries to estimate ('' for none)")
     p.add_argument("--interval", type=float, default=2.0, metavar="S",
                    help="interval length [s] (default 2)")
-    p.add_argument("--min-distance", type=float, default=0.5, metavar="M",
-                   help="moving filter: calibrate only on intervals whose ground-truth path is "
-                   "at least this long [m] (default 0.5; 0 uses all)")
+    p.add_argument("--min-distance", type=float, default=MOVING_MIN_DISTANCE, metavar="M",
+                   help="informative filter: calibrate on intervals whose ground-truth path is "
+                   f"at least this long [m] (default {MOVING_MIN_DISTANCE:g}) ...")
+    p.add_argument("--min-turn", type=float, default=MOVING_MIN_TURN, metavar="RAD",
+                   help="... or whose net ground-truth yaw change is at least this [rad] "
+                   f"(spins; default {MOVING_MIN_TURN:g}); both 0 use all")
+    p.add_argument("--split", type=float, default=0.6, metavar="F",
+                   help="calibrate on the first F of the log, evaluate out of sample on the "
+                   "rest (default 0.6; 0 or 1: in-sample table only)")
     p.add_argument("--max-speed", type=float, default=None, metavar="M_PER_S",
                    help="drop intervals with a ground-truth step faster than this [m/s] "
                    "(re-localization jumps) from calibration and evaluation (default: keep)")
@@ -62,7 +73,13 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the comparison and print it."""
-    from wmr_model.calibration.intervals import IntervalPolicy, select_intervals
+    from wmr_model.calibration.intervals import (
+        IntervalPolicy,
+        classify_intervals,
+        interval_class_counts,
+        select_intervals,
+        unwrapped_yaw,
+    )
     from wmr_model.calibration.logs import log_from_bag, with_pose_std
     from wmr_model.calibration.overlay import overlay_yaml
     from wmr_model.calibration.table import compare_models
@@ -76,6 +93,11 @@ def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.min_distance) and args.min_distance >= 0):
         raise ParameterError(f"--min-distance: must be a finite number >= 0 m, got "
                              f"{args.min_distance}")
+    if not (math.isfinite(args.min_turn) and args.min_turn >= 0):
+        raise ParameterError(f"--min-turn: must be a finite number >= 0 rad, got "
+                             f"{args.min_turn}")
+    if not (math.isfinite(args.split) and 0 <= args.split <= 1):
+        raise ParameterError(f"--split: must be a fraction in [0, 1], got {args.split}")
     if args.max_speed is not None and not (args.max_speed > 0):
         raise ParameterError(f"--max-speed: must be > 0 m/s, got {args.max_speed}")
     if args.dt < 1e-4:
@@ -100,23 +122,40 @@ def run(args: argparse.Namespace) -> int:
     vmax = math.inf if args.max_speed is None else args.max_speed
     iv = select_intervals(log.pose_time, IntervalPolicy("time", args.interval, max_speed=vmax),
                           log.pose[:, 4:7])
-    ivc = select_intervals(log.pose_time, IntervalPolicy(
-        "time", args.interval, min_distance=args.min_distance, max_speed=vmax),
-        log.pose[:, 4:7])
+    yaw = unwrapped_yaw(log.pose[:, :4])
+    pol = IntervalPolicy("time", args.interval, min_distance=args.min_distance,
+                         min_turn=args.min_turn, max_speed=vmax)
+    ivc = select_intervals(log.pose_time, pol, log.pose[:, 4:7], yaw)
     if len(ivc) == 0:
         raise ParameterError(f"{args.bag}: no {args.interval} s interval of the ground truth "
-                             f"moves --min-distance {args.min_distance} m; nothing to calibrate")
+                             f"moves --min-distance {args.min_distance} m or turns --min-turn "
+                             f"{args.min_turn} rad; nothing to calibrate")
+    counts = interval_class_counts(classify_intervals(ivc, log.pose[:, 4:7], yaw, pol))
+    class_note = (f"calibration intervals: {len(ivc)} of {len(iv)} ("
+                  + ", ".join(f"{n} {k}" for k, n in counts.items() if k != "still")
+                  + f"; path >= {args.min_distance:g} m or |yaw change| >= "
+                  f"{args.min_turn:g} rad)")
     params = [n for n in args.params.split(",") if n]
     noise = [n for n in args.noise.split(",") if n]
     rows, info = compare_models(model, log, iv, calibration_intervals=ivc, params=params,
                                 noise=noise, dt=args.dt, offline=args.offline,
                                 iterations=args.iterations,
-                                inputs=[n for n in args.inputs.split(",") if n])
+                                inputs=[n for n in args.inputs.split(",") if n],
+                                split=args.split if 0 < args.split < 1 else None)
+
+    def row(r) -> dict:
+        return {"model": r.model, "mean_pos_m": r.pos, "mean_yaw_rad": r.yaw,
+                "values": r.values, "intervals": r.intervals}
+
     data = {"bag": args.bag, "vehicle": model.name, "intervals": len(iv),
             "calibration_intervals": len(ivc), "interval_s": args.interval,
-            "rows": [{"model": r.model, "mean_pos_m": r.pos, "mean_yaw_rad": r.yaw,
-                      "values": r.values} for r in rows], "details": info,
-            "notes": list(log.notes)}
+            "interval_classes": {k: n for k, n in counts.items() if k != "still"},
+            "out_of_sample": ({**info["split"],
+                               "rows": [row(r) for r in rows if r.table == "out-of-sample"]}
+                              if "split" in info else None),
+            "rows": [row(r) for r in rows if r.table == "in-sample"],
+            "details": {k: v for k, v in info.items() if k != "split"},
+            "notes": [class_note, *log.notes]}
     if args.overlay:
         key = "3D kin.+ offline" if "3D kin.+ offline" in info else "3D kin.+"
         from wmr_model.io.files import write_text_atomically
@@ -125,9 +164,19 @@ def run(args: argparse.Namespace) -> int:
             model.name, info[key]["estimate"], info[key]["std"], note=f"{key} on {args.bag}"))
 
     def text(d: dict) -> str:
+        head = f"{'model':28s} {'mean pos (m)':>12s} {'mean yaw (rad)':>14s}"
         lines = [f"{d['bag']}: {d['intervals']} intervals of {d['interval_s']} s "
-                 f"({d['calibration_intervals']} moving ones calibrate)",
-                 f"{'model':28s} {'mean pos (m)':>12s} {'mean yaw (rad)':>14s}"]
+                 f"({d['calibration_intervals']} informative ones calibrate)"]
+        o = d["out_of_sample"]
+        if o:
+            lines += [f"OUT OF SAMPLE: calibrated on the first {o['fraction']:g} of the log "
+                      f"(to {o['t_split']:.1f} s, {o['calibration_intervals']} calibration "
+                      f"intervals), evaluated on the {o['evaluation_intervals']} intervals "
+                      "after it", head]
+            lines += [f"{r['model']:28s} {r['mean_pos_m']:12.4f} {r['mean_yaw_rad']:14.4f}"
+                      for r in o["rows"]]
+        lines += [f"IN SAMPLE: whole log, {d['intervals']} intervals (converged = final "
+                  "estimate on the data it was fitted to)", head]
         lines += [f"{r['model']:28s} {r['mean_pos_m']:12.4f} {r['mean_yaw_rad']:14.4f}"
                   for r in d["rows"]]
         for k, v in d["details"].items():

@@ -1,0 +1,66 @@
+"""Out-of-sample evaluation on the real Warthog log (issue 21's acceptance criterion).
+
+The calibrators see the informative intervals of the whole log in time order; the "calibrated"
+rows must use exactly the estimate of the updates that ended by the split, and every scored
+interval must start after the split (independently recomputed here). The criterion itself: 3D
+kin.+ online beats diff drive+ online and diff drive+ calibrated on the same first 60 % on both
+mean position and mean yaw error over the last 40 %.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wmr_model.calibration import IntervalPolicy, evaluate, log_from_bag, select_intervals
+from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN, unwrapped_yaw
+from wmr_model.calibration.predictors import DiffDrivePredictor
+from wmr_model.calibration.table import compare_models
+from wmr_model.vehicles import load_vehicle
+
+BAG = Path(__file__).resolve().parents[2] / "data" / "warthog_grass_A" / "bag"
+
+
+@pytest.fixture(scope="module")
+def table():
+    model = load_vehicle("warthog")
+    log = log_from_bag(BAG, model)
+    iv = select_intervals(log.pose_time, IntervalPolicy("time", 2.0))
+    pol = IntervalPolicy("time", 2.0, min_distance=MOVING_MIN_DISTANCE, min_turn=MOVING_MIN_TURN)
+    ivc = select_intervals(log.pose_time, pol, log.pose[:, 4:7], unwrapped_yaw(log.pose[:, :4]))
+    rows, info = compare_models(model, log, iv, calibration_intervals=ivc, split=0.6)
+    return model, log, iv, ivc, rows, info
+
+
+def test_out_of_sample_rows_come_first_and_score_only_the_last_40_percent(table):
+    model, log, iv, ivc, rows, info = table
+    sp = info["split"]
+    t_split = log.pose_time[0] + 0.6 * (log.pose_time[-1] - log.pose_time[0])
+    assert sp["t_split"] == pytest.approx(t_split)
+    test = iv[log.pose_time[iv[:, 0]] >= t_split]
+    assert sp["evaluation_intervals"] == len(test) > 20
+    assert sp["calibration_intervals"] == int(np.sum(log.pose_time[ivc[:, 1]] <= t_split))
+    tables = [r.table for r in rows]
+    assert tables == sorted(tables, key=lambda x: x != "out-of-sample")  # headline first
+    oos = {r.model: r for r in rows if r.table == "out-of-sample"}
+    assert list(oos) == ["diff drive", "diff drive+ online", "diff drive+ calibrated",
+                         "3D kin.", "3D kin.+ online", "3D kin.+ calibrated"]
+    assert all(r.intervals == len(test) for r in oos.values())
+    # "calibrated" = the estimate after the updates that ended by the split, frozen
+    dd = DiffDrivePredictor.from_model(model)
+    x = info["diff drive+"]["split"]["estimate"]
+    assert info["diff drive+"]["split"]["updates"] == sp["calibration_intervals"]
+    assert x != info["diff drive+"]["estimate"]  # it kept learning after the split
+    ev = evaluate(dd, log, test, x)
+    assert oos["diff drive+ calibrated"].pos == pytest.approx(ev.mean_pos, rel=1e-9)
+    assert oos["diff drive+ calibrated"].yaw == pytest.approx(ev.mean_yaw, rel=1e-9)
+    assert oos["diff drive"].pos == pytest.approx(evaluate(dd, log, test, {}).mean_pos)
+
+
+def test_calibrated_3d_model_beats_the_2d_baselines_out_of_sample(table):
+    *_, rows, _ = table
+    oos = {r.model: r for r in rows if r.table == "out-of-sample"}
+    best = oos["3D kin.+ online"]
+    for base in ("diff drive+ online", "diff drive+ calibrated"):
+        assert best.pos < oos[base].pos, base
+        assert best.yaw < oos[base].yaw, base
