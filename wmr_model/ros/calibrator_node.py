@@ -75,10 +75,11 @@ target's ``set_parameters`` service. A target that refuses a name (not declared 
 once and not sent that name again.
 
 Intervals: ``interval.*`` (policy, :class:`~wmr_model.calibration.intervals.IntervalPolicy`);
-``interval.min_distance`` (default 0.5 m) is the moving filter - intervals whose ground-truth
-path is shorter are skipped - and ``interval.max_speed`` (default 0 = off) skips intervals with
-a ground-truth jump. Memory: the filter keeps its last ``history_size`` (default 1000) update
-records; ``~/state`` counts all intervals.
+``interval.min_distance`` (default 0.5 m) and ``interval.min_turn`` (default 0.2 rad) are the
+informative-motion filter - intervals whose ground-truth path is shorter *and* whose net yaw
+change is smaller are skipped (spins in place are kept) - and ``interval.max_speed`` (default
+0 = off) skips intervals with a ground-truth jump. Memory: the filter keeps its last
+``history_size`` (default 1000) update records; ``~/state`` counts all intervals.
 
 All timing of the calibration comes from message stamps; the node clock paces diagnostics and
 pushes only. Run: ``ros2 run wmr_model calibrator_node --ros-args -p vehicle:=warthog``.
@@ -117,7 +118,7 @@ from wmr_model.calibration.identifiability import (
     Identifiability,
     check_identifiability,
 )
-from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, IntervalPolicy
+from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN, IntervalPolicy
 from wmr_model.calibration.lever_arm import lever_arm, with_lever_arm
 from wmr_model.calibration.logs import DEFAULT_POSE_STD
 from wmr_model.calibration.online import DEFAULT_OUTLIER_PROBABILITY, OnlineCalibrator
@@ -247,6 +248,10 @@ class CalibratorNode(Node):
                                     "ground-truth path (standing still says nothing about "
                                     "slip and pulls Q' to zero); 0 keeps all", lower=0.0,
                                     upper=1e4, read_only=True),
+            "min_turn": declare(self, "interval.min_turn", MOVING_MIN_TURN, "[rad] ... or "
+                                "whose net ground-truth yaw change is at least this (spins in "
+                                "place); 0 keeps only the distance criterion", lower=0.0,
+                                upper=1e3, read_only=True),
             "max_speed": declare(self, "interval.max_speed", 0.0, "[m/s] skip intervals with "
                                  "a ground-truth step faster than this (re-localization "
                                  "jumps); 0 keeps all", lower=0.0, upper=1e4, read_only=True),
@@ -488,6 +493,7 @@ class CalibratorNode(Node):
                                 tolerance=None if iv["tolerance"] < 0 else float(iv["tolerance"]),
                                 max_duration=float(iv["max_duration"]),
                                 min_distance=float(iv["min_distance"]),
+                                min_turn=float(iv["min_turn"]),
                                 max_speed=(math.inf if iv["max_speed"] <= 0
                                            else float(iv["max_speed"])))
         joints = [model.joint_names[int(k)] for k in model.actuated_joints]
