@@ -10,14 +10,18 @@ the CPU allows:
    (the final estimate from the start).
 2. **Online calibration** - :class:`wmr_model.calibration.OnlineCalibrator` over consecutive
    ground-truth intervals of ``interval`` seconds, each processed as soon as its end pose is
-   read; intervals whose ground-truth path is shorter than ``min_distance`` (standing still) are
-   skipped, since they carry no slip information and pull Q' toward zero.
+   read; intervals whose ground-truth path is shorter than ``min_distance`` and whose net yaw
+   change is smaller than ``min_turn`` (standing still) are skipped, since they carry no slip
+   information and pull Q' toward zero (spins in place are kept).
 3. **Evaluation** (thesis Table 3.3): mean horizontal position and absolute yaw error of the
    predicted end pose over all 1, 2 and 4 s intervals, for diff drive, diff drive+ (online and
    converged), 3D kin. and 3D kin.+ (online and converged). "Online" predicts each interval
    with the estimate of the updates completed before it started. Long-run drift: horizontal
    end-point error of each odometry variant against the reference after aligning the starts
-   (planar), in % of the reference path length.
+   (planar), in % of the reference path length. **Out of sample** (``split`` F, default 0.6):
+   the same rows over the intervals that start after the first F of the log, "calibrated"
+   with the estimate of the updates finished by the split (frozen), "online" as above
+   (:mod:`wmr_model.calibration.table`); reported first.
 
 Input handling:
 
@@ -51,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE
+from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN
 from wmr_model.errors import BagError, ParameterError
 
 __all__ = [
@@ -103,7 +107,9 @@ class ReplayOptions:
         params: systematic parameters of 3D kin.+ (None: the synthetic bag's list, else slip
             p2..p6 and ``time_offset.pose``, plus ``sensor.<s>.x/y`` for a sensor frame).
         noise: Q' Cholesky entries estimated online.
-        interval: calibration interval [s]; min_distance: skip shorter ground-truth paths [m].
+        interval: calibration interval [s]; min_distance [m], min_turn [rad]: skip intervals
+            whose ground-truth path is shorter and whose net yaw change is smaller.
+        split: out-of-sample split fraction in (0, 1) (None: in-sample table only).
         eval_intervals: Table 3.3 interval lengths [s].
         dt: prediction step [s]; stale_hold: see the module docstring (None: keep all).
         pose_std: override the reference covariance (rotation [rad], position [m]).
@@ -123,6 +129,8 @@ class ReplayOptions:
     noise: tuple[str, ...] = ("noise.U.wz_wz", "noise.U.vx_vx", "noise.U.vy_vy")
     interval: float = 2.0
     min_distance: float = MOVING_MIN_DISTANCE
+    min_turn: float = MOVING_MIN_TURN
+    split: float | None = 0.6
     eval_intervals: tuple[float, ...] = EVAL_INTERVALS
     dt: float = 0.05
     stale_hold: float | None = 0.3
@@ -158,7 +166,11 @@ class ReplayResult:
     Attributes:
         bag, vehicle, topics: inputs; t0: absolute stamp of the bag start [s].
         duration: replayed time [s]; wall_time: replay time [s] (not in any output file).
-        table: ``{length: [(model, mean pos [m], mean yaw [rad], K)]}`` (Table 3.3).
+        table: ``{length: [(model, mean pos [m], mean yaw [rad], K)]}`` (Table 3.3, in sample).
+        table_oos: the same over the intervals after the split (out of sample; empty without
+            a split); split: ``{"fraction", "t_split", "calibration_intervals", "estimate",
+            "dd_estimate"}`` (the frozen estimates) or {}.
+        interval_classes: informative calibration intervals per class (straight, arc, spin).
         estimate, std: converged 3D kin.+ values and standard deviations by name;
         dd_estimate, dd_std: the same for diff drive+; truth: known true values (synthetic).
         history: (U,) update times [s], values (U, n), stds (U, n), accepted (U,), names.
@@ -189,6 +201,9 @@ class ReplayResult:
     calibration_intervals: int
     rejected: int
     nominal: dict[str, float]
+    table_oos: dict = field(default_factory=dict)
+    split: dict = field(default_factory=dict)
+    interval_classes: dict = field(default_factory=dict)
 
     def z_scores(self) -> dict[str, float]:
         """``(estimate - truth) / std`` of every calibrated name with a known truth."""
@@ -399,7 +414,15 @@ class _TrackBuffer:
 def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResult:
     """Replay ``bag`` through odometry, online calibration and evaluation (module docstring)."""
     from wmr_model.calibration.evaluate import evaluate, online_errors
-    from wmr_model.calibration.intervals import IntervalPolicy, select_intervals
+    from wmr_model.calibration.intervals import (
+        IntervalPolicy,
+        classify_intervals,
+        interval_class_counts,
+        select_intervals,
+        split_intervals,
+        split_time,
+        unwrapped_yaw,
+    )
     from wmr_model.calibration.logs import log_from_streams, with_pose_std
     from wmr_model.calibration.online import OnlineCalibrator
     from wmr_model.calibration.predictors import DiffDrivePredictor, ModelPredictor
@@ -419,6 +442,11 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     for name, v in (("interval", opt.interval), ("dt", opt.dt)):
         if not (math.isfinite(v) and v > 0):
             raise ParameterError(f"{name}: must be > 0 s, got {v}")
+    from wmr_model.budgets import MAX_INTERVAL_STEPS, check_budget
+
+    longest = max([opt.interval, *opt.eval_intervals])
+    check_budget(f"interval {longest:g} s / dt {opt.dt:g} s: steps per interval",
+                 longest / opt.dt, MAX_INTERVAL_STEPS, "use a larger dt")
     side = read_synth_sidecar(bag)
     topics = _resolve_topics(bag, opt, side)
     kinds = {"encoders": "joint_states", "pose": "pose", "imu": "imu", "truth": "pose"}
@@ -495,14 +523,24 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     start0 = cal.estimate  # starting values (nominal model, schema defaults, Q' start)
     nominal = {n: float(enh.nominal(n)) for n in params}
     pos = log.pose[:, 4:7]
-    iv_cal = select_intervals(log.pose_time, IntervalPolicy("time", opt.interval,
-                                                            min_distance=opt.min_distance), pos)
+    yaw_u = unwrapped_yaw(log.pose[:, :4])
+    pol = IntervalPolicy("time", opt.interval, min_distance=opt.min_distance,
+                         min_turn=opt.min_turn)
+    iv_cal = select_intervals(log.pose_time, pol, pos, yaw_u)
     iv_all = select_intervals(log.pose_time, IntervalPolicy("time", opt.interval), pos)
     if len(iv_cal) == 0:
         raise BagError(f"{bag}: no {opt.interval} s interval of {topics['pose']} moves "
-                       f"{opt.min_distance} m or more; nothing to calibrate")
-    notes.append(f"calibration: {len(iv_cal)} of {len(iv_all)} {opt.interval:g} s intervals "
-                 f"(ground-truth path >= {opt.min_distance:g} m; the others stand still)")
+                       f"{opt.min_distance} m or turns {opt.min_turn} rad or more; nothing to "
+                       "calibrate")
+    classes = {k: n for k, n in interval_class_counts(
+        classify_intervals(iv_cal, pos, yaw_u, pol)).items() if k != "still"}
+    notes.append(f"calibration: {len(iv_cal)} of {len(iv_all)} {opt.interval:g} s intervals ("
+                 + ", ".join(f"{n} {k}" for k, n in classes.items())
+                 + f"; ground-truth path >= {opt.min_distance:g} m or |yaw change| >= "
+                 f"{opt.min_turn:g} rad; the others stand still)")
+    t_split = math.inf
+    if opt.split is not None:
+        t_split = split_time(log.pose_time, opt.split)
     # ---- odometry variants, one pass in stamp order ----------------------------------------
     emap = _encoder_map(model, enc.names)
     kw = dict(terrain=terrain, encoder_map=emap)
@@ -590,7 +628,32 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         return float(pe.mean()), float(ye.mean())
 
     table: dict[float, list[tuple[str, float, float, int]]] = {}
+    table_oos: dict[float, list[tuple[str, float, float, int]]] = {}
     scatter: dict = {}
+    n_split = int(np.searchsorted(t_upd, t_split, side="right"))
+    x_split = dict(zip(names, X[n_split - 1])) if n_split else dict(start0)
+    dd_split = dict(zip(dd_names, Xdd[n_split - 1])) if n_split else dict(dd_start)
+
+    def _out_of_sample_rows(iv, ts) -> list[tuple[str, float, float, int]]:
+        """Table rows over the intervals of ``iv`` starting after ``ts`` (module docstring)."""
+        _, test = split_intervals(log.pose_time, iv, ts)
+        K = len(test)
+        if K == 0:
+            return []
+        out = []
+        e = evaluate(dd, log_dd, test, {})
+        out.append(("diff drive", e.mean_pos, e.mean_yaw, K))
+        out.append(("diff drive+ online", *online(dd, log_dd, test, Xdd, dd_names, dd_start),
+                    K))
+        e = evaluate(dd, log_dd, test, dd_split)
+        out.append(("diff drive+ calibrated", e.mean_pos, e.mean_yaw, K))
+        e = evaluate(kinp, log, test, {})
+        out.append(("3D kin.", e.mean_pos, e.mean_yaw, K))
+        out.append(("3D kin.+ online", *online(enh, log, test, X, names, start0), K))
+        e = evaluate(enh, log, test, x_split)
+        out.append(("3D kin.+ calibrated", e.mean_pos, e.mean_yaw, K))
+        return out
+
     for L in opt.eval_intervals:
         iv = select_intervals(log.pose_time, IntervalPolicy("time", float(L)))
         K = len(iv)
@@ -609,6 +672,8 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         e = evaluate(enh, log, iv, final)
         rows.append(("3D kin.+ converged", e.mean_pos, e.mean_yaw, K))
         table[float(L)] = rows
+        if math.isfinite(t_split):
+            table_oos[float(L)] = _out_of_sample_rows(iv, t_split)
         if abs(L - opt.interval) < 1e-9 or not scatter:
             yaw0 = _planar(log.pose[iv[:, 0]])[:, 2]
             c, s_ = np.cos(yaw0), np.sin(yaw0)
@@ -656,7 +721,10 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         truth=truth, history=hist, odometry=out_tracks,
         reference={"t": rt, "xy": ref_xy[:, :2], "name": ref_name}, scatter=scatter,
         notes=notes, counts=counts, calibration_intervals=len(iv_cal), rejected=rejected,
-        nominal=nominal)
+        nominal=nominal, table_oos=table_oos, interval_classes=classes,
+        split=({} if not math.isfinite(t_split) else {
+            "fraction": float(opt.split), "t_split": t_split, "calibration_intervals": n_split,
+            "estimate": x_split, "dd_estimate": dd_split}))
 
 
 # ---- outputs -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ __all__ = ["register", "run", "results_dict"]
 
 def register(subparsers: Any) -> None:
     """Add the ``replay`` subcommand."""
+    from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN
     from wmr_model.cli._output import add_json_flag
 
     p = subparsers.add_parser(
@@ -53,8 +54,15 @@ def register(subparsers: Any) -> None:
                    metavar="NAMES", help="Q' Cholesky entries to estimate")
     p.add_argument("--interval", type=float, default=2.0, metavar="S",
                    help="calibration interval [s] (default 2)")
-    p.add_argument("--min-distance", type=float, default=0.5, metavar="M",
-                   help="calibrate only on intervals moving at least this far [m] (default 0.5)")
+    p.add_argument("--min-distance", type=float, default=MOVING_MIN_DISTANCE, metavar="M",
+                   help="calibrate on intervals moving at least this far [m] (default "
+                        f"{MOVING_MIN_DISTANCE:g}) ...")
+    p.add_argument("--min-turn", type=float, default=MOVING_MIN_TURN, metavar="RAD",
+                   help="... or turning at least this much (net yaw change) [rad] (spins; "
+                        f"default {MOVING_MIN_TURN:g})")
+    p.add_argument("--split", type=float, default=0.6, metavar="F",
+                   help="out-of-sample table: models calibrated on the first F of the log "
+                        "scored on the rest (default 0.6; 0 or 1: in-sample table only)")
     p.add_argument("--dt", type=float, default=0.05, metavar="S",
                    help="prediction step [s] (default 0.05)")
     p.add_argument("--stale-hold", type=float, default=0.3, metavar="S",
@@ -77,6 +85,11 @@ def results_dict(res) -> dict:
         "topics": res.topics, "counts": res.counts, "duration_s": res.duration,
         "table": {f"{L:g}": [{"model": m, "mean_pos_m": p, "mean_yaw_rad": y, "intervals": k}
                              for m, p, y, k in rows] for L, rows in res.table.items()},
+        "out_of_sample": ({**res.split, "table": {
+            f"{L:g}": [{"model": m, "mean_pos_m": p, "mean_yaw_rad": y, "intervals": k}
+                       for m, p, y, k in rows] for L, rows in res.table_oos.items()}}
+            if res.split else None),
+        "interval_classes": res.interval_classes,
         "drift": {lab: {"drift_pct": t.drift_pct, "end_error_m": t.end_error,
                         "path_m": t.length, "diagnostics": t.diagnostics}
                   for lab, t in res.odometry.items()},
@@ -105,12 +118,15 @@ def _floats(text: str | None, n: int, flag: str):
 def run(args: argparse.Namespace) -> int:
     """Replay, print the tables and write the outputs."""
     import json
+    import math
     from pathlib import Path
 
     from wmr_model.cli._output import emit, to_jsonable
     from wmr_model.errors import ParameterError
     from wmr_model.replay import ReplayOptions, replay, write_csv, write_output_bag
 
+    if not (math.isfinite(args.split) and 0 <= args.split <= 1):
+        raise ParameterError(f"--split: must be a fraction in [0, 1], got {args.split}")
     opt = ReplayOptions(
         vehicle=args.vehicle, encoder_topic=args.encoder_topic,
         imu_topic=args.imu_topic or None, pose_topic=args.pose_topic,
@@ -119,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
         terrain=args.terrain,
         params=None if args.params is None else tuple(n for n in args.params.split(",") if n),
         noise=tuple(n for n in args.noise.split(",") if n), interval=args.interval,
-        min_distance=args.min_distance, dt=args.dt,
+        min_distance=args.min_distance, min_turn=args.min_turn,
+        split=args.split if 0 < args.split < 1 else None, dt=args.dt,
         stale_hold=args.stale_hold if args.stale_hold > 0 else None,
         pose_std=_floats(args.pose_std, 2, "--pose-std"),
         progress=not args.quiet and not args.json and sys.stderr.isatty())
@@ -161,6 +178,14 @@ def run(args: argparse.Namespace) -> int:
                  f"{res.wall_time:.1f} s ({speed:.0f}x real time)", "",
                  "Interval prediction errors (Table 3.3): uncalibrated = diff drive, 3D kin.; "
                  "calibrated = diff drive+, 3D kin.+"]
+        if res.table_oos:
+            sp = res.split
+            lines += [f"OUT OF SAMPLE: calibrated on the first {sp['fraction']:g} of the log "
+                      f"(to {sp['t_split']:.1f} s, {sp['calibration_intervals']} updates), "
+                      "scored on the intervals after it"]
+            lines += table_text(res, out_of_sample=True)
+            lines += ["", "IN SAMPLE (whole log; converged = final estimate on the data it was "
+                      "fitted to)"]
         lines += table_text(res)
         lines += ["", "Odometry drift (% of path):"]
         lines += [f"  {lab:36s} {v['drift_pct']:6.2f} %  ({v['end_error_m']:.2f} m of "

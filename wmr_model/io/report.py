@@ -31,20 +31,22 @@ REPORT_FILES = ("report.md", "report.html", "path.png", "error_time.png", "param
 _CHI2_95_2DOF = 5.991464547107979
 
 
-def table_text(result) -> list[str]:
-    """Table 3.3 as Markdown lines (one column pair per interval length)."""
-    Ls = [L for L in result.table if result.table[L]]
+def table_text(result, out_of_sample: bool = False) -> list[str]:
+    """Table 3.3 as Markdown lines (one column pair per interval length); the in-sample table,
+    or with ``out_of_sample`` the one over the intervals after the split."""
+    table = getattr(result, "table_oos", {}) if out_of_sample else result.table
+    Ls = [L for L in table if table[L]]
     head = "| model | " + " | ".join(f"{L:g} s pos [m] | {L:g} s yaw [rad]" for L in Ls) + " |"
     lines = [head, "|---|" + "---:|---:|" * len(Ls)]
-    models = [r[0] for r in result.table[Ls[0]]] if Ls else []
+    models = [r[0] for r in table[Ls[0]]] if Ls else []
     for i, m in enumerate(models):
         cells = []
         for L in Ls:
-            _, p, y, _ = result.table[L][i]
+            _, p, y, _ = table[L][i]
             cells += [f"{p:.4f}", f"{y:.4f}"]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     if Ls:
-        lines.append("| intervals | " + " | ".join(f"{result.table[L][0][3]} | "
+        lines.append("| intervals | " + " | ".join(f"{table[L][0][3]} | "
                                                    for L in Ls) + " |")
     return lines
 
@@ -151,10 +153,19 @@ def _markdown(result) -> str:
     L = ["# wmr replay report", "", f"- bag: `{result.bag}`", f"- vehicle: {result.vehicle}",
          "- topics: " + ", ".join(f"{k} `{v}`" for k, v in result.topics.items()),
          f"- replayed: {result.duration:.1f} s of data", ""]
-    L += ["## Interval prediction errors (thesis Table 3.3)", "",
+    sp = getattr(result, "split", {})
+    if sp and getattr(result, "table_oos", {}):
+        L += ["## Out-of-sample interval prediction errors (headline)", "",
+              f"Intervals starting after the first {sp['fraction']:g} of the log "
+              f"({sp['t_split']:.1f} s); *calibrated* = the estimate of the "
+              f"{sp['calibration_intervals']} updates before the split, frozen; *online* = the "
+              "estimate of the updates before each interval (still learning).", ""]
+        L += table_text(result, out_of_sample=True) + [""]
+    L += ["## In-sample interval prediction errors (thesis Table 3.3)", "",
           "Mean horizontal position error and mean absolute yaw error of the predicted end "
-          "pose; *online* uses only the estimate of intervals processed before each interval, "
-          "*converged* the final estimate.", ""]
+          "pose over the whole log; *online* uses only the estimate of intervals processed "
+          "before each interval, *converged* the final estimate (scored on the data it was "
+          "fitted to).", ""]
     L += table_text(result)
     L += ["", "## Odometry drift", "",
           f"Reference: {result.reference['name']}. Planar alignment at the start; drift = "
