@@ -18,6 +18,7 @@ __all__ = [
     "MAX_STEPS",
     "MAX_TRACK_SAMPLES",
     "MAX_CANDIDATES",
+    "MAX_INTERVAL_STEPS",
     "MAX_COMMAND_SPAN",
     "check_budget",
 ]
@@ -30,6 +31,8 @@ MAX_GRID_POINTS = 20_000_000
 MAX_STEPS = 1_000_000
 #: Contact samples along one track's belt (the shipped tracks use 20 to 40).
 MAX_TRACK_SAMPLES = 10_000
+#: Prediction steps of one calibration/evaluation interval (interval / dt; shipped: 80).
+MAX_INTERVAL_STEPS = 100_000
 #: Parameter candidates predicted at once.
 MAX_CANDIDATES = 100_000
 #: [s] time spanned by a command script (one week).

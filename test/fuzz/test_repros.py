@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bagtools import empty, rewrite, set_stamp, stamp_of
-from conftest import error_line, run_wmr
+from wmrcontract import error_line, run_wmr
 
 ROOT = Path(__file__).resolve().parents[2]
 URDF = (ROOT / "urdf" / "warthog.urdf").read_text()
@@ -323,3 +323,11 @@ def test_out_folder_last_component_created(synth_bag, tmp_path, clean_replay):
     assert stat.S_IMODE((out / "odometry.csv").stat().st_mode) == 0o644 & ~_umask()
     assert "its parent folder" in error_line(
         run_wmr("replay", synth_bag, "--quiet", "--out", tmp_path / "a" / "b"))
+
+
+@pytest.mark.parametrize("command,steps", [("calibrate", "2e+300"), ("replay", "4e+300")])
+def test_dt_1e_300_is_a_budget_error(synth_bag, command, steps):
+    extra = ["--vehicle", "warthog", "--pose-topic", "/gps/odom"] if command == "calibrate" \
+        else ["--quiet"]
+    assert f"steps per interval: {steps} exceeds the budget of 100,000" in error_line(
+        run_wmr(command, synth_bag, "--dt", "1e-300", *extra))

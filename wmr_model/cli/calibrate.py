@@ -100,10 +100,10 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError(f"--split: must be a fraction in [0, 1], got {args.split}")
     if args.max_speed is not None and not (args.max_speed > 0):
         raise ParameterError(f"--max-speed: must be > 0 m/s, got {args.max_speed}")
-    if args.dt < 1e-4:
-        raise ParameterError(f"--dt: {args.dt:g} s is below 1e-4 s; the prediction of a "
-                             f"{args.interval:g} s interval would take over "
-                             f"{args.interval / 1e-4:,.0f} steps")
+    from wmr_model.budgets import MAX_INTERVAL_STEPS, check_budget
+
+    check_budget(f"--interval {args.interval:g} s / --dt {args.dt:g} s: steps per interval",
+                 args.interval / args.dt, MAX_INTERVAL_STEPS, "use a larger --dt")
     if args.overlay:
         from wmr_model.io.files import prepare_output_dir
 
