@@ -57,10 +57,22 @@ def test_out_of_sample_rows_come_first_and_score_only_the_last_40_percent(table)
     assert oos["diff drive"].pos == pytest.approx(evaluate(dd, log, test, {}).mean_pos)
 
 
-def test_calibrated_3d_model_beats_the_2d_baselines_out_of_sample(table):
-    *_, rows, _ = table
-    oos = {r.model: r for r in rows if r.table == "out-of-sample"}
+def test_calibrated_3d_model_beats_the_2d_baselines_out_of_sample(capsys):
+    """The acceptance run exactly as a user types it: ``wmr calibrate`` with its defaults
+    (reference faults excluded, the vehicle's identifiability-checked parameter set,
+    --split 0.6)."""
+    import json
+
+    from wmr_model.cli import main
+
+    capsys.readouterr()
+    assert main(["calibrate", str(BAG), "--vehicle", "warthog", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    oos = {r["model"]: r for r in d["out_of_sample"]["rows"]}
     best = oos["3D kin.+ online"]
     for base in ("diff drive+ online", "diff drive+ calibrated"):
-        assert best.pos < oos[base].pos, base
-        assert best.yaw < oos[base].yaw, base
+        assert best["mean_pos_m"] < oos[base]["mean_pos_m"], base
+        assert best["mean_yaw_rad"] < oos[base]["mean_yaw_rad"], base
+    # the ICP re-localization jumps of PROVENANCE.md (85-128 s) were found and excluded
+    note = next(n for n in d["notes"] if "reference faults" in n)
+    assert "jump steps" in note and d["intervals"] < 147

@@ -5,8 +5,11 @@
   (``R_k = L_k L_k^T``, held at the starting parameters within one fit). The Jacobian is the
   batched forward difference of :func:`~wmr_model.calibration.systematic.systematic_terms`:
   each interval costs one prediction of ``1 + n`` parameter sets for residual and Jacobian
-  together. Intervals whose Mahalanobis distance exceeds the gate after a fit are dropped and
-  the fit repeated (3.68).
+  together. The loss is robust (``loss="soft_l1"`` on the whitened residual components with
+  scale :data:`ROBUST_SCALE` = 3 sigma: quadratic for clean residuals, linear for reference
+  faults, so one ICP jump cannot drag the fit before the gate sees it); ``loss="linear"`` is
+  plain (3.44). Intervals whose Mahalanobis distance exceeds the gate after a fit are dropped
+  and the fit repeated (3.68).
 * Stochastic: ``s* = argmin sum_k [log det R_k(s) + r_k^T R_k(s)^-1 r_k]`` (3.46)-(3.47) over
   the named Cholesky entries of Q', with the residuals and covariance maps of the systematic
   fit (:func:`scipy.optimize.minimize`, L-BFGS-B, bounds from the schema).
@@ -30,7 +33,13 @@ from wmr_model.calibration.stochastic import cholesky_factor, cholesky_index
 from wmr_model.calibration.systematic import systematic_terms
 from wmr_model.parameters import get_spec
 
-__all__ = ["OfflineResult", "fit_systematic", "fit_stochastic", "calibrate_offline"]
+__all__ = ["OfflineResult", "fit_systematic", "fit_stochastic", "calibrate_offline",
+           "ROBUST_LOSS", "ROBUST_SCALE"]
+
+#: Robust loss of the offline systematic fit (:func:`scipy.optimize.least_squares` ``loss``)
+#: and its scale on whitened residual components (sigma units).
+ROBUST_LOSS = "soft_l1"
+ROBUST_SCALE = 3.0
 
 
 @dataclass(frozen=True)
@@ -55,8 +64,12 @@ class OfflineResult:
 
 
 def _bounds(names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    lo = np.array([get_spec(n).lower for n in names], dtype=float)
-    hi = np.array([get_spec(n).upper for n in names], dtype=float)
+    """Schema bounds narrowed to the physical ranges of :func:`physical_bounds`."""
+    from wmr_model.calibration.vehicle_sets import physical_bounds
+
+    phys = physical_bounds(names)
+    lo = np.array([max(get_spec(n).lower, phys.get(n, (-np.inf,))[0]) for n in names])
+    hi = np.array([min(get_spec(n).upper, phys.get(n, (0, np.inf))[1]) for n in names])
     return lo, hi
 
 
@@ -64,7 +77,8 @@ def fit_systematic(predictor, log: CalibrationLog, intervals: np.ndarray, names:
                    x0: Mapping[str, float] | None = None, Qprime: np.ndarray | None = None,
                    components: Sequence[str] = ("x", "y", "yaw"),
                    outlier_probability: float = DEFAULT_OUTLIER_PROBABILITY,
-                   gate_rounds: int = 2, max_nfev: int = 30) -> OfflineResult:
+                   gate_rounds: int = 2, max_nfev: int = 30,
+                   loss: str = ROBUST_LOSS, f_scale: float = ROBUST_SCALE) -> OfflineResult:
     """Minimize (3.44) over the systematic ``names`` (see the module docstring)."""
     names = list(names)
     predictor.check_names(names)
@@ -102,7 +116,8 @@ def fit_systematic(predictor, log: CalibrationLog, intervals: np.ndarray, names:
             return cache[key]
 
         sol = least_squares(lambda xx: terms(xx)[0], x, jac=lambda xx: terms(xx)[1],
-                            bounds=(lo, hi), x_scale="jac", max_nfev=max_nfev)
+                            bounds=(lo, hi), x_scale="jac", max_nfev=max_nfev, loss=loss,
+                            f_scale=f_scale)
         x = sol.x
         D = np.empty(len(iv))
         for k, (i0, i1) in enumerate(iv):

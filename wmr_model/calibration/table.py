@@ -39,11 +39,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from wmr_model.calibration.evaluate import evaluate, online_errors
+from wmr_model.calibration.identifiability import check_identifiability
 from wmr_model.calibration.intervals import split_intervals, split_time
 from wmr_model.calibration.logs import CalibrationLog
 from wmr_model.calibration.offline import calibrate_offline
 from wmr_model.calibration.online import OnlineCalibrator
 from wmr_model.calibration.predictors import DiffDrivePredictor, ModelPredictor
+from wmr_model.calibration.vehicle_sets import physical_bounds, physical_warnings
 from wmr_model.errors import ParameterError
 from wmr_model.model import VehicleModel
 from wmr_model.terrain import Terrain, flat
@@ -94,7 +96,7 @@ def _online_and_converged(rows: list, label: str, predictor, names: Sequence[str
     of the updates finished by ``t_split``). Returns (calibrator, records, evaluation of the
     last row, split details or None)."""
     cal = OnlineCalibrator(predictor, names, std0=initial_std(names), x0=x0, qprime_bound=bound,
-                           iterations=iterations)
+                           iterations=iterations, bounds=physical_bounds(names))
     start = cal.estimate
     rec = cal.run(log, cal_iv)
     t_upd = log.pose_time[np.asarray(cal_iv, dtype=int).reshape(-1, 2)[:, 1]]
@@ -201,6 +203,11 @@ def compare_models(model: VehicleModel, log: CalibrationLog, intervals: np.ndarr
                         "median_nees": float(np.nanmedian(ev.nees))}
     if sp:
         info["3D kin.+"]["split"] = sp
+    idf = check_identifiability(cal.names, cal.P, initial_std(cal.names), cal.n_accepted)
+    info["3D kin.+"]["identifiability"] = {
+        "checked": idf.checked, "confounded": dict(idf.confounded),
+        "std_ratio": idf.std_ratio, "pairs": [list(p) for p in idf.pairs]}
+    info["3D kin.+"]["warnings"] = physical_warnings(cal.estimate, cal.std, params)
     if offline:
         fit_iv = cal_iv if test is None else cal_train
         x0 = cal.estimate if sp is None else sp["estimate"]

@@ -35,9 +35,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("bag", metavar="BAG", help="rosbag2 folder/file or ROS 1 bag")
     p.add_argument("--vehicle", required=True, metavar="FILE_OR_NAME",
                    help="shipped vehicle name or URDF/frame table")
-    p.add_argument("--params", default="slip.p2,slip.p3,slip.p4,slip.p5,slip.p6,"
-                   "time_offset.pose", metavar="NAMES",
-                   help="comma-separated parameters of the 3D kin+ model")
+    p.add_argument("--params", default=None, metavar="NAMES",
+                   help="comma-separated parameters of the 3D kin+ model (default: the "
+                   "vehicle's identifiability-checked calibrator set in config/nodes/<vehicle>"
+                   ".yaml plus time_offset.pose, else slip.p2..p6,time_offset.pose)")
     p.add_argument("--noise", default="noise.U.wz_wz,noise.U.vx_vx,noise.U.vy_vy",
                    metavar="NAMES", help="Q' Cholesky entries to estimate ('' for none)")
     p.add_argument("--interval", type=float, default=2.0, metavar="S",
@@ -54,6 +55,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-speed", type=float, default=None, metavar="M_PER_S",
                    help="drop intervals with a ground-truth step faster than this [m/s] "
                    "(re-localization jumps) from calibration and evaluation (default: keep)")
+    p.add_argument("--no-reference-check", action="store_true",
+                   help="keep intervals over reference jumps and diverged stretches (found by "
+                   "comparing the latency-corrected reference with wheels and gyro; default: "
+                   "excluded and reported)")
     p.add_argument("--inputs", default="", metavar="NAMES",
                    help="measured inputs of the 3D models: roll_pitch (IMU orientation), "
                    "gyro_yaw (gyro yaw rate); comma-separated (default none; slower)")
@@ -69,6 +74,20 @@ def register(subparsers: Any) -> None:
                    help="write the calibrated values as a vehicle overlay")
     add_json_flag(p)
     p.set_defaults(func=run)
+
+
+def _checks(info: dict) -> list[str]:
+    """Notes of the identifiability check and the physical-range warnings of 3D kin.+."""
+    d = info.get("3D kin.+", {})
+    out = [f"WARNING: 3D kin.+ {w}" for w in d.get("warnings", [])]
+    idf = d.get("identifiability")
+    if idf and idf["checked"]:
+        out += [f"WARNING: 3D kin.+ {n} not identifiable on this log: {why}"
+                for n, why in idf["confounded"].items()]
+        if not idf["confounded"]:
+            out.append("3D kin.+ identifiability: every parameter pinned by the data (posterior "
+                       "std <= 0.5 of the prior along every direction)")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,10 +141,28 @@ def run(args: argparse.Namespace) -> int:
     vmax = math.inf if args.max_speed is None else args.max_speed
     iv = select_intervals(log.pose_time, IntervalPolicy("time", args.interval, max_speed=vmax),
                           log.pose[:, 4:7])
+    notes = list(log.notes)
+    if not args.no_reference_check:
+        from wmr_model.calibration.predictors import DiffDrivePredictor
+        from wmr_model.calibration.reference import (
+            estimate_latency,
+            fault_note,
+            reference_faults,
+            trusted_intervals,
+        )
+
+        dd = DiffDrivePredictor.from_model(model)
+        faults = reference_faults(log, dd, latency=estimate_latency(log, dd))
+        n_all = len(iv)
+        iv = trusted_intervals(iv, faults)
+        notes.insert(0, fault_note(args.pose_topic, log.pose_time, faults, n_all - len(iv),
+                                   n_all))
     yaw = unwrapped_yaw(log.pose[:, :4])
     pol = IntervalPolicy("time", args.interval, min_distance=args.min_distance,
                          min_turn=args.min_turn, max_speed=vmax)
     ivc = select_intervals(log.pose_time, pol, log.pose[:, 4:7], yaw)
+    if not args.no_reference_check:
+        ivc = trusted_intervals(ivc, faults)
     if len(ivc) == 0:
         raise ParameterError(f"{args.bag}: no {args.interval} s interval of the ground truth "
                              f"moves --min-distance {args.min_distance} m or turns --min-turn "
@@ -135,7 +172,18 @@ def run(args: argparse.Namespace) -> int:
                   + ", ".join(f"{n} {k}" for k, n in counts.items() if k != "still")
                   + f"; path >= {args.min_distance:g} m or |yaw change| >= "
                   f"{args.min_turn:g} rad)")
-    params = [n for n in args.params.split(",") if n]
+    if args.params is not None:
+        params = [n for n in args.params.split(",") if n]
+    else:
+        from wmr_model.calibration.table import DEFAULT_3D_PARAMS
+        from wmr_model.calibration.vehicle_sets import vehicle_parameter_set
+
+        vs = vehicle_parameter_set(model.name)
+        params = (list(DEFAULT_3D_PARAMS) if vs is None
+                  else [*vs[0], "time_offset.pose"])
+        notes.append(f"3D kin.+ parameters: {', '.join(params)} ("
+                     + ("default set" if vs is None else f"the identifiability-checked set of "
+                        f"{vs[1]}") + ")")
     noise = [n for n in args.noise.split(",") if n]
     rows, info = compare_models(model, log, iv, calibration_intervals=ivc, params=params,
                                 noise=noise, dt=args.dt, offline=args.offline,
@@ -155,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
                               if "split" in info else None),
             "rows": [row(r) for r in rows if r.table == "in-sample"],
             "details": {k: v for k, v in info.items() if k != "split"},
-            "notes": [class_note, *log.notes]}
+            "notes": [class_note, *notes, *_checks(info)]}
     if args.overlay:
         key = "3D kin.+ offline" if "3D kin.+ offline" in info else "3D kin.+"
         from wmr_model.io.files import write_text_atomically

@@ -1,0 +1,216 @@
+"""Reference (ground-truth) faults: jumps and diverged stretches of a pose reference.
+
+A lidar-ICP or GNSS reference can jump (re-localization: metres in one update) or diverge
+(wander off for seconds). Residuals over such stretches measure the reference, not the model,
+so calibration and evaluation must skip them and drift must be computed on the trusted path.
+
+The test compares the reference with what the vehicle's own proprioception says over the same
+time, **latency-corrected**: a reference step ``k -> k + 1`` (stamps ``t_k``, ``t_k+1``) is
+compared with the wheels' travelled distance and the gyro's (else the wheels') yaw change over
+``[t_k - d, t_k+1 - d]`` (``d`` the reference latency). Stamp jitter (two ICP poses 0.05 s
+apart) does not fire it, unlike a speed ``|dp| / dt`` test, because both sides of the comparison
+cover the same (short) time:
+
+* **jump** (:func:`reference_faults`): ``|dp_ref| > (1 + slack) * s_wheel + jump_distance`` or
+  ``|dyaw_ref - dyaw_proprio| > jump_yaw + slack * |dyaw_proprio|``;
+* **diverged**: over a window of ``window`` seconds the reference displacement (in its own
+  start frame) differs from the dead-reckoned one (wheel speed along the gyro's heading) by more
+  than ``margin + drift_slack * s_wheel`` (the reference went where the vehicle cannot have).
+
+Untrusted steps are the jumps and every step inside a diverged window;
+:func:`trusted_intervals` drops intervals containing one; :func:`fault_stretches` lists them
+for the notes. One :class:`ReferencePolicy` serves ``wmr calibrate``, ``wmr replay`` and the
+calibrator node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from wmr_model.calibration.intervals import unwrapped_yaw
+from wmr_model.calibration.logs import CalibrationLog
+from wmr_model.errors import ParameterError
+
+__all__ = ["ReferencePolicy", "ReferenceFaults", "reference_faults", "trusted_intervals",
+           "fault_stretches", "proprioceptive_increments", "estimate_latency", "fault_note",
+           "dead_reckoning"]
+
+
+@dataclass(frozen=True)
+class ReferencePolicy:
+    """Thresholds of the reference-fault tests (module docstring).
+
+    Attributes:
+        jump_distance: [m] allowed excess of a reference step over the wheel distance.
+        jump_yaw: [rad] allowed yaw disagreement of one step.
+        slack: relative slack on the proprioceptive increments (wheel slip, gyro scale).
+        window: [s] diverged-reference window; margin [m], drift_slack: its displacement
+            test (allowed dead-reckoning error = margin + drift_slack * wheel distance).
+    """
+
+    jump_distance: float = 0.3
+    jump_yaw: float = 0.15
+    slack: float = 0.5
+    window: float = 2.0
+    drift_slack: float = 0.3
+    margin: float = 0.5
+
+    def __post_init__(self) -> None:
+        for n in ("jump_distance", "jump_yaw", "slack", "window", "drift_slack", "margin"):
+            v = getattr(self, n)
+            if not (math.isfinite(v) and v > 0):
+                raise ParameterError(f"reference policy {n}: must be a finite number > 0, "
+                                     f"got {v}")
+
+
+@dataclass(frozen=True)
+class ReferenceFaults:
+    """What :func:`reference_faults` found over the M reference samples.
+
+    Attributes:
+        jump: (M - 1,) steps that jump; diverged: (M - 1,) steps inside a diverged window;
+        untrusted: (M - 1,) their union; excess: (M - 1,) [m] reference step minus the
+        allowed wheel distance (> 0: jump); latency: the ``d`` used [s].
+    """
+
+    jump: np.ndarray
+    diverged: np.ndarray
+    untrusted: np.ndarray
+    excess: np.ndarray
+    latency: float
+
+
+def _cumulative(t_grid: np.ndarray, t: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """Trapezoid integral of ``rate`` sampled at ``t`` from ``t[0]``, evaluated at ``t_grid``
+    (rate held at the ends)."""
+    c = np.concatenate([[0.0], np.cumsum(0.5 * (rate[1:] + rate[:-1]) * np.diff(t))])
+    tg = np.asarray(t_grid, dtype=float)
+    out = np.interp(tg, t, c)
+    out = np.where(tg < t[0], (tg - t[0]) * rate[0], out)
+    return np.where(tg > t[-1], c[-1] + (tg - t[-1]) * rate[-1], out)
+
+
+def _speeds(log: CalibrationLog, dd) -> tuple[np.ndarray, np.ndarray]:
+    """Mean left and right rim speeds (Ne,) [m/s] of the diff-drive sides of ``dd``."""
+    li = [log.joint_names.index(n) for n in dd.left]
+    ri = [log.joint_names.index(n) for n in dd.right]
+    return (dd.radius * log.joint_rate[:, li].mean(axis=1),
+            dd.radius * log.joint_rate[:, ri].mean(axis=1))
+
+
+def _heading(log: CalibrationLog, dd, t: np.ndarray) -> np.ndarray:
+    """Integrated yaw [rad] at ``t`` from 0 at the first sample: gyro z, else the wheels."""
+    if log.gyro is not None and len(log.gyro) >= 2:
+        return _cumulative(t, log.gyro_time, log.gyro[:, 2])
+    vl, vr = _speeds(log, dd)
+    return _cumulative(t, log.joint_time, (vr - vl) / dd.track)
+
+
+def dead_reckoning(log: CalibrationLog, dd, times: np.ndarray) -> np.ndarray:
+    """Planar dead reckoning (N, 3) ``[x, y, yaw]`` at ``times`` from the origin: the wheels'
+    mean speed along the gyro's (else the wheels') heading, on the encoder samples."""
+    vl, vr = _speeds(log, dd)
+    tj = log.joint_time
+    th = _heading(log, dd, tj)
+    v = 0.5 * (vl + vr)
+    x = _cumulative(tj, tj, v * np.cos(th))
+    y = _cumulative(tj, tj, v * np.sin(th))
+    t = np.asarray(times, dtype=float)
+    return np.stack([np.interp(t, tj, x), np.interp(t, tj, y), _heading(log, dd, t)], axis=-1)
+
+
+def proprioceptive_increments(log: CalibrationLog, dd, latency: float = 0.0):
+    """``(s_wheel, dyaw)`` (M - 1,) of each reference step: wheel distance [m] (|v| integrated,
+    ``v`` = mean rim speed of the diff-drive sides of ``dd``, a
+    :class:`~wmr_model.calibration.predictors.DiffDrivePredictor`) and yaw change [rad] (gyro z
+    where the log has a gyro, else the wheels' ``r (w_r - w_l) / B``), over the step's stamps
+    shifted back by ``latency``."""
+    vl, vr = _speeds(log, dd)
+    tq = log.pose_time - latency
+    s = _cumulative(tq, log.joint_time, np.abs(0.5 * (vl + vr)))
+    return np.diff(s), np.diff(_heading(log, dd, tq))
+
+
+def estimate_latency(log: CalibrationLog, dd, max_latency: float = 1.0,
+                     resolution: float = 0.05) -> float:
+    """Reference latency [s] in ``[0, max_latency]``: the shift minimizing the median absolute
+    difference between the reference's and the gyro's (else the wheels') yaw change per step.
+    A first estimate for the fault test; the calibrators refine it as ``time_offset.pose``."""
+    a_ref = np.diff(unwrapped_yaw(log.pose[:, :4]))
+    best, best_d = math.inf, 0.0
+    for d in np.arange(0.0, max_latency + 1e-9, resolution):
+        _, a_p = proprioceptive_increments(log, dd, float(d))
+        cost = float(np.median(np.abs(a_ref - a_p)))
+        if cost < best - 1e-12:
+            best, best_d = cost, float(d)
+    return best_d
+
+
+def reference_faults(log: CalibrationLog, dd, policy: ReferencePolicy | None = None,
+                     latency: float = 0.0) -> ReferenceFaults:
+    """Jumps and diverged stretches of the log's reference (module docstring)."""
+    pol = ReferencePolicy() if policy is None else policy
+    M = len(log.pose_time)
+    if M < 2:
+        z = np.zeros(0, dtype=bool)
+        return ReferenceFaults(z, z, z, np.zeros(0), float(latency))
+    s_w, a_p = proprioceptive_increments(log, dd, latency)
+    step = np.linalg.norm(np.diff(log.pose[:, 4:6], axis=0), axis=1)
+    a_ref = np.diff(unwrapped_yaw(log.pose[:, :4]))
+    excess = step - ((1.0 + pol.slack) * s_w + pol.jump_distance)
+    jump = (excess > 0) | (np.abs(a_ref - a_p) > pol.jump_yaw + pol.slack * np.abs(a_p))
+    # diverged: windows where the reference's displacement (in its start frame) disagrees with
+    # dead reckoning's (in its own) by more than dead reckoning's error can explain
+    c_w = np.concatenate([[0.0], np.cumsum(s_w)])
+    t = log.pose_time
+    end = np.searchsorted(t, t + pol.window, side="right") - 1
+    dr = dead_reckoning(log, dd, t - latency)
+    yr = unwrapped_yaw(log.pose[:, :4])
+    d_ref = _in_frame(log.pose[end, 4:6] - log.pose[:, 4:6], yr)
+    d_dr = _in_frame(dr[end, :2] - dr[:, :2], dr[:, 2])
+    bad_win = (np.linalg.norm(d_ref - d_dr, axis=1)
+               > pol.margin + pol.drift_slack * (c_w[end] - c_w))
+    diverged = np.zeros(M - 1, dtype=bool)
+    mark = np.zeros(M, dtype=int)  # +1 at a bad window's first step, -1 after its last
+    starts = np.flatnonzero(bad_win & (end > np.arange(M)))
+    np.add.at(mark, starts, 1)
+    np.add.at(mark, end[starts], -1)
+    diverged = np.cumsum(mark)[:-1] > 0
+    return ReferenceFaults(jump=jump, diverged=diverged, untrusted=jump | diverged,
+                           excess=excess, latency=float(latency))
+
+
+def _in_frame(d: np.ndarray, yaw: np.ndarray) -> np.ndarray:
+    """World displacements (N, 2) expressed in frames rotated by ``yaw`` (N,)."""
+    c, s = np.cos(yaw), np.sin(yaw)
+    return np.stack([c * d[:, 0] + s * d[:, 1], -s * d[:, 0] + c * d[:, 1]], axis=1)
+
+
+def trusted_intervals(intervals: np.ndarray, faults: ReferenceFaults) -> np.ndarray:
+    """The intervals (K, 2) that contain no untrusted reference step."""
+    iv = np.asarray(intervals, dtype=int).reshape(-1, 2)
+    c = np.concatenate([[0], np.cumsum(faults.untrusted)])
+    return iv[c[iv[:, 1]] == c[iv[:, 0]]]
+
+
+def fault_stretches(times: np.ndarray, faults: ReferenceFaults) -> list[tuple[float, float]]:
+    """Untrusted stretches ``(t_start, t_end)`` [s] (consecutive untrusted steps merged)."""
+    t = np.asarray(times, dtype=float)
+    u = np.concatenate([[False], np.asarray(faults.untrusted, dtype=bool), [False]])
+    d = np.diff(u.astype(int))
+    return [(float(t[a]), float(t[b])) for a, b in zip(np.flatnonzero(d == 1),
+                                                       np.flatnonzero(d == -1))]
+
+
+def fault_note(source: str, times: np.ndarray, faults: ReferenceFaults, excluded: int,
+               total: int) -> str:
+    """One line for the notes: what was found and how many intervals it excluded."""
+    st = fault_stretches(times, faults)
+    shown = ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in st[:6]) + (" ..." if len(st) > 6 else "")
+    return (f"{source}: reference faults (latency {faults.latency:.2f} s corrected): "
+            f"{int(faults.jump.sum())} jump steps, {int(faults.diverged.sum())} steps in diverged "
+            f"stretches ({len(st)} stretches{': ' + shown if st else ''}); {excluded} of {total} "
+            "intervals excluded from calibration and evaluation")
