@@ -177,16 +177,17 @@ def _call_predict(client):
     from wmr_model.ros.client import build_request, parse_response
 
     req = build_request(**PLAN)
-    if not client.wait_for_service(60.0):
+    if not client.wait_for_service(300.0):
         raise TimeoutError("prediction_node/predict not available")
     future = client.call_async(req)
-    deadline = time.monotonic() + 60
+    # generous: a node's first request compiles its kernels where the numba cache is cold
+    deadline = time.monotonic() + 600
     while not future.done():
         if time.monotonic() > deadline:
             raise TimeoutError("no answer from prediction_node/predict")
         time.sleep(0.02)
     resp = future.result()
-    assert resp.success, resp.message
+    assert resp.success, resp.status_message
     return parse_response(resp, req.step_size)
 
 
