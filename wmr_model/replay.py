@@ -110,6 +110,9 @@ class ReplayOptions:
         interval: calibration interval [s]; min_distance [m], min_turn [rad]: skip intervals
             whose ground-truth path is shorter and whose net yaw change is smaller.
         split: out-of-sample split fraction in (0, 1) (None: in-sample table only).
+        reference_check: exclude intervals over reference jumps and diverged stretches from
+            calibration and evaluation (:mod:`wmr_model.calibration.reference`), and warn when
+            the reference's speed or yaw rate is far from the wheels'.
         eval_intervals: Table 3.3 interval lengths [s].
         dt: prediction step [s]; stale_hold: see the module docstring (None: keep all).
         pose_std: override the reference covariance (rotation [rad], position [m]).
@@ -137,6 +140,7 @@ class ReplayOptions:
     stale_mode: str = "interpolate"
     pose_std: tuple[float, float] | None = None
     progress: bool = False
+    reference_check: bool = True
 
 
 @dataclass
@@ -528,6 +532,30 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
                          min_turn=opt.min_turn)
     iv_cal = select_intervals(log.pose_time, pol, pos, yaw_u)
     iv_all = select_intervals(log.pose_time, IntervalPolicy("time", opt.interval), pos)
+    faults = None
+    if opt.reference_check:
+        from wmr_model.calibration.reference import (
+            estimate_latency,
+            fault_note,
+            reference_faults,
+            sanity_warnings,
+            trusted_intervals,
+            yaw_track,
+        )
+
+        try:
+            dd0 = DiffDrivePredictor.from_model(model, dt=opt.dt)
+            faults = reference_faults(log, dd0, latency=estimate_latency(log, dd0))
+        except ParameterError as e:
+            notes.append(f"reference check skipped: {e}")
+        else:
+            n_all = len(iv_all)
+            iv_cal = trusted_intervals(iv_cal, faults)
+            iv_all = trusted_intervals(iv_all, faults)
+            notes.append(fault_note(topics["pose"], log.pose_time, faults, n_all - len(iv_all),
+                                    n_all))
+            warn, _ = sanity_warnings(log, dd0, yaw_track(model), faults, bag)
+            notes += [f"WARNING: {w}" for w in warn]
     if len(iv_cal) == 0:
         raise BagError(f"{bag}: no {opt.interval} s interval of {topics['pose']} moves "
                        f"{opt.min_distance} m or turns {opt.min_turn} rad or more; nothing to "
@@ -656,6 +684,8 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
 
     for L in opt.eval_intervals:
         iv = select_intervals(log.pose_time, IntervalPolicy("time", float(L)))
+        if faults is not None:
+            iv = trusted_intervals(iv, faults)
         K = len(iv)
         rows: list[tuple[str, float, float, int]] = []
         if K == 0:
@@ -702,7 +732,9 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         tr_.diagnostics = {"steps": dg.steps, "rejected": dict(dg.rejected),
                            "gyro_stale_steps": dg.gyro_stale_steps, "resets": dg.resets}
         _align_errors(tr_, rt, ref_xy)
-        out_tracks[lab] = tr_
+        if imu is None:  # no IMU: no "+ gyro" in the labels of the enhanced variants
+            tr_.label = lab.replace(" + gyro", "")
+        out_tracks[tr_.label] = tr_
     truth = {str(k): float(v) for k, v in (side or {}).get("truth", {}).items()}
     hist = {"t": t_upd, "names": list(names), "x": X, "std": np.array([h.std for h in
                                                                            cal.history]),

@@ -174,7 +174,10 @@ def test_real_warthog_log():
     # ICP lag (0.25 s against the wheels per PROVENANCE.md) calibrated as time_offset.pose
     assert 0.1 < res.estimate["time_offset.pose"] < 0.4
     r2 = {m: (p, y) for m, p, y, _ in res.table[2.0]}
-    assert res.table[2.0][0][3] == 147
+    # 147 intervals minus the 9 over the ICP re-localization jumps (85-129 s) the reference
+    # check excludes (issue 21)
+    assert res.table[2.0][0][3] == 138
+    assert any("reference faults" in n and "9 of 147" in n for n in res.notes)
     assert r2["3D kin.+ converged"][0] < r2["3D kin."][0] < r2["diff drive"][0]
     assert r2["3D kin.+ converged"][0] < 0.045 and r2["3D kin.+ converged"][1] < 0.008
     assert r2["diff drive+ converged"][1] < r2["diff drive"][1]

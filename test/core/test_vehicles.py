@@ -46,7 +46,7 @@ def _actuated(model) -> set[str]:
 
 def test_all_shipped_vehicles_are_listed_and_compile():
     assert list_vehicles() == list(SHIPPED_VEHICLES)
-    assert len(SHIPPED_VEHICLES) == 9  # 7 + the HMMWV closed-chain and embedded forms (issue 11)
+    assert len(SHIPPED_VEHICLES) == 10  # 8 + the HMMWV closed-chain and embedded forms (issue 11)
     for name in SHIPPED_VEHICLES:
         urdf, sidecar = vehicle_files(name)
         assert urdf.name == f"{name}.urdf" and sidecar.name == f"{name}.yaml"

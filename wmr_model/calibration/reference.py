@@ -36,7 +36,7 @@ from wmr_model.errors import ParameterError
 
 __all__ = ["ReferencePolicy", "ReferenceFaults", "reference_faults", "trusted_intervals",
            "fault_stretches", "proprioceptive_increments", "estimate_latency", "fault_note",
-           "dead_reckoning"]
+           "dead_reckoning", "sanity_warnings", "yaw_track", "SANITY_RATIO"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,10 @@ def _cumulative(t_grid: np.ndarray, t: np.ndarray, rate: np.ndarray) -> np.ndarr
 
 def _speeds(log: CalibrationLog, dd) -> tuple[np.ndarray, np.ndarray]:
     """Mean left and right rim speeds (Ne,) [m/s] of the diff-drive sides of ``dd``."""
+    missing = [n for n in (*dd.left, *dd.right) if n not in log.joint_names]
+    if missing:
+        raise ParameterError(f"{log.source}: no encoder rates for wheels {missing}; the log has "
+                             f"{list(log.joint_names)} (is this the right vehicle?)")
     li = [log.joint_names.index(n) for n in dd.left]
     ri = [log.joint_names.index(n) for n in dd.right]
     return (dd.radius * log.joint_rate[:, li].mean(axis=1),
@@ -214,3 +218,59 @@ def fault_note(source: str, times: np.ndarray, faults: ReferenceFaults, excluded
             f"{int(faults.jump.sum())} jump steps, {int(faults.diverged.sum())} steps in diverged "
             f"stretches ({len(st)} stretches{': ' + shown if st else ''}); {excluded} of {total} "
             "intervals excluded from calibration and evaluation")
+
+
+#: Ratios of reference to wheel-derived motion outside [1 / SANITY_RATIO, SANITY_RATIO] are
+#: reported: "is this the right vehicle / radius / track width?"
+SANITY_RATIO = 1.6
+
+
+def yaw_track(model) -> float:
+    """Effective track [m] of the wheels' yaw rate ``r (w_r - w_l) / B_eff``: the left-right
+    distance B for a differential drive; for a skid steer (wheels ahead of and behind the
+    centre, wheelbase L) the kinematic least-squares value ``B (1 + (L / B)^2)`` (sideways
+    scrub of the outer wheels). A model without wheels off the axle gives B."""
+    from wmr_model.kinematics import api
+
+    data = api.create_data(model)
+    Tw = api.forward_kinematics(model, data, model.neutral_state())
+    p = Tw[model.wheel_frame, :2, 3]
+    y, x = p[:, 1], p[:, 0]
+    B = float(y[y > 0].mean() - y[y <= 0].mean())
+    return B + float(np.mean(x * x)) * 4.0 / B
+
+
+def sanity_warnings(log: CalibrationLog, dd, track: float, faults: ReferenceFaults,
+                    source: str, window: float = 2.0) -> tuple[list[str], dict[str, float]]:
+    """Warnings when the reference's speed or yaw rate is far from the wheels' (ratio outside
+    ``[1/SANITY_RATIO, SANITY_RATIO]``), and the ratios: medians over ``window`` [s] windows
+    that move >= 0.3 m (speed: reference path / wheel distance) or turn >= 0.1 rad by the wheels
+    (yaw: reference / wheel yaw change, ``track`` from :func:`yaw_track`). Medians over all
+    windows, faults included: a wrong radius makes the whole reference look diverged."""
+    vl, vr = _speeds(log, dd)
+    t = log.pose_time
+    tq = t - faults.latency
+    s_w = _cumulative(tq, log.joint_time, np.abs(0.5 * (vl + vr)))
+    a_w = _cumulative(tq, log.joint_time, (vr - vl) / track)
+    c_ref = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(log.pose[:, 4:6], axis=0),
+                                                            axis=1))])
+    y_ref = unwrapped_yaw(log.pose[:, :4])
+    end = np.searchsorted(t, t + window, side="right") - 1
+    ds, da = s_w[end] - s_w, a_w[end] - a_w
+    ratios = {}
+    mv = ds >= 0.3
+    if mv.sum() >= 3:
+        ratios["speed"] = float(np.median((c_ref[end] - c_ref)[mv] / ds[mv]))
+    tn = np.abs(da) >= 0.1
+    if tn.sum() >= 3:
+        ratios["yaw_rate"] = float(np.median((y_ref[end] - y_ref)[tn] / da[tn]))
+    out = []
+    what = {"speed": "wheel radius", "yaw_rate": "track width (or the left/right joints)"}
+    for k, r in ratios.items():
+        if not (1.0 / SANITY_RATIO <= r <= SANITY_RATIO):
+            out.append(f"{source}: reference/wheel {k.replace('_', ' ')} ratio {r:.2f} (expected "
+                       f"~1): is this the right vehicle? check its {what[k]}")
+    if len(faults.untrusted) and faults.untrusted.mean() > 0.3:
+        out.append(f"{source}: {100 * faults.untrusted.mean():.0f} % of the reference steps look "
+                   "faulty: a reference this bad, or the wrong vehicle?")
+    return out, ratios

@@ -148,7 +148,9 @@ def run(args: argparse.Namespace) -> int:
             estimate_latency,
             fault_note,
             reference_faults,
+            sanity_warnings,
             trusted_intervals,
+            yaw_track,
         )
 
         dd = DiffDrivePredictor.from_model(model)
@@ -157,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         iv = trusted_intervals(iv, faults)
         notes.insert(0, fault_note(args.pose_topic, log.pose_time, faults, n_all - len(iv),
                                    n_all))
+        warn, _ = sanity_warnings(log, dd, yaw_track(model), faults, args.bag)
+        notes[:0] = [f"WARNING: {w}" for w in warn]
     yaw = unwrapped_yaw(log.pose[:, :4])
     pol = IntervalPolicy("time", args.interval, min_distance=args.min_distance,
                          min_turn=args.min_turn, max_speed=vmax)
