@@ -271,4 +271,4 @@ def test_wmr_main_exit_codes(capsys):
     err = capsys.readouterr().err
     assert err.startswith("wmr: error: ") and "cycle.urdf" in err and err.count("\n") == 1
     assert cli.main(["vehicles", "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 10  # 9 wheeled + absolem
+    assert len(json.loads(capsys.readouterr().out)) == 11  # 10 wheeled + absolem
