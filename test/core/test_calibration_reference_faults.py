@@ -101,3 +101,29 @@ def test_icp_jumps_and_a_diverged_stretch_are_found_and_excluded(clean):
 def test_bad_policy_is_refused():
     with pytest.raises(ParameterError, match="jump_distance"):
         ReferencePolicy(jump_distance=0.0)
+
+
+def test_stream_calibrator_skips_the_same_faults(clean):
+    """The calibrator node's driver applies the same test per interval (its own poses only)."""
+    from wmr_model.calibration.stream import StreamCalibrator
+
+    model, log, dd = clean
+    spikes = np.array([100, 350])
+    bad = inject_outliers(log, spikes, offset=1.0, seed=2)
+    iv = select_intervals(bad.pose_time, IntervalPolicy("time", 2.0))
+    pred = ModelPredictor(model, dt=0.05)
+    sc = StreamCalibrator(lambda: OnlineCalibrator(pred, ["slip.p6"]), bad.joint_names,
+                          IntervalPolicy("time", 2.0), reference=(dd, ReferencePolicy()))
+    seen = []
+    for k in range(len(bad.pose_time)):
+        t = bad.pose_time[k]
+        sc.add_encoders(t, bad.joint_names, velocities=bad.rates_at(t))
+        seen += sc.add_pose(t, bad.pose[k], bad.pose_covariance[k])
+    seen += sc.add_encoders(bad.pose_time[-1] + 1.0, bad.joint_names,
+                            velocities=bad.rates_at(bad.pose_time[-1]))
+    skipped = {(o.t0, o.t1) for o in seen if o.skipped == "reference_fault"}
+    hit = {tuple(bad.pose_time[list(r)]) for r in iv
+           if any(r[0] <= k <= r[1] for k in spikes)}
+    assert skipped == hit and len(hit) >= 2
+    assert sc.diagnostics.skipped["reference_fault"] == len(hit)
+    assert sc.diagnostics.intervals == len(iv) - len(hit)

@@ -20,7 +20,11 @@ Robustness, as in :class:`wmr_model.odometry.Odometry3D`:
   (the estimate is kept) and the reason recorded;
 * encoder gaps longer than ``max_encoder_gap`` inside an interval, or encoders that never cover
   it (``max_wait``): the interval is skipped (counted), the filter is not touched;
-* a pose without a usable covariance gets :data:`~wmr_model.calibration.logs.DEFAULT_POSE_STD`.
+* a pose without a usable covariance gets :data:`~wmr_model.calibration.logs.DEFAULT_POSE_STD`;
+* with ``reference=(dd, policy)``, an interval whose reference poses contain a jump or a
+  diverged stretch against the latency-corrected wheels and gyro
+  (:func:`wmr_model.calibration.reference.reference_faults`, the same test as ``wmr calibrate``
+  and ``wmr replay``) is skipped as ``reference_fault`` (counted).
 """
 
 from __future__ import annotations
@@ -90,6 +94,8 @@ class _Pending:
     pose: np.ndarray  # (2, 7)
     cov: np.ndarray  # (2, 6, 6)
     waited_since: float  # newest stamp seen when the interval closed
+    path_t: np.ndarray | None = None  # (n,) stamps of every reference pose of the interval
+    path: np.ndarray | None = None  # (n, 7) those poses
 
 
 class StreamCalibrator:
@@ -117,7 +123,8 @@ class StreamCalibrator:
                  encoder_map: Mapping[str, Sequence[str]] | None = None,
                  pose_sensor: str | None = None, margin: float = 0.25, max_wait: float = 5.0,
                  max_encoder_gap: float = 0.5, time_jump_threshold: float = 1.0,
-                 max_history: float = 120.0, source: str = "<stream>") -> None:
+                 max_history: float = 120.0, source: str = "<stream>",
+                 reference: tuple | None = None) -> None:
         if not joint_names:
             raise ParameterError(f"{source}: joint_names: at least one joint is needed")
         for name, v in (("margin", margin), ("max_wait", max_wait),
@@ -136,6 +143,8 @@ class StreamCalibrator:
         self.time_jump_threshold = float(time_jump_threshold)
         self.max_history = float(max_history)
         self.source = source
+        #: (DiffDrivePredictor, ReferencePolicy) of the reference-fault test, or None
+        self.reference = reference
         col = {n: k for k, n in enumerate(self.joint_names)}
         # robot joint -> columns of joint_names it fills
         self._columns: dict[str, list[int]] = {n: [k] for n, k in col.items()}
@@ -328,7 +337,9 @@ class StreamCalibrator:
         newest = max(self._enc_newest, self._pose_t[-1])
         self._pending.append(_Pending(
             self._pose_t[i0], self._pose_t[i1], np.stack([self._pose[i0], self._pose[i1]]),
-            np.stack([self._pose_cov[i0], self._pose_cov[i1]]), newest))
+            np.stack([self._pose_cov[i0], self._pose_cov[i1]]), newest,
+            *((np.array(self._pose_t[i0:i1 + 1]), np.array(self._pose[i0:i1 + 1]))
+              if self.reference is not None else (None, None))))
 
     def _close_intervals(self) -> None:
         pol = self.policy
@@ -407,6 +418,8 @@ class StreamCalibrator:
                                  pose_time=np.array([iv.t0, iv.t1]), pose=iv.pose,
                                  pose_covariance=iv.cov, pose_sensor=self.pose_sensor,
                                  gyro_time=gyro_t, gyro=gyro, source=self.source)
+            if self.reference is not None and iv.path is not None and self._faulty(log, iv):
+                return self._skip(iv, "reference_fault")
             rec = self.calibrator.update(log, 0, 1)
         except (WmrError, ValueError, np.linalg.LinAlgError) as exc:
             return self._skip(iv, f"prediction_failed: {type(exc).__name__}: {exc}")
@@ -414,6 +427,18 @@ class StreamCalibrator:
         if not rec.accepted:
             self.diagnostics.outliers += 1
         return IntervalOutcome(iv.t0, iv.t1, record=rec)
+
+    def _faulty(self, log: CalibrationLog, iv: _Pending) -> bool:
+        """True when the interval's reference poses jump or diverge (module docstring)."""
+        from dataclasses import replace
+
+        from wmr_model.calibration.reference import reference_faults
+
+        dd, policy = self.reference
+        n = len(iv.path_t)
+        full = replace(log, pose_time=iv.path_t, pose=iv.path,
+                       pose_covariance=np.repeat(iv.cov[:1], n, axis=0))
+        return bool(reference_faults(full, dd, policy, latency=self.time_offset).untrusted.any())
 
     def _trim(self) -> None:
         """Drop samples no future interval can need."""

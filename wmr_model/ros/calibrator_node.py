@@ -256,6 +256,10 @@ class CalibratorNode(Node):
                                  "a ground-truth step faster than this (re-localization "
                                  "jumps); 0 keeps all", lower=0.0, upper=1e4, read_only=True),
         }
+        self.reference_check = declare(
+            self, "reference_check", True, "skip intervals whose reference poses jump or "
+            "diverge against the latency-corrected wheels and gyro (the test of wmr calibrate "
+            "and wmr replay; counted as skipped reference_fault)", read_only=True)
         self.outlier_probability = declare(
             self, "outlier_probability", DEFAULT_OUTLIER_PROBABILITY, "[-] intervals whose "
             "Mahalanobis distance (3.68) exceeds the chi-square quantile of this probability "
@@ -497,10 +501,25 @@ class CalibratorNode(Node):
                                 max_speed=(math.inf if iv["max_speed"] <= 0
                                            else float(iv["max_speed"])))
         joints = [model.joint_names[int(k)] for k in model.actuated_joints]
+        reference = None
+        if self.reference_check:
+            try:
+                from wmr_model.calibration.predictors import DiffDrivePredictor
+                from wmr_model.calibration.reference import ReferencePolicy
+
+                dd = DiffDrivePredictor.from_model(model)
+                if not set((*dd.left, *dd.right)) <= set(joints):
+                    raise ValueError(f"wheels {[*dd.left, *dd.right]} are not all actuated "
+                                     f"joints {joints}")
+                reference = (dd, ReferencePolicy())
+            except (WmrError, ValueError, IndexError) as exc:
+                self.get_logger().warning(f"reference_check: not available for {model.name} "
+                                          f"({exc}); intervals are not checked")
         return StreamCalibrator(make, joints, policy,
                                 encoder_map=dict(model.options.get("encoder_map", {}) or {}),
                                 pose_sensor=self.pose_sensor or None,
                                 source=f"{self.get_fully_qualified_name()} ({model.name})",
+                                reference=reference,
                                 **{k: float(v) for k, v in self.stream_params.items()})
 
     def _on_robot_description(self, xml: str) -> None:
