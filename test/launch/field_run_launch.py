@@ -246,7 +246,16 @@ class TestFieldRun(unittest.TestCase):
         t0 = time.monotonic()
         proc_info.assertWaitForShutdown(process=player, timeout=DURATION / RATE + 300)
         launch_testing.asserts.assertExitCodes(proc_info, process=player)
-        time.sleep(3.0)  # the last intervals and pushes
+        # The player ends once every subscriber has every message; nodes slower than the
+        # rate still work through their queues: wait until nothing new arrives for 5 s.
+        rec = self.rec
+        seen, quiet_since = None, time.monotonic()
+        while time.monotonic() - quiet_since < 5.0 and time.monotonic() - t0 < 1200:
+            now = (len(rec.odom), len(rec.states), rec.joint_states, len(rec.tf))
+            if now != seen:
+                seen, quiet_since = now, time.monotonic()
+            time.sleep(0.5)
+        time.sleep(2.0)  # the last push (push.period)
         RESULTS["playback_wall"] = time.monotonic() - t0
         self.assertEqual(self.rec.joint_states, META["topics"]["/joint_states"]["count"])
 

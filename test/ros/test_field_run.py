@@ -22,7 +22,7 @@ from launching import BIN, require_launch_tools
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_FILE = REPO / "test" / "launch" / "field_run_launch.py"
-DURATION = 90.0
+DURATION = 150.0
 
 
 @pytest.fixture(scope="module")

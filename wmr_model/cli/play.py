@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 from wmr_model.errors import WmrError
@@ -59,8 +58,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--wait-timeout", type=float, default=30.0, metavar="S")
     p.add_argument("--delay", type=float, default=0.0, metavar="S",
                    help="wall seconds to wait before the first message")
-    p.add_argument("--qos-depth", type=int, default=1000, metavar="N",
-                   help="publisher history depth (default 1000)")
+    p.add_argument("--qos-depth", type=int, default=0, metavar="N",
+                   help="publisher history: keep the last N messages per topic; 0 (default) "
+                   "keeps every message until each subscriber has it (nothing lost when a "
+                   "node is slower than --rate)")
+    p.add_argument("--ack-timeout", type=float, default=600.0, metavar="S",
+                   help="after the last message, wait at most this long for every subscriber "
+                   "to have everything (default 600)")
     p.add_argument("--quiet", action="store_true", help="no summary line")
     p.set_defaults(func=run)
 
@@ -83,9 +87,8 @@ def run(args: argparse.Namespace) -> int:
                       start_offset=args.start_offset, duration=args.duration,
                       qos_depth=args.qos_depth, wait_for=dict(args.wait_for),
                       wait_timeout=args.wait_timeout, delay=args.delay,
+                      ack_timeout=args.ack_timeout,
                       log=lambda m: print(f"wmr play: {m}", file=sys.stderr))
-        # Reliable transports hand the last messages over asynchronously.
-        time.sleep(0.5)
     except KeyboardInterrupt:
         return 130
     finally:
@@ -95,4 +98,8 @@ def run(args: argparse.Namespace) -> int:
         counts = ", ".join(f"{t} {n}" for t, n in sorted(report.published.items()))
         print(f"played {report.total} messages over {report.bag_duration:.1f} s of bag time in "
               f"{report.wall_duration:.1f} s ({counts}); {report.clock_messages} /clock")
+    if report.unacknowledged:
+        print(f"wmr play: subscribers of {report.unacknowledged} did not acknowledge every "
+              "message", file=sys.stderr)
+        return 1
     return 0

@@ -39,6 +39,7 @@ class PlaybackReport:
     bag_duration: float = 0.0
     wall_duration: float = 0.0
     clock_messages: int = 0
+    unacknowledged: list[str] = field(default_factory=list)  # topics a subscriber lacks
 
     @property
     def total(self) -> int:
@@ -59,21 +60,25 @@ def _to_nanoseconds(t: float) -> tuple[int, int]:
 def play(node: Any, bag: str | Path, *, rate: float = 1.0, clock: bool = True,
          clock_hz: float = 100.0, topics: Sequence[str] | None = None,
          remap: Mapping[str, str] | None = None, start_offset: float = 0.0,
-         duration: float | None = None, qos_depth: int = 1000,
+         duration: float | None = None, qos_depth: int = 0,
          wait_for: Mapping[str, int] | None = None, wait_timeout: float = 30.0,
-         delay: float = 0.0, log: Callable[[str], None] | None = None) -> PlaybackReport:
+         delay: float = 0.0, ack_timeout: float = 600.0,
+         log: Callable[[str], None] | None = None) -> PlaybackReport:
     """Publish the messages of ``bag`` through ``node``'s publishers; return what was sent.
 
     ``topics``: only these (default all); ``remap``: bag topic -> published topic;
     ``start_offset``/``duration`` [s of bag time] select a window; ``wait_for``: published
     topic -> number of subscribers to wait for (at most ``wait_timeout`` wall seconds, then a
-    BagError naming the topics) before the first message; ``delay`` [s] wall time after that.
-    Publishers are reliable and volatile with history depth ``qos_depth`` (a subscriber that
-    falls behind at high ``rate`` is served from that queue); ``/clock`` is reliable too (it
-    also reaches best-effort subscribers such as rclpy's time source).
+    BagError naming the topics) before the first message; ``delay`` [s] wall time after that;
+    after the last message, at most ``ack_timeout`` wall seconds for every subscriber to
+    acknowledge everything (topics that did not: ``report.unacknowledged``).
+    Publishers are reliable and volatile and keep every message until each subscriber has it
+    (``qos_depth`` 0, the default: KEEP_ALL, so a node slower than ``rate`` gets every message
+    late rather than some never), or keep the last ``qos_depth``; ``/clock`` is reliable too
+    (it also reaches best-effort subscribers such as rclpy's time source).
     """
     import rclpy
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
     if not (rate > 0.0 and rate < float("inf")):
         raise BagError(f"rate must be a positive finite number, got {rate}")
@@ -92,8 +97,12 @@ def play(node: Any, bag: str | Path, *, rate: float = 1.0, clock: bool = True,
             if missing:
                 raise BagError(f"{bag}: topics {missing} are not in the bag (it has "
                                f"{sorted({c.topic for c in reader.connections})})")
-        qos = QoSProfile(depth=qos_depth, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.VOLATILE)
+        if qos_depth < 0:
+            raise BagError(f"qos_depth must be >= 0 (0: keep all), got {qos_depth}")
+        qos = QoSProfile(depth=max(qos_depth, 1), reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.VOLATILE,
+                         history=HistoryPolicy.KEEP_ALL if qos_depth == 0
+                         else HistoryPolicy.KEEP_LAST)
         publishers: dict[str, Any] = {}
         connections = []
         for c in reader.connections:
@@ -175,6 +184,18 @@ def play(node: Any, bag: str | Path, *, rate: float = 1.0, clock: bool = True,
                 break
         if clock_pub is not None and t_sent is not None:
             send_clock(t_sent)
+        # Destroying a publisher drops what its subscribers have not taken yet: wait until
+        # every subscriber has acknowledged every message (a slow node gets all of it, late).
+        from rclpy.duration import Duration
+
+        ack_deadline = time.monotonic() + ack_timeout
+        for topic, pub in publishers.items():
+            left = max(0.0, ack_deadline - time.monotonic())
+            if not pub.wait_for_all_acked(Duration(seconds=left)):
+                report.unacknowledged.append(remap.get(topic, topic))
+        if report.unacknowledged:
+            say(f"not every subscriber acknowledged {report.unacknowledged} within "
+                f"{ack_timeout:g} s")
         report.bag_duration = max(0.0, min(t_last, reader.end_time * 1e-9) - t_first)
         report.wall_duration = time.monotonic() - wall0
         return report

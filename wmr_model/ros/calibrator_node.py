@@ -143,7 +143,7 @@ from wmr_model.ros.params import (
     terrain_from_parameters,
     validate_parameters,
 )
-from wmr_model.ros.runner import spin_node
+from wmr_model.ros.runner import spin_node, steady_timer
 from wmr_model.streams import DEFAULT_CONFIRM_COUNT, OrderedInput
 from wmr_model.uncertainty import from_ros_pose_covariance
 
@@ -296,10 +296,11 @@ class CalibratorNode(Node):
                                    "most (memory)", lower=1.0, upper=86400.0, read_only=True),
         }
         self.reorder_window = declare(
-            self, "reorder_window", 0.5, "[s] of stamp time encoder, IMU and pose messages may "
-            "wait to be processed in stamp order (bag replay at several times real time); "
-            "latency about one sensor period, at most this; 0: arrival order", lower=0.0,
-            upper=10.0)
+            self, "reorder_window", 60.0, "[s] of stamp time encoder, IMU and pose messages "
+            "may wait to be processed in stamp order while every input still delivers (a node "
+            "behind a fast replay lets one queue lag another by tens of seconds); latency about "
+            "one sensor period while all flow, reorder_idle when one stops; 0: arrival order",
+            lower=0.0, upper=600.0)
         self.reorder_idle = declare(
             self, "reorder_idle", 0.3, "[s] (receive time) a silent input is still waited for "
             "by the reorder window; must exceed the slowest input's period (the pose)",
@@ -335,7 +336,9 @@ class CalibratorNode(Node):
         reliability = declare(self, "sensor_qos", "reliable", "reliability of the input "
                               "subscriptions: reliable (bag replay) or best_effort",
                               read_only=True, choices=("reliable", "best_effort"))
-        depth = declare(self, "queue_size", 1000, "input queue depth", lower=1, upper=100000,
+        depth = declare(self, "queue_size", 10000, "input queue depth (messages): a replay "
+                        "faster than the node lets one input's queue lag another's; a full "
+                        "queue drops messages", lower=1, upper=100000,
                         read_only=True)
         self.model_values = declare_model_parameters(self, DEFAULT_QPRIME_U)
 
@@ -383,9 +386,9 @@ class CalibratorNode(Node):
         validate_parameters(self)  # after: an invalid set never reaches _on_set_parameters
         self.create_service(Trigger, "~/save", self._on_save)
         self.create_service(Trigger, "~/reset", self._on_reset)
-        self.create_timer(float(period), self._publish_diagnostics)
-        self.create_timer(float(self.push["period"]), self._push_tick)
-        self.create_timer(0.05, self._poll_input)
+        steady_timer(self, float(period), self._publish_diagnostics)
+        steady_timer(self, float(self.push["period"]), self._push_tick)
+        steady_timer(self, 0.05, self._poll_input)
         unused = unused_calibration_names(self, self.calibration)
         if unused:
             self.get_logger().info(f"calibration_file: not parameters of this node: {unused}")

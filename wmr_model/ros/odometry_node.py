@@ -73,7 +73,7 @@ from wmr_model.ros.params import (
     terrain_from_parameters,
     validate_parameters,
 )
-from wmr_model.ros.runner import spin_node
+from wmr_model.ros.runner import spin_node, steady_timer
 from wmr_model.streams import (
     DEFAULT_CONFIRM_COUNT,
     DEFAULT_MAX_ANGULAR_RATE,
@@ -155,11 +155,13 @@ class OdometryNode(Node):
                                         "are rejected (default: a 2000 deg/s gyro's full "
                                         "scale)", lower=1e-3, upper=1e4),
         }
-        self.reorder_window = declare(self, "reorder_window", 5.0, "[s] of stamp time encoder "
-                                      "and IMU messages may wait to be processed in stamp order "
-                                      "(bag replay at several times real time); latency about "
-                                      "one sensor period, at most this; 0: arrival order",
-                                      lower=0.0, upper=10.0)
+        self.reorder_window = declare(self, "reorder_window", 60.0, "[s] of stamp time "
+                                      "encoder and IMU messages may wait to be processed in "
+                                      "stamp order while every input still delivers (a node "
+                                      "behind a replay at several times real time lets one "
+                                      "queue lag the other by tens of seconds); latency about "
+                                      "one sensor period while all flow, reorder_idle when one "
+                                      "stops; 0: arrival order", lower=0.0, upper=600.0)
         self.reorder_idle = declare(self, "reorder_idle", 0.1, "[s] (receive time) a silent "
                                     "input is still waited for by the reorder window; must "
                                     "exceed the slowest input's period", lower=0.0, upper=10.0)
@@ -210,8 +212,8 @@ class OdometryNode(Node):
             self._rd_sub = subscribe_robot_description(self, self._on_robot_description)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         validate_parameters(self)  # after: an invalid set never reaches _on_set_parameters
-        self.create_timer(float(period), self._publish_diagnostics)
-        self.create_timer(0.05, self._poll_input)
+        steady_timer(self, float(period), self._publish_diagnostics)
+        steady_timer(self, 0.05, self._poll_input)
 
     # ---- setup --------------------------------------------------------------------------------
     def _make_tf(self) -> None:

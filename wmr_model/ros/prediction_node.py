@@ -116,7 +116,7 @@ from wmr_model.ros.params import (
     terrain_from_parameters,
     validate_parameters,
 )
-from wmr_model.ros.runner import spin_node
+from wmr_model.ros.runner import spin_node, steady_timer
 from wmr_model.srv import PredictTrajectory
 from wmr_model.terrain import Terrain, flat
 from wmr_model.uncertainty import qprime_from_parameters
@@ -590,7 +590,7 @@ class PredictionNode(Node):
         self.add_post_set_parameters_callback(self._on_parameters_set)
         self.create_service(PredictTrajectory, "~/predict", self._on_predict,
                             callback_group=ReentrantCallbackGroup())
-        self.create_timer(float(period), self._publish_diagnostics)
+        steady_timer(self, float(period), self._publish_diagnostics)
 
     # ---- setup --------------------------------------------------------------------------------
     def _try_load(self, xml: str | None) -> None:

@@ -10,7 +10,7 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
-__all__ = ["spin_node"]
+__all__ = ["spin_node", "steady_timer"]
 
 
 def spin_node(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
@@ -66,6 +66,20 @@ def _run(make_node: Callable[[], Node], args: list[str] | None) -> int:
         finally:
             _shutdown()
     return 0
+
+
+def steady_timer(node: Node, period: float, callback: Callable[[], None]):
+    """A timer of ``node`` on the steady (wall) clock, also under ``use_sim_time``.
+
+    The nodes' timers pace housekeeping (diagnostics, releasing held messages, rate-limiting
+    parameter pushes), not the data, which is stamp-driven. On the ROS clock they would stop
+    with ``/clock``: at the end of a bag, or while a node behind a fast replay still works
+    through its queues, held messages would never be released and the last estimates never
+    pushed.
+    """
+    from rclpy.clock import Clock, ClockType
+
+    return node.create_timer(period, callback, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
 
 def _ignore_signal(signum: int, frame: object) -> None:
