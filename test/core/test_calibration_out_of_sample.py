@@ -82,3 +82,38 @@ def test_acceptance_run_out_of_sample(capsys):
     # the ICP re-localization jumps of PROVENANCE.md (85-129 s) were found and excluded
     note = next(n for n in d["notes"] if "reference faults" in n)
     assert "jump steps" in note and d["intervals"] < 147
+
+
+def test_identifiability_flags_the_rich_set_and_passes_the_vehicle_set(capsys):
+    """No spins in this log: the turn-ratio terms p7/p8 are confounded and p4 unobserved; the
+    Warthog's identifiability-checked default set (p2, p6, one radius) passes."""
+    import json
+
+    from wmr_model.cli import main
+
+    capsys.readouterr()
+    assert main(["calibrate", str(BAG), "--vehicle", "warthog", "--split", "0", "--json",
+                 "--params", "slip.p2,slip.p4,slip.p6,slip.p7,slip.p8,time_offset.pose"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    flagged = d["details"]["3D kin.+"]["identifiability"]["confounded"]
+    assert {"slip.p4", "slip.p7", "slip.p8"} <= set(flagged)
+    assert sum("not identifiable" in n for n in d["notes"]) == len(flagged)
+    assert d["out_of_sample"] is None  # --split 0: in-sample table only
+    assert main(["calibrate", str(BAG), "--vehicle", "warthog", "--split", "0", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["details"]["3D kin.+"]["identifiability"]["confounded"] == {}
+    assert any("identifiability-checked set" in n for n in d["notes"])
+
+
+def test_physical_bounds_and_warnings():
+    from wmr_model.calibration.offline import _bounds
+    from wmr_model.calibration.vehicle_sets import physical_bounds, physical_warnings
+
+    # the issue's Husky log: p3 = -4.7 and -9.2 returned silently
+    w = physical_warnings({"slip.p3": -4.7, "slip.p6": -0.2}, {"slip.p3": 0.1, "slip.p6": 0.01})
+    assert len(w) == 1 and "slip.p3" in w[0] and "physical range" in w[0]
+    w = physical_warnings({"slip.p4": 0.3}, {"slip.p4": 2.5})
+    assert len(w) == 1 and "not determined" in w[0]
+    assert physical_bounds(["slip.p3", "noise.U.wz_wz"]) == {"slip.p3": (-1.0, 1.0)}
+    lo, hi = _bounds(["slip.p3", "time_offset.pose"])
+    assert lo[0] == -1.0 and hi[0] == 1.0 and hi[1] <= 1.0
