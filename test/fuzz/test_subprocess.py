@@ -33,5 +33,5 @@ def test_out_bag_missing_parent_process(synth_bag, tmp_path):
 
 
 def test_valid_input_exit_0():
-    p = _wmr("simulate", "diffdrive", "--duration", "1", "--json")
-    assert p.returncode == 0 and p.stderr == ""
+    p = _wmr("check", "diffdrive")  # no simulation: a fresh process may compile numba kernels
+    assert p.returncode == 0 and p.stderr == "" and "left_wheel_joint" in p.stdout
