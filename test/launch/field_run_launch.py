@@ -75,7 +75,7 @@ class Recorder:
         from diagnostic_msgs.msg import DiagnosticArray
         from nav_msgs.msg import Odometry
         from rclpy.executors import MultiThreadedExecutor
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
         from tf2_msgs.msg import TFMessage
 
@@ -90,7 +90,9 @@ class Recorder:
         self.joint_states = 0
         self.states: list = []
         self.diagnostics: dict[str, tuple[int, str]] = {}
-        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        # KEEP_ALL: a recorder slower than a 4x replay must not overwrite what it has not read
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                         history=HistoryPolicy.KEEP_ALL)
         n = self.node
         n.create_subscription(Odometry, "/odom", lambda m: self.odom.append(self._pose(m)), qos)
         n.create_subscription(Odometry, "/ground_truth/odom",
