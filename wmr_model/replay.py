@@ -596,7 +596,8 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         if k == 0:
             w = imu.angular_velocity[i]
             for o in odo_set.values():
-                o.update_imu(t_imu[i], w)
+                if o.use_gyro:  # without gyro the samples would only pile up in its buffer
+                    o.update_imu(t_imu[i], w)
         else:
             nm = enc_f.names
             for lab, o in odo_set.items():
