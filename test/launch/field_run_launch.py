@@ -265,8 +265,14 @@ class TestFieldRun(unittest.TestCase):
         rec = self.rec
         RESULTS["odom_messages"] = len(rec.odom)
         RESULTS["joint_states_messages"] = rec.joint_states
-        # one odometry message per encoder message but the first
-        self.assertGreaterEqual(len(rec.odom), rec.joint_states - 1)
+        # One odometry message per encoder message but the first. Above real time the
+        # recorder (a Python subscriber beside four busy processes on two cores) may fall more
+        # than the odometry publisher's queue (50) behind and miss a few: 95 % there, every
+        # one at 1x; the node's own rejections are checked in test_7 (diagnostics at OK).
+        wanted = rec.joint_states - 1 if RATE <= 1.0 else 0.95 * (rec.joint_states - 1)
+        self.assertGreaterEqual(len(rec.odom), wanted)
+        stamps = np.array([o[0] for o in rec.odom])
+        self.assertAlmostEqual(float(np.median(np.diff(stamps))), 1.0 / 50.0, places=6)
         self.assertEqual({(o[5], o[6]) for o in rec.odom}, {("odom", "base_link")})
         odom = np.array([o[:5] for o in rec.odom])
         truth = np.array([t[:5] for t in rec.truth])
@@ -289,7 +295,7 @@ class TestFieldRun(unittest.TestCase):
         rec = self.rec
         tf = [t for t in rec.tf if (t[5], t[6]) == ("odom", "base_link")]
         RESULTS["tf_messages"] = len(tf)
-        self.assertGreaterEqual(len(tf), 0.98 * len(rec.odom))
+        self.assertGreaterEqual(len(tf), (1.0 if RATE <= 1.0 else 0.95) * len(rec.odom))
         by_stamp = {round(o[0], 6): o for o in rec.odom}
         matched = [t for t in tf if round(t[0], 6) in by_stamp]
         self.assertGreaterEqual(len(matched), 0.98 * len(tf))
