@@ -138,6 +138,7 @@ from wmr_model.ros.params import (
     declare,
     declare_model_parameters,
     declare_vehicle_parameters,
+    default_reorder_window,
     load_vehicle_from_parameters,
     subscribe_robot_description,
     terrain_from_parameters,
@@ -296,11 +297,12 @@ class CalibratorNode(Node):
                                    "most (memory)", lower=1.0, upper=86400.0, read_only=True),
         }
         self.reorder_window = declare(
-            self, "reorder_window", 60.0, "[s] of stamp time encoder, IMU and pose messages "
-            "may wait to be processed in stamp order while every input still delivers (a node "
-            "behind a fast replay lets one queue lag another by tens of seconds); latency about "
-            "one sensor period while all flow, reorder_idle when one stops; 0: arrival order",
-            lower=0.0, upper=600.0)
+            self, "reorder_window", default_reorder_window(self), "[s] of stamp time "
+            "encoder, IMU and pose messages may wait to be processed in stamp order while every "
+            "input still delivers; default 600 with use_sim_time (a replay faster than the node "
+            "lets one queue lag another by tens of seconds), else 5; latency about one sensor "
+            "period while all flow, reorder_idle when one stops; 0: arrival order",
+            lower=0.0, upper=3600.0)
         self.reorder_idle = declare(
             self, "reorder_idle", 0.3, "[s] (receive time) a silent input is still waited for "
             "by the reorder window; must exceed the slowest input's period (the pose)",

@@ -67,6 +67,7 @@ from wmr_model.ros.params import (
     declare_model_parameters,
     declare_vehicle_parameters,
     declare_wheel_parameters,
+    default_reorder_window,
     load_vehicle_from_parameters,
     model_parameter_names,
     subscribe_robot_description,
@@ -155,13 +156,14 @@ class OdometryNode(Node):
                                         "are rejected (default: a 2000 deg/s gyro's full "
                                         "scale)", lower=1e-3, upper=1e4),
         }
-        self.reorder_window = declare(self, "reorder_window", 60.0, "[s] of stamp time "
-                                      "encoder and IMU messages may wait to be processed in "
-                                      "stamp order while every input still delivers (a node "
-                                      "behind a replay at several times real time lets one "
-                                      "queue lag the other by tens of seconds); latency about "
-                                      "one sensor period while all flow, reorder_idle when one "
-                                      "stops; 0: arrival order", lower=0.0, upper=600.0)
+        self.reorder_window = declare(self, "reorder_window", default_reorder_window(self),
+                                      "[s] of stamp time encoder and IMU messages may wait to "
+                                      "be processed in stamp order while every input still "
+                                      "delivers; default 600 with use_sim_time (a replay "
+                                      "faster than the node lets one queue lag the other by "
+                                      "tens of seconds), else 5; latency about one sensor "
+                                      "period while all flow, reorder_idle when one stops; 0: "
+                                      "arrival order", lower=0.0, upper=3600.0)
         self.reorder_idle = declare(self, "reorder_idle", 0.1, "[s] (receive time) a silent "
                                     "input is still waited for by the reorder window; must "
                                     "exceed the slowest input's period", lower=0.0, upper=10.0)

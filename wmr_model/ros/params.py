@@ -54,6 +54,7 @@ __all__ = [
     "load_vehicle_from_parameters",
     "subscribe_robot_description",
     "model_parameter_names",
+    "default_reorder_window",
 ]
 
 
@@ -152,6 +153,22 @@ def validate_parameters(node: Node) -> None:
 
     node.add_on_set_parameters_callback(on_set)
     node._wmr_validation_installed = True  # type: ignore[attr-defined]
+
+
+#: Reorder window defaults [s of stamp time]: live sensors / a bag or simulator on /clock.
+LIVE_REORDER_WINDOW = 5.0
+SIM_TIME_REORDER_WINDOW = 600.0
+
+
+def default_reorder_window(node: Node) -> float:
+    """Default ``reorder_window``: with ``use_sim_time`` (a bag player or simulator that can
+    outrun the node) 600 s, so a node working through a backlog holds one input until the
+    other catches up (the executor serves one message per queue per turn: the input with more
+    messages falls behind by up to half the backlog); live sensors 5 s, so an input whose
+    stamps run that far behind the others is rejected as late and counted instead of
+    delaying every output."""
+    sim = node.has_parameter("use_sim_time") and bool(node.get_parameter("use_sim_time").value)
+    return SIM_TIME_REORDER_WINDOW if sim else LIVE_REORDER_WINDOW
 
 
 def model_parameter_names() -> list[str]:
