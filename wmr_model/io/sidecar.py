@@ -41,6 +41,9 @@ Sidecar schema, ``version: 1`` (the only version so far; a missing ``version`` m
       gps: {parent: base_link, xyz: [0.1, 0, 0.5], rpy: [0, 0, 0]}
     encoder_map:                    # robot encoder joint -> model wheel joints it drives
       left_wheel_joint: [front_left_wheel, rear_left_wheel]
+    controller: {type: passive_steer, steer_joints: [s1, s2]}   # how body twist commands
+                                    #   become actuated joint rates (wmr_model.controllers);
+                                    #   default: the open-loop flat-ground "naive" controller
     options: {baumgarte_gain: 10}   # free-form model options (mapping)
     parameters: {slip.p1: 0.0}      # nominal values of named (dotted) calibratable parameters
     tracks:                         # belt tracks (wmr_model.tracks); geometry in `link` coords [m]
@@ -60,8 +63,9 @@ Sidecar schema, ``version: 1`` (the only version so far; a missing ``version`` m
 
 Where the URDF gives a wheel radius (cylinder or sphere collision of the wheel link) and the
 sidecar gives one too, the sidecar wins. ``encoder_map`` is stored in
-``options["encoder_map"]`` and ``parameters`` in ``options["parameters"]``. A sensor ``parent``
-may name a link or a model frame (joint name, or the body link).
+``options["encoder_map"]``, ``parameters`` in ``options["parameters"]`` and ``controller`` in
+``options["controller"]`` (checked by :func:`wmr_model.controllers.vehicle_controller`). A
+sensor ``parent`` may name a link or a model frame (joint name, or the body link).
 
 Sprocket joints of ``tracks`` are not wheels by default and are actuated by default.
 
@@ -112,6 +116,7 @@ SIDECAR_KEYS = (
     "std",
     "tracks",
     "loop_closures",
+    "controller",
 )
 LOOP_CLOSURE_KEYS = ("name", "type", "frame_a", "point_a", "frame_b", "point_b", "axis_b",
                      "length")
@@ -173,6 +178,7 @@ class Sidecar:
     options: dict[str, Any] = field(default_factory=dict)
     parameters: dict[str, float] = field(default_factory=dict)
     tracks: list[TrackEntry] = field(default_factory=list)
+    controller: dict[str, Any] = field(default_factory=dict)
 
 
 # ---- shared YAML helpers ------------------------------------------------------------------------
@@ -543,4 +549,5 @@ def load_sidecar(src: str | os.PathLike[str] | Mapping[str, Any] | None) -> Side
     sc.options = expect_mapping(data.get("options"), f"{name}: options")
     sc.parameters = parse_parameters(data.get("parameters"), f"{name}: parameters")
     sc.tracks = _parse_tracks(data.get("tracks"), f"{name}: tracks")
+    sc.controller = dict(expect_mapping(data.get("controller"), f"{name}: controller"))
     return sc

@@ -459,6 +459,8 @@ def load_urdf(
         options["parameters"] = dict(sc.parameters)
     if sc.encoder_map:
         options["encoder_map"] = {k: list(v) for k, v in sc.encoder_map.items()}
+    if sc.controller:
+        options["controller"] = dict(sc.controller, source=sc.source)
     name = sc.vehicle or robot.name or (Path(source).stem if source != "<string>" else "vehicle")
     return VehicleSpec(
         name=name,
