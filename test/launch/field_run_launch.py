@@ -129,15 +129,9 @@ class Recorder:
     def call(self, srv_type, name: str, request, timeout: float = 60.0):
         client = self.node.create_client(srv_type, name)
         try:
-            if not client.wait_for_service(timeout_sec=timeout):
-                raise TimeoutError(f"{name} not available")
-            future = client.call_async(request)
-            deadline = time.monotonic() + timeout
-            while not future.done():
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"no answer from {name} in {timeout} s")
-                time.sleep(0.02)
-            return future.result()
+            from wmr_model.ros.runner import call_service
+
+            return call_service(client, request, timeout=timeout)  # the executor thread spins
         finally:
             self.node.destroy_client(client)
 
@@ -177,18 +171,11 @@ def _predicted_end(rec: Recorder) -> np.ndarray:
 
 def _call_predict(client):
     from wmr_model.ros.client import build_request, parse_response
+    from wmr_model.ros.runner import call_service
 
     req = build_request(**PLAN)
-    if not client.wait_for_service(300.0):
-        raise TimeoutError("prediction_node/predict not available")
-    future = client.call_async(req)
     # generous: a node's first request compiles its kernels where the numba cache is cold
-    deadline = time.monotonic() + 600
-    while not future.done():
-        if time.monotonic() > deadline:
-            raise TimeoutError("no answer from prediction_node/predict")
-        time.sleep(0.02)
-    resp = future.result()
+    resp = call_service(client.client, req, timeout=600.0)
     assert resp.success, resp.status_message
     return parse_response(resp, req.step_size)
 

@@ -301,17 +301,13 @@ class RosHarness:
 
     def call(self, client: Any, request: Any, timeout: float = 10.0) -> Any:
         """Call a service through ``client`` and return the response (or raise TimeoutError)."""
-        if not client.wait_for_service(timeout_sec=timeout):
+        from wmr_model.ros.runner import call_service
+
+        try:
+            return call_service(client, request, timeout=timeout, spin=self.spin_once)
+        except TimeoutError:
             self.check_alive()
-            raise TimeoutError(f"service {client.srv_name} not available after {timeout} s")
-        future = client.call_async(request)
-        deadline = time.monotonic() + timeout
-        while not future.done():
-            if time.monotonic() > deadline:
-                self.check_alive()
-                raise TimeoutError(f"no response from {client.srv_name} within {timeout} s")
-            self.spin_once(0.05)
-        return future.result()
+            raise
 
     def receive(
         self, msg_type: Any, topic: str, timeout: float = 10.0, count: int = 1

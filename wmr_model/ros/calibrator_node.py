@@ -144,7 +144,7 @@ from wmr_model.ros.params import (
     terrain_from_parameters,
     validate_parameters,
 )
-from wmr_model.ros.runner import spin_node, steady_timer
+from wmr_model.ros.runner import reliable_service, spin_node, steady_timer
 from wmr_model.streams import DEFAULT_CONFIRM_COUNT, OrderedInput
 from wmr_model.uncertainty import from_ros_pose_covariance
 
@@ -386,8 +386,8 @@ class CalibratorNode(Node):
             self._rd_sub = subscribe_robot_description(self, self._on_robot_description)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         validate_parameters(self)  # after: an invalid set never reaches _on_set_parameters
-        self.create_service(Trigger, "~/save", self._on_save)
-        self.create_service(Trigger, "~/reset", self._on_reset)
+        reliable_service(self, Trigger, "~/save", self._on_save)
+        reliable_service(self, Trigger, "~/reset", self._on_reset)
         steady_timer(self, float(period), self._publish_diagnostics)
         steady_timer(self, float(self.push["period"]), self._push_tick)
         steady_timer(self, 0.05, self._poll_input)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import array
 import math
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from wmr_model.errors import ShapeError
+from wmr_model.ros.runner import call_service
 from wmr_model.srv import PredictTrajectory
 
 __all__ = ["OUTPUT_NAMES", "FIDELITIES", "PredictionResult", "build_request", "parse_response",
@@ -280,21 +280,16 @@ class PredictionClient:
     def predict(self, *, timeout: float = 60.0, executor: Any = None,
                 **request: Any) -> PredictionResult:
         """Build the request (keywords of :func:`build_request`), call, parse; TimeoutError
-        after ``timeout`` seconds."""
+        after ``timeout`` seconds. A request left unanswered is sent again (see
+        :func:`wmr_model.ros.runner.call_service`)."""
         import rclpy
 
         req = build_request(**request)
-        if not self.wait_for_service(timeout):
-            raise TimeoutError(f"service {self.client.srv_name} not available after "
-                               f"{timeout} s")
-        future = self.call_async(req)
-        deadline = time.monotonic() + timeout
-        while not future.done():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no answer from {self.client.srv_name} within {timeout} s")
-            if executor is not None:
-                executor.spin_once(timeout_sec=min(left, 0.05))
-            else:
-                rclpy.spin_until_future_complete(self.node, future, timeout_sec=min(left, 0.5))
-        return parse_response(future.result(), req.step_size)
+        if executor is not None:
+            def spin(dt: float) -> None:
+                executor.spin_once(timeout_sec=dt)
+        else:
+            def spin(dt: float) -> None:
+                rclpy.spin_once(self.node, timeout_sec=dt)
+        return parse_response(call_service(self.client, req, timeout=timeout, spin=spin),
+                              req.step_size)

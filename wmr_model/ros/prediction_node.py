@@ -116,7 +116,7 @@ from wmr_model.ros.params import (
     terrain_from_parameters,
     validate_parameters,
 )
-from wmr_model.ros.runner import spin_node, steady_timer
+from wmr_model.ros.runner import reliable_service, spin_node, steady_timer
 from wmr_model.srv import PredictTrajectory
 from wmr_model.terrain import Terrain, flat
 from wmr_model.uncertainty import qprime_from_parameters
@@ -588,8 +588,8 @@ class PredictionNode(Node):
             self._rd_sub = subscribe_robot_description(self, self._on_robot_description)
         validate_parameters(self)
         self.add_post_set_parameters_callback(self._on_parameters_set)
-        self.create_service(PredictTrajectory, "~/predict", self._on_predict,
-                            callback_group=ReentrantCallbackGroup())
+        reliable_service(self, PredictTrajectory, "~/predict", self._on_predict,
+                         callback_group=ReentrantCallbackGroup())
         steady_timer(self, float(period), self._publish_diagnostics)
 
     # ---- setup --------------------------------------------------------------------------------

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
+import time
+import warnings
 from collections.abc import Callable
+from typing import Any
 
 import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
-__all__ = ["spin_node", "steady_timer"]
+__all__ = ["spin_node", "steady_timer", "reliable_service", "retry_lost_responses",
+           "call_service"]
 
 
 def spin_node(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
@@ -98,3 +103,100 @@ def _shutdown() -> None:
     except Exception:
         if rclpy.ok():
             raise
+
+
+# How long a server keeps re-sending a response whose client it has not discovered yet [s].
+RESPONSE_RETRY_TIME = 10.0
+# A client re-sends a request it has no answer to after this long, then twice as long, ... [s].
+REQUEST_RESEND_AFTER = 5.0
+_LOST = "failed to send response"
+_send_lock = threading.Lock()
+
+
+def reliable_service(node: Node, srv_type: Any, name: str, callback: Callable[[Any, Any], Any],
+                     **kwargs: Any):
+    """``node.create_service`` whose responses survive a client the server has not matched yet.
+
+    Fast DDS (the default RMW) sends a response only once the server's response writer has
+    discovered the client's response reader and otherwise gives up after the writer's
+    max_blocking_time (100 ms): rclpy then only warns "failed to send response (timeout)" and the
+    client waits forever. On a loaded machine discovery of a new client often takes longer than
+    that (seen in CI: a planner-style client created just before its first request never got
+    the answer). Here a lost send is retried for up to :data:`RESPONSE_RETRY_TIME` seconds;
+    after that it is logged as an error and counted in ``node.lost_responses``.
+    """
+    return retry_lost_responses(node, node.create_service(srv_type, name, callback, **kwargs))
+
+
+def retry_lost_responses(node: Node, srv: Any) -> Any:
+    """Make ``srv`` (a service of ``node``) re-send responses rclpy reports as not delivered
+    (see :func:`reliable_service`); returns ``srv``."""
+    send = srv.send_response
+    if not hasattr(node, "lost_responses"):
+        node.lost_responses = 0
+
+    def send_until_matched(response: Any, header: Any) -> None:
+        deadline = time.monotonic() + RESPONSE_RETRY_TIME
+        while True:
+            # warnings.catch_warnings swaps process-wide state: one send at a time
+            with _send_lock, warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                send(response, header)
+            lost = False
+            for w in caught:
+                if issubclass(w.category, RuntimeWarning) and _LOST in str(w.message):
+                    lost = True
+                else:  # somebody else's warning: pass it on
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            if not lost:
+                return
+            if time.monotonic() > deadline or not node.context.ok():
+                node.lost_responses += 1
+                node.get_logger().error(
+                    f"{srv.srv_name}: response not delivered, the client was not discovered "
+                    f"within {RESPONSE_RETRY_TIME:.0f} s")
+                return
+            time.sleep(0.05)
+
+    srv.send_response = send_until_matched
+    return srv
+
+
+def call_service(client: Any, request: Any, *, timeout: float,
+                 spin: Callable[[float], None] | None = None,
+                 resend_after: float = REQUEST_RESEND_AFTER) -> Any:
+    """Call ``client`` and return the response; TimeoutError after ``timeout`` seconds.
+
+    ``spin(dt)`` processes the caller's callbacks for up to ``dt`` seconds (e.g. an executor's
+    ``spin_once``); None when another thread spins the client's node. Servers not built with
+    :func:`reliable_service` (rclpy's parameter services, other packages) can still drop a
+    response to a client they have not discovered yet (see there), so a request with no answer
+    is sent again after ``resend_after`` s, then after twice as long, and so on; the first
+    answer wins. Use it for requests that may be repeated (queries, predictions, saves).
+    """
+    if not client.wait_for_service(timeout_sec=timeout):
+        raise TimeoutError(f"service {client.srv_name} not available after {timeout} s")
+    start = time.monotonic()
+    futures = [client.call_async(request)]
+    next_send, wait = start + resend_after, resend_after
+    try:
+        while True:
+            for f in futures:
+                if f.done():
+                    return f.result()
+            now = time.monotonic()
+            if now - start > timeout:
+                raise TimeoutError(f"no response from {client.srv_name} within {timeout} s "
+                                   f"({len(futures)} requests sent)")
+            if now >= next_send:
+                futures.append(client.call_async(request))
+                wait *= 2.0
+                next_send = now + wait
+            if spin is not None:
+                spin(0.05)
+            else:
+                time.sleep(0.02)
+    finally:
+        for f in futures:
+            if not f.done():
+                client.remove_pending_request(f)
