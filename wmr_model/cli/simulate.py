@@ -1,7 +1,9 @@
 """``wmr simulate``: drive a vehicle over a terrain with the stabilized-DAE kinematics (§2.2).
 
 Commands are either a body twist (``--speed``/``--yaw-rate``, turned into actuated joint rates
-and steer angles by the control-context solve of (2.37)), explicit actuated joint rates
+at every step by the vehicle's controller, ``--controller``: the sidecar's ``controller:``
+section, :mod:`wmr_model.controllers`; ``naive`` is the open-loop control-context solve of
+(2.37) on flat ground), explicit actuated joint rates
 (``--joint-rates``), or a CSV script (``--commands``: a ``time`` column plus one column per
 actuated joint, zero-order hold). Writes the trajectory as CSV and prints a summary.
 """
@@ -41,6 +43,10 @@ def register(subparsers: Any) -> None:
                      help="CSV with a 'time' column and one column per actuated joint")
     p.add_argument("--yaw-rate", type=float, default=0.0, metavar="RAD_S",
                    help="yaw rate [rad/s] with --speed (default 0)")
+    p.add_argument("--controller", default="vehicle",
+                   choices=("vehicle", "naive", "differential", "ackermann", "passive_steer"),
+                   help="how --speed/--yaw-rate become joint rates: the vehicle's sidecar "
+                        "controller (default), or a kind (naive: open-loop flat-ground solve)")
     p.add_argument("--duration", type=float, default=10.0, metavar="S",
                    help="simulated time [s] (default 10; with --commands: the script's end)")
     p.add_argument("--dt", type=float, default=0.04, metavar="S", help="step size [s] (0.04)")
@@ -117,6 +123,11 @@ def run(args: argparse.Namespace) -> int:
     from wmr_model import kinematics as kin
     from wmr_model.budgets import MAX_STEPS, check_budget
     from wmr_model.cli._output import emit
+    from wmr_model.controllers import (
+        differential_rates,
+        predict_controlled,
+        vehicle_controller,
+    )
     from wmr_model.errors import ParameterError
     from wmr_model.io.terrain_spec import parse_terrain_spec
     from wmr_model.predict import twist_commands
@@ -143,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     x0, y0, yaw_deg = _floats(args.start, "--start", 3)
     q = model.neutral_state()
     names = [model.joint_names[k] for k in model.actuated_joints]
+    ctrl = None
     if args.commands:
         rates, duration = _script_rates(args.commands, names, args.dt)
     else:
@@ -155,10 +167,22 @@ def run(args: argparse.Namespace) -> int:
             # that realize the twist on flat ground, then held on the real terrain.
             speed = 0.5 if args.speed is None else args.speed
             seg = np.array([[speed, args.yaw_rate, duration]])
-            r = twist_commands(model, seg, args.dt)[0]
+            ctrl = vehicle_controller(model, args.controller)
+            if ctrl.kind == "naive":
+                r = twist_commands(model, seg, args.dt)[0]
+            elif ctrl.kind == "differential":
+                r = differential_rates(ctrl, [speed], [args.yaw_rate])[0]
+            else:  # closed loop: rates from the state at every step (run below)
+                if args.method != "dae":
+                    raise ParameterError(f"--controller: the {ctrl.kind} controller is closed "
+                                         "loop and runs with --method dae only; use "
+                                         "--controller naive for --method unconstrained")
+                r = np.zeros((steps, len(names)))
         r = np.asarray(r, dtype=float)
         rates = r if r.ndim == 2 else np.tile(r, (steps, 1))
-    _check_rates(model, names, rates)
+    closed = ctrl is not None and ctrl.feedback
+    if not closed:
+        _check_rates(model, names, rates)
     q[0:4] = quat_from_euler(0.0, 0.0, math.radians(yaw_deg))
     q[4], q[5] = x0, y0
     # Start 0.5 m above the terrain plus the vehicle's reach below its frames (largest wheel
@@ -178,12 +202,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         kin.simulate_unconstrained(model, terrain, q0, rates[:1], args.dt)
     t0 = time.perf_counter()
-    if args.method == "dae":
+    if closed:
+        pr = predict_controlled(model, terrain, q0, seg, args.dt, controller=ctrl,
+                                integrator=args.integrator, stabilization=args.stabilization)
+        traj = kin.Trajectory(pr.dt, pr.q[0], pr.qdot[0], pr.contact_speed[0], pr.dz[0])
+    elif args.method == "dae":
         traj = kin.simulate(model, terrain, q0, rates, args.dt, integrator=args.integrator,
                             stabilization=args.stabilization)
     else:
         traj = kin.simulate_unconstrained(model, terrain, q0, rates, args.dt)
     wall = time.perf_counter() - t0
+    if closed:
+        rates = traj.qdot[:, 6 + model.actuated_joints]
+        _check_rates(model, names, rates)
     _check_plausible(traj, model, float(reach), args.dt)
     eul = traj.euler
     if args.out:
@@ -199,6 +230,7 @@ def run(args: argparse.Namespace) -> int:
         "vehicle": model.name,
         "terrain": terrain.name,
         "method": args.method,
+        "controller": "open loop (joint rates)" if ctrl is None else ctrl.kind,
         "dt": args.dt,
         "steps": int(rates.shape[0]),
         "duration": duration,
