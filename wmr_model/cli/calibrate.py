@@ -32,9 +32,12 @@ def register(subparsers: Any) -> None:
         "calibrate", help="calibrate a vehicle model to a bag (IPEM, thesis ch. 3)",
         description=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("bag", metavar="BAG", help="rosbag2 folder/file or ROS 1 bag")
-    p.add_argument("--vehicle", required=True, metavar="FILE_OR_NAME",
-                   help="shipped vehicle name or URDF/frame table")
+    p.add_argument("bag", metavar="BAG", help="rosbag2 folder/file or ROS 1 bag; or many: a "
+                   "folder of bags, a quoted glob pattern or a manifest YAML (fleet "
+                   "calibration, see below)")
+    p.add_argument("--vehicle", default=None, metavar="FILE_OR_NAME",
+                   help="shipped vehicle name or URDF/frame table (required for one bag; with "
+                   "many, the default of bags whose manifest entry names none)")
     p.add_argument("--params", default=None, metavar="NAMES",
                    help="comma-separated parameters of the 3D kin+ model (default: the "
                    "vehicle's identifiability-checked calibrator set in config/nodes/<vehicle>"
@@ -72,6 +75,28 @@ def register(subparsers: Any) -> None:
     p.add_argument("--offline", action="store_true", help="also run the offline fit (slower)")
     p.add_argument("--overlay", default=None, metavar="YAML",
                    help="write the calibrated values as a vehicle overlay")
+    f = p.add_argument_group(
+        "fleet (many bags)", "Per-bag offline fits, one fit per group written as an overlay "
+        "(--library) and a cross-validated error table; tasks run in-process, on local Ray "
+        "(--workers N) or on a Ray cluster (--ray-address), cached by input hash.")
+    f.add_argument("--group-by", choices=("robot", "terrain", "vehicle"), default=None,
+                   help="group the bags by this label for the grouped fits (default vehicle)")
+    f.add_argument("--library", default=None, metavar="DIR",
+                   help="write one vehicle overlay YAML (values and 1-sigma) per group here")
+    f.add_argument("--folds", type=int, default=5, metavar="K",
+                   help="cross-validation folds per group (leave-one-bag-out up to K bags; "
+                   "default 5)")
+    f.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="run the fits on a local Ray instance with N workers (needs "
+                   "pip install '.[cluster]'; default: in-process)")
+    f.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="run the fits on an existing Ray cluster (e.g. 'auto' or "
+                   "'ray://head:10001')")
+    f.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="result cache (default $XDG_CACHE_HOME/wmr_model/runner): an "
+                   "interrupted run resumes, an unchanged one does no work")
+    f.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    f.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     add_json_flag(p)
     p.set_defaults(func=run)
 
@@ -90,21 +115,10 @@ def _checks(info: dict) -> list[str]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the comparison and print it."""
-    from wmr_model.calibration.intervals import (
-        IntervalPolicy,
-        classify_intervals,
-        interval_class_counts,
-        select_intervals,
-        unwrapped_yaw,
-    )
-    from wmr_model.calibration.logs import log_from_bag, with_pose_std
-    from wmr_model.calibration.overlay import overlay_yaml
-    from wmr_model.calibration.table import compare_models
-    from wmr_model.cli._output import emit
+def _options(args: argparse.Namespace):
+    """The fit options of the flags (checked; ParameterError naming the flag)."""
     from wmr_model.errors import ParameterError
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.fleet import FitOptions
 
     for flag, v, lo in (("--dt", args.dt, 0.0), ("--interval", args.interval, 0.0)):
         if not (math.isfinite(v) and v > lo):
@@ -115,63 +129,110 @@ def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.min_turn) and args.min_turn >= 0):
         raise ParameterError(f"--min-turn: must be a finite number >= 0 rad, got "
                              f"{args.min_turn}")
-    if not (math.isfinite(args.split) and 0 <= args.split <= 1):
-        raise ParameterError(f"--split: must be a fraction in [0, 1], got {args.split}")
     if args.max_speed is not None and not (args.max_speed > 0):
         raise ParameterError(f"--max-speed: must be > 0 m/s, got {args.max_speed}")
+    pose_std = None
+    if args.pose_std:
+        try:
+            pose_std = tuple(float(v) for v in args.pose_std.split(","))
+        except ValueError:
+            pose_std = ()
+        if len(pose_std) != 2:
+            raise ParameterError(f"--pose-std: expected ROT,POS, got {args.pose_std!r}")
     from wmr_model.budgets import MAX_INTERVAL_STEPS, check_budget
 
     check_budget(f"--interval {args.interval:g} s / --dt {args.dt:g} s: steps per interval",
                  args.interval / args.dt, MAX_INTERVAL_STEPS, "use a larger --dt")
+    return FitOptions(
+        interval=args.interval, min_distance=args.min_distance, min_turn=args.min_turn,
+        max_speed=args.max_speed, reference_check=not args.no_reference_check,
+        encoder_topic=args.encoder_topic, pose_topic=args.pose_topic, pose_std=pose_std,
+        dt=args.dt, params=(None if args.params is None
+                            else tuple(n for n in args.params.split(",") if n)),
+        noise=tuple(n for n in args.noise.split(",") if n),
+        inputs=tuple(n for n in args.inputs.split(",") if n))
+
+
+def _is_fleet(args: argparse.Namespace) -> bool:
+    """Many bags (folder, glob, manifest) or any fleet flag: the fleet path."""
+    from wmr_model.fleet import is_bag
+
+    p = Path(args.bag).expanduser()
+    flags = (args.group_by, args.library, args.workers, args.ray_address, args.cache_dir)
+    if any(f is not None for f in flags):
+        return True
+    if p.is_dir():
+        return not is_bag(p)
+    if p.is_file():
+        return p.suffix.lower() in (".yaml", ".yml")
+    return any(c in args.bag for c in "*?[")
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    """Fleet calibration (wmr_model.fleet) on the runner; 0, or 1 when a fit failed."""
+    from wmr_model.cli._output import emit
+    from wmr_model.errors import ParameterError
+    from wmr_model.fleet import calibrate_fleet, discover_bags, fleet_text, write_library
+    from wmr_model.runner import Runner
+
+    for flag, bad in (("--overlay", args.overlay), ("--offline", args.offline)):
+        if bad:
+            raise ParameterError(f"{flag}: single-bag only; with many bags every fit is "
+                                 "offline and --library DIR writes one overlay per group")
+    if args.workers is not None and args.workers < 1:
+        raise ParameterError(f"--workers: must be >= 1, got {args.workers}")
+    if args.folds < 2:
+        raise ParameterError(f"--folds: must be >= 2, got {args.folds}")
+    opts = _options(args)
+    bags = discover_bags(args.bag, args.vehicle)
+    cache = None if args.no_cache else (args.cache_dir or _default_cache())
+    with Runner(workers=args.workers, ray_address=args.ray_address, cache_dir=cache,
+                quiet=args.quiet, label="calibrate ") as runner:
+        report = calibrate_fleet(bags, opts, runner, group_by=args.group_by or "vehicle",
+                                 folds=args.folds)
+    if args.library:
+        write_library(report, args.library)
+    emit(args, report, fleet_text)
+    return 1 if report["failed"] else 0
+
+
+def _default_cache() -> str:
+    """``$XDG_CACHE_HOME/wmr_model/runner`` (default ``~/.cache/...``)."""
+    import os
+
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    Path(root).mkdir(parents=True, exist_ok=True)
+    (Path(root) / "wmr_model").mkdir(exist_ok=True)
+    return str(Path(root) / "wmr_model" / "runner")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the comparison and print it (one bag) or the fleet calibration (many bags)."""
+    from wmr_model.calibration.overlay import overlay_yaml
+    from wmr_model.calibration.table import compare_models
+    from wmr_model.cli._output import emit
+    from wmr_model.errors import ParameterError
+    from wmr_model.fleet import default_params, prepare_bag
+    from wmr_model.vehicles import load_vehicle
+
+    if _is_fleet(args):
+        return _run_fleet(args)
+    if args.vehicle is None:
+        raise ParameterError("--vehicle: required for one bag (with many, a manifest may name "
+                             "the vehicle per bag)")
+    opts = _options(args)
+    if not (math.isfinite(args.split) and 0 <= args.split <= 1):
+        raise ParameterError(f"--split: must be a fraction in [0, 1], got {args.split}")
+    if args.iterations < 1:
+        raise ParameterError(f"--iterations: must be >= 1, got {args.iterations}")
     if args.overlay:
         from wmr_model.io.files import prepare_output_dir
 
         prepare_output_dir(Path(args.overlay).expanduser().parent, "--overlay folder")
     model = load_vehicle(args.vehicle)
-    log = log_from_bag(args.bag, model, encoder_topic=args.encoder_topic,
-                       pose_topic=args.pose_topic)
-    if args.pose_std:
-        try:
-            rot, pos = (float(v) for v in args.pose_std.split(","))
-        except ValueError:
-            raise ParameterError(f"--pose-std: expected ROT,POS, got {args.pose_std!r}") from None
-        log = with_pose_std(log, rot, pos)
-    if args.iterations < 1:
-        raise ParameterError(f"--iterations: must be >= 1, got {args.iterations}")
-    vmax = math.inf if args.max_speed is None else args.max_speed
-    iv = select_intervals(log.pose_time, IntervalPolicy("time", args.interval, max_speed=vmax),
-                          log.pose[:, 4:7])
-    notes = list(log.notes)
-    if not args.no_reference_check:
-        from wmr_model.calibration.predictors import DiffDrivePredictor
-        from wmr_model.calibration.reference import (
-            estimate_latency,
-            fault_note,
-            reference_faults,
-            sanity_warnings,
-            trusted_intervals,
-            yaw_track,
-        )
-
-        dd = DiffDrivePredictor.from_model(model)
-        faults = reference_faults(log, dd, latency=estimate_latency(log, dd))
-        n_all = len(iv)
-        iv = trusted_intervals(iv, faults)
-        notes.insert(0, fault_note(args.pose_topic, log.pose_time, faults, n_all - len(iv),
-                                   n_all))
-        warn, _ = sanity_warnings(log, dd, yaw_track(model), faults, args.bag)
-        notes[:0] = [f"WARNING: {w}" for w in warn]
-    yaw = unwrapped_yaw(log.pose[:, :4])
-    pol = IntervalPolicy("time", args.interval, min_distance=args.min_distance,
-                         min_turn=args.min_turn, max_speed=vmax)
-    ivc = select_intervals(log.pose_time, pol, log.pose[:, 4:7], yaw)
-    if not args.no_reference_check:
-        ivc = trusted_intervals(ivc, faults)
-    if len(ivc) == 0:
-        raise ParameterError(f"{args.bag}: no {args.interval} s interval of the ground truth "
-                             f"moves --min-distance {args.min_distance} m or turns --min-turn "
-                             f"{args.min_turn} rad; nothing to calibrate")
-    counts = interval_class_counts(classify_intervals(ivc, log.pose[:, 4:7], yaw, pol))
+    prep = prepare_bag(args.bag, model, opts)
+    log, iv, ivc, counts = prep.log, prep.intervals, prep.calibration_intervals, prep.class_counts
+    notes = list(prep.notes)
     class_note = (f"calibration intervals: {len(ivc)} of {len(iv)} ("
                   + ", ".join(f"{n} {k}" for k, n in counts.items() if k != "still")
                   + f"; path >= {args.min_distance:g} m or |yaw change| >= "
@@ -179,15 +240,8 @@ def run(args: argparse.Namespace) -> int:
     if args.params is not None:
         params = [n for n in args.params.split(",") if n]
     else:
-        from wmr_model.calibration.table import DEFAULT_3D_PARAMS
-        from wmr_model.calibration.vehicle_sets import vehicle_parameter_set
-
-        vs = vehicle_parameter_set(model.name)
-        params = (list(DEFAULT_3D_PARAMS) if vs is None
-                  else [*vs[0], "time_offset.pose"])
-        notes.append(f"3D kin.+ parameters: {', '.join(params)} ("
-                     + ("default set" if vs is None else f"the identifiability-checked set of "
-                        f"{vs[1]}") + ")")
+        params, note = default_params(model)
+        notes.append(note)
     noise = [n for n in args.noise.split(",") if n]
     rows, info = compare_models(model, log, iv, calibration_intervals=ivc, params=params,
                                 noise=noise, dt=args.dt, offline=args.offline,
