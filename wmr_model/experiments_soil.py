@@ -413,15 +413,37 @@ def concatenate_segments(segments: Sequence[DynamicsTrajectory],
                               np.concatenate([s.dz for s in segments]), first.contact_models)
 
 
+def _slope_run(model: VehicleModel, slope_deg: float, direction: str, seed: int,
+                kw: Mapping[str, Any]) -> SlopeRun:
+    """One cell of the slip matrix (a runner task: module-level, returns the run only)."""
+    return run_slope(model, math.radians(slope_deg), direction, seed=seed, **kw)[0]
+
+
 def slip_vs_slope(model: VehicleModel, slopes_deg: Sequence[float] = SLOPES_DEG,
                   directions: Sequence[str] = ("uphill", "downhill", "crosshill"),
-                  seeds: Sequence[int] = (0,), **kw: Any) -> list[SlopeRun]:
+                  seeds: Sequence[int] = (0,), runner: Any = None,
+                  **kw: Any) -> list[SlopeRun]:
     """The slip matrix: :func:`run_slope` per direction and slope, window slips pooled over
-    ``seeds`` (only matters with ``variability``)."""
+    ``seeds`` (only matters with ``variability``). With a :class:`wmr_model.runner.Runner`
+    the cells run as its tasks (in-process or on Ray, cached); a failed cell raises."""
+    cells = [(d, a, s) for d in directions for a in slopes_deg for s in seeds]
+    if runner is None:
+        done = {c: _slope_run(model, c[1], c[0], c[2], kw) for c in cells}
+    else:
+        from wmr_model.runner import Task
+
+        res = runner.run([Task(f"{d} {a:g} deg seed {s}", _slope_run,
+                               {"model": model, "slope_deg": a, "direction": d, "seed": s,
+                                "kw": kw}) for d, a, s in cells])
+        failed = [r for r in res if not r.ok]
+        if failed:
+            raise RuntimeError(f"slip_vs_slope: {len(failed)} of {len(res)} cells failed; "
+                               f"{failed[0].name}: {failed[0].error}")
+        done = {c: r.value for c, r in zip(cells, res)}
     out = []
     for d in directions:
         for a in slopes_deg:
-            runs = [run_slope(model, math.radians(a), d, seed=s, **kw)[0] for s in seeds]
+            runs = [done[(d, a, s)] for s in seeds]
             sl = np.concatenate([r.slips for r in runs])
             r0 = runs[0]
             out.append(SlopeRun(d, a, float(sl.mean()), float(sl.std()),

@@ -53,7 +53,8 @@ from wmr_model.runner import Runner, Task, TaskResult, content_id
 
 __all__ = ["FleetBag", "FitOptions", "PreparedBag", "GROUP_KEYS", "BAG_SUFFIXES", "is_bag",
            "discover_bags", "load_manifest", "prepare_bag", "default_params",
-           "concatenate_logs", "fit_bags", "cross_validate", "fleet_tasks", "calibrate_fleet",
+           "concatenate_logs", "fit_bags", "cross_validate", "bag_tasks", "group_tasks",
+           "calibrate_fleet",
            "write_library", "fleet_text"]
 
 #: Labels bags can be grouped by.
@@ -426,93 +427,108 @@ def _groups(bags: Sequence[FleetBag], group_by: str) -> dict[str, list[FleetBag]
     return out
 
 
-def fleet_tasks(bags: Sequence[FleetBag], group_by: str, options: FitOptions,
-                folds: int = 5) -> tuple[list[Task], dict[str, list[FleetBag]]]:
-    """Tasks of a fleet run: per-bag fits, group fits, cross-validation folds (in that order;
-    names ``bag:<path>``, ``group:<name>``, ``cv:<name>:<k>``) and the groups."""
+class _TaskMaker:
+    """Builds fit tasks whose cache keys hold bag and vehicle content ids, not paths."""
+
+    def __init__(self, options: FitOptions):
+        self.options, self.opt = options, asdict(options)
+        self.ids: dict[str, str] = {}
+        self.vids: dict[str, str] = {}
+
+    def bag_id(self, p: str) -> str:
+        if p not in self.ids:
+            try:
+                self.ids[p] = content_id(p)
+            except (OSError, ParameterError):
+                self.ids[p] = f"missing:{p}"  # the task fails on it and says why
+        return self.ids[p]
+
+    def __call__(self, name: str, fn, vehicle: str, **bags: list[str]) -> Task:
+        if vehicle not in self.vids:
+            self.vids[vehicle] = _vehicle_id(vehicle)
+        key = {k: [self.bag_id(p) for p in v] for k, v in bags.items()}
+        return Task(name, fn, {**bags, "vehicle": vehicle, "options": self.options},
+                    key={**key, "vehicle": self.vids[vehicle], "options": self.opt})
+
+
+def bag_tasks(bags: Sequence[FleetBag], options: FitOptions) -> list[Task]:
+    """Stage 1 of a fleet run: one :func:`fit_bags` task per bag (``bag:<path>``)."""
+    make = _TaskMaker(options)
+    return [make(f"bag:{b.path}", fit_bags, b.vehicle, bags=[b.path]) for b in bags]
+
+
+def group_tasks(groups: dict[str, list[FleetBag]], options: FitOptions,
+                folds: int = 5) -> list[Task]:
+    """Stage 2: one :func:`fit_bags` task per group (``group:<name>``) and its
+    :func:`cross_validate` folds (``cv:<name>:<k>``; round-robin, none for one bag)."""
     if folds < 2:
         raise ParameterError(f"--folds: must be >= 2, got {folds}")
-    ids: dict[str, str] = {}
-
-    def bid(p: str) -> str:
-        if p not in ids:
-            try:
-                ids[p] = content_id(p)
-            except (OSError, ParameterError):
-                ids[p] = f"missing:{p}"  # the task fails on it and says why
-        return ids[p]
-
-    vid = {v: _vehicle_id(v) for v in {b.vehicle for b in bags}}
-    opt = asdict(options)
-
-    def task(name, fn, vehicle, **kw) -> Task:
-        key = {k: ([bid(p) for p in v] if k in ("bags", "train", "test") else v)
-               for k, v in kw.items()}
-        return Task(name, fn, {**kw, "vehicle": vehicle, "options": options},
-                    key={**key, "vehicle": vid[vehicle], "options": opt})
-
-    tasks = [task(f"bag:{b.path}", fit_bags, b.vehicle, bags=[b.path]) for b in bags]
-    groups = _groups(bags, group_by)
-    for g, members in groups.items():
-        tasks.append(task(f"group:{g}", fit_bags, members[0].vehicle,
-                          bags=[b.path for b in members]))
-    for g, members in groups.items():
-        if len(members) < 2:
-            continue
-        k = min(folds, len(members))
-        for f in range(k):
-            test = [b.path for i, b in enumerate(members) if i % k == f]
-            train = [b.path for i, b in enumerate(members) if i % k != f]
-            tasks.append(task(f"cv:{g}:{f}", cross_validate, members[0].vehicle, train=train,
-                              test=test))
-    return tasks, groups
+    make = _TaskMaker(options)
+    tasks = [make(f"group:{g}", fit_bags, m[0].vehicle, bags=[b.path for b in m])
+             for g, m in groups.items() if m]
+    for g, m in groups.items():
+        k = min(folds, len(m))
+        for f in range(k if k >= 2 else 0):
+            tasks.append(make(f"cv:{g}:{f}", cross_validate, m[0].vehicle,
+                              train=[b.path for i, b in enumerate(m) if i % k != f],
+                              test=[b.path for i, b in enumerate(m) if i % k == f]))
+    return tasks
 
 
 def _group_vehicle_error(members: Sequence[FleetBag]) -> str:
     vs = sorted({b.vehicle for b in members})
-    return "" if len(vs) == 1 else (f"bags of one group must share a vehicle, got {vs}; "
-                                    "group by vehicle or split the manifest")
+    return "" if len(vs) < 2 else (f"bags of one group must share a vehicle, got {vs}; "
+                                   "group by vehicle or split the manifest")
 
 
 def calibrate_fleet(bags: Sequence[FleetBag], options: FitOptions, runner: Runner, *,
                     group_by: str = "vehicle", folds: int = 5) -> dict[str, Any]:
-    """Run the fleet's tasks on ``runner``; the report (plain data; see :func:`fleet_text`).
+    """Run a fleet on ``runner``; the report (plain data; see :func:`fleet_text`).
 
-    ``report["bags"]``, ``["groups"]`` and ``["cross_validation"]`` have one row per bag,
-    group and fold with ``ok``/``error``; ``report["runner"]`` the task counts.
+    Stage 1 fits each bag; stage 2 fits each group and its cross-validation folds on the bags
+    whose own fit succeeded (a failed bag is left out of its group and named in
+    ``excluded``). ``report["bags"]``, ``["groups"]`` and ``["cross_validation"]`` have one row
+    per bag, group and fold with ``ok``/``error``; ``report["runner"]`` the task counts of
+    both stages; ``report["failed"]`` the number of failed rows.
     """
-    tasks, groups = fleet_tasks(bags, group_by, options, folds)
+    groups = _groups(bags, group_by)
+    if folds < 2:
+        raise ParameterError(f"--folds: must be >= 2, got {folds}")
+    stats = {"tasks": 0, "executed": 0, "cached": 0, "failed": 0}
+
+    def run(tasks: list[Task]) -> dict[str, TaskResult]:
+        res = dict(zip((t.name for t in tasks), runner.run(tasks)))
+        for k in stats:
+            stats[k] += getattr(runner.stats, k)
+        return res
+
+    def row(r: TaskResult | None, error: str = "", **extra) -> dict:
+        if r is None or not r.ok:
+            return {**extra, "ok": False, "cached": False,
+                    "error": error or (r.error if r is not None else "not run")}
+        return {**extra, "ok": True, "error": "", "cached": r.cached, **(r.value or {})}
+
+    res = run(bag_tasks(bags, options))
+    rows = [row(res[f"bag:{b.path}"], bag=b.path, robot=b.robot, terrain=b.terrain,
+                vehicle_arg=b.vehicle) for b in bags]
+    good = {b.path for b, r in zip(bags, rows) if r["ok"]}
     bad = {g: e for g, m in groups.items() if (e := _group_vehicle_error(m))}
-    runnable = [t for t in tasks if not any(t.name.startswith((f"group:{g}", f"cv:{g}:"))
-                                            for g in bad)]
-    res = dict(zip((t.name for t in runnable), runner.run(runnable)))
-
-    def row(r: TaskResult | None, **extra) -> dict:
-        if r is None:
-            return {**extra, "ok": False, "error": "not run", "cached": False}
-        base = {**extra, "ok": r.ok, "error": r.error, "cached": r.cached}
-        return {**base, **(r.value or {})} if r.ok else base
-
-    rep: dict[str, Any] = {"group_by": group_by, "runner": {
-        "mode": runner.mode, **asdict(runner.stats)}}
-    rep["bags"] = [row(res.get(f"bag:{b.path}"), bag=b.path, robot=b.robot,
-                       terrain=b.terrain, vehicle_arg=b.vehicle) for b in bags]
-    rep["groups"] = []
+    fit = {g: [b for b in m if b.path in good] for g, m in groups.items() if g not in bad}
+    tasks = group_tasks(fit, options, folds)
+    res = run(tasks)
+    rep: dict[str, Any] = {"group_by": group_by, "bags": rows, "groups": [],
+                           "cross_validation": []}
     for g, m in groups.items():
-        r = res.get(f"group:{g}")
-        d = row(r, group=g, bags=[b.path for b in m], vehicle_arg=m[0].vehicle)
-        if g in bad:
-            d["error"] = bad[g]
+        err = bad.get(g) or ("" if fit[g] else "no bag of the group could be fitted")
+        d = row(res.get(f"group:{g}"), err, group=g, bags=[b.path for b in fit.get(g, [])],
+                excluded=[b.path for b in m if b.path not in good], vehicle_arg=m[0].vehicle)
         rep["groups"].append(d)
-    rep["cross_validation"] = []
     for t in tasks:
         if t.name.startswith("cv:"):
-            g = t.name.split(":")[1]
-            d = row(res.get(t.name), group=g, train=list(t.kwargs["train"]),
-                    test=list(t.kwargs["test"]))
-            if g in bad:
-                d["error"] = bad[g]
-            rep["cross_validation"].append(d)
+            rep["cross_validation"].append(row(res[t.name], group=t.name.split(":")[1],
+                                               train=list(t.kwargs["train"]),
+                                               test=list(t.kwargs["test"])))
+    rep["runner"] = {"mode": runner.mode, **stats}
     rep["failed"] = sum(not d["ok"] for k in ("bags", "groups", "cross_validation")
                         for d in rep[k])
     return rep
@@ -561,6 +577,8 @@ def fleet_text(d: dict[str, Any]) -> str:
     for g in d["groups"]:
         if g["ok"]:
             where = f" -> {g['overlay']}" if g.get("overlay") else ""
+            if g["excluded"]:
+                where += f" (left out, their fit failed: {', '.join(g['excluded'])})"
             lines.append(f"{g['group']}: {len(g['bags'])} bag(s), {g['pos']:.4f} m / "
                          f"{g['yaw']:.4f} rad in sample; {est(g['estimate'])}{where}")
         else:
