@@ -9,9 +9,15 @@ Selection comes from the vehicle sidecar's ``options`` (or keyword overrides)::
     options:
       contact_model: pacejka            # piecewise_linear | coulomb_cone | pacejka | ishigami
                                         # | ishigami_direct | roams | bekker
-      contact_params: {mu: 0.6}         # overrides of the model's named parameters
+      contact_params: {mu: 0.6}         # overrides of the named parameters of contact_model
+      # contact_params: {pacejka: {mu: 0.6}, bekker: {n: 1.1}}   # or per model: each applies
+      #                                 #   whenever that model is selected (e.g. by a keyword)
       wheel_contact:                    # optional per-wheel overrides
         FL: {contact_model: roams, contact_params: {c: 0.0}}
+
+A flat ``contact_params`` belongs to the sidecar's ``contact_model``: when a keyword selects
+another model (a soft-soil run of an on-road vehicle), the flat overrides are not applied to it
+(:func:`params_for_model`).
 
 Defaults that depend on the vehicle (normal stiffness, slip gains) are scaled by the static
 wheel load ``W = m g / nw`` so that every shipped vehicle sinks ~1 cm and saturates friction at
@@ -212,6 +218,25 @@ def _track_supports(model: VehicleModel) -> int:
     return model.nw + (len(on_body) or nt)
 
 
+def _per_model(params: Mapping[str, Any]) -> bool:
+    """True when ``params`` is keyed by contact model names (``{pacejka: {mu: 0.9}}``)."""
+    return bool(params) and all(k in MODEL_KINDS and (v is None or isinstance(v, Mapping))
+                                for k, v in params.items())
+
+
+def params_for_model(params: Mapping[str, Any] | None, name: str, owner: str | None) -> dict:
+    """The overrides of ``params`` that apply to contact model ``name``.
+
+    ``params`` is flat (``{mu: 0.9}``: the parameters of model ``owner``, applied only when
+    ``name == owner``; ``owner`` None: whatever model is used) or per model (``{pacejka:
+    {mu: 0.9}, bekker: {...}}``: the entry of ``name``, if any).
+    """
+    params = params or {}
+    if _per_model(params):
+        return dict(params.get(name) or {})
+    return dict(params) if owner is None or name == owner else {}
+
+
 def contact_setup(model: VehicleModel, contact_model: str | None = None,
                   contact_params: Mapping[str, Any] | None = None,
                   gravity: float = 9.80665) -> ContactSetup:
@@ -222,9 +247,11 @@ def contact_setup(model: VehicleModel, contact_model: str | None = None,
     docstring for the whole-track defaults).
     """
     opts = model.options
-    base = contact_model or opts.get("contact_model", "piecewise_linear")
-    base_over = dict(opts.get("contact_params", {}) or {})
-    base_over.update(contact_params or {})
+    own = opts.get("contact_model", "piecewise_linear")
+    base = contact_model or own
+    # the sidecar's flat contact_params are its own model's; a keyword's apply to the model used
+    base_over = params_for_model(opts.get("contact_params"), base, own)
+    base_over.update(params_for_model(contact_params, base, None))
     per_wheel = opts.get("wheel_contact", {}) or {}
     per_track = opts.get("track_contact", {}) or {}
     ns = _track_supports(model)
