@@ -57,6 +57,8 @@ __all__ = [
     "passive_steer_rates",
     "controller_rates",
     "predict_controlled",
+    "predict_twist_steps",
+    "open_loop_rates",
     "simulate_dynamics_controlled",
 ]
 
@@ -452,6 +454,25 @@ def _controller(model: VehicleModel, controller: Controller | str | None) -> Con
     return vehicle_controller(model, controller)
 
 
+def open_loop_rates(model: VehicleModel, controller: Controller | str | None,
+                    twist: np.ndarray, dt: float, q: np.ndarray | None = None) -> np.ndarray:
+    """Actuated rates (N, T, na) of an open-loop controller (naive, differential) for the
+    per-step twists ``twist`` (N, T, 2); ``q`` (nq,) seeds the naive solve's joints."""
+    from wmr_model.predict import twist_commands
+
+    ctrl = _controller(model, controller)
+    tw = np.asarray(twist, dtype=float)
+    if ctrl.feedback:
+        raise ParameterError(f"open_loop_rates: the {ctrl.kind} controller is closed loop; "
+                             "its rates depend on the state at each step")
+    if ctrl.kind == "naive":
+        seg = np.concatenate([tw, np.full(tw.shape[:2] + (1,), float(dt))], axis=2)
+        return twist_commands(model, seg, dt, q=q)
+    N, T = tw.shape[:2]
+    return differential_rates(ctrl, tw[..., 0].ravel(), tw[..., 1].ravel()).reshape(N, T,
+                                                                                     ctrl.na)
+
+
 def _rows(a: Any, t0: int, t1: int, tail: int) -> Any:
     """Rows ``t0:t1`` of the step axis of a (T', tail) or (N, T', tail) array (None kept)."""
     if a is None:
@@ -478,12 +499,36 @@ def predict_controlled(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
     :class:`~wmr_model.predict.Prediction` like :func:`predict`'s (``every`` subsamples the
     same way; covariance continues across the steps).
     """
-    from wmr_model.predict import Prediction, predict, predict_twist
+    from wmr_model.predict import predict_twist
 
     ctrl = _controller(model, controller)
     if ctrl.kind == "naive":
         return predict_twist(model, terrain, q0, segments, dt, **kwargs)
     vx, wz = twist_profile(segments, dt)
+    return predict_twist_steps(model, terrain, q0, np.stack([vx, wz], axis=-1), dt,
+                               controller=ctrl, **kwargs)
+
+
+def predict_twist_steps(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
+                        twist: np.ndarray, dt: float, *,
+                        controller: Controller | str | None = None, **kwargs: Any):
+    """:func:`predict_controlled` for a commanded twist per step: ``twist`` (T, 2) or (N, T, 2)
+    rows ``(vx [m/s], wz [rad/s])`` (the naive controller converts it as one-step segments)."""
+    from wmr_model.predict import Prediction, predict, predict_twist
+
+    ctrl = _controller(model, controller)
+    tw = np.asarray(twist, dtype=float)
+    tw = tw[None] if tw.ndim == 2 else tw
+    if tw.ndim != 3 or tw.shape[2] != 2:
+        raise ShapeError(f"twist: expected shape (T, 2) or (N, T, 2) rows (vx, wz), got "
+                         f"{np.shape(twist)}")
+    if not np.all(np.isfinite(tw)):
+        raise ParameterError("twist: must be finite")
+    if ctrl.kind == "naive":
+        seg = np.concatenate([tw, np.full(tw.shape[:2] + (1,), float(dt))], axis=2)
+        q0a = np.asarray(q0, dtype=float)
+        return predict_twist(model, terrain, q0a, seg, dt, **kwargs)
+    vx, wz = tw[..., 0], tw[..., 1]
     N, T = vx.shape
     if not ctrl.feedback:
         u = differential_rates(ctrl, vx.ravel(), wz.ravel()).reshape(N, T, ctrl.na)

@@ -24,6 +24,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -290,8 +291,14 @@ def _rate_rows(S: int, per_step: int) -> np.ndarray:
     return np.minimum(np.arange(S), max(per_step - 1, 0))
 
 
-def _kinematic_chunk(model, terrain, q0, commands, dt, every, kw):
-    p = predict(model, terrain, q0, commands, dt, every=every, **kw)
+def _kinematic_chunk(model, terrain, q0, commands, dt, every, kw, ctrl=None):
+    if ctrl is None:
+        p = predict(model, terrain, q0, commands, dt, every=every, **kw)
+    else:  # closed-loop controller: commands are twists (B, T, 2)
+        from wmr_model.controllers import predict_twist_steps
+
+        p = predict_twist_steps(model, terrain, q0, commands, dt, controller=ctrl, every=every,
+                                **kw)
     S = p.q.shape[1]
     qdot = p.qdot[:, _rate_rows(S, p.qdot.shape[1])]
     cov = p.ros_covariance
@@ -318,11 +325,22 @@ def _dynamic_margin(model, terrain, q, qdot, dt) -> np.ndarray:
     return out
 
 
-def _dynamic_chunk(model, terrain, q0, qdot0, commands, dt, steps, limits):
+def _dynamic_chunk(model, terrain, q0, qdot0, commands, dt, steps, limits, ctrl=None):
     from wmr_model.dynamics.simulate import simulate_dynamics_batch
 
-    runs = simulate_dynamics_batch(model, terrain, q0, qdot0, commands, dt,
-                                   actuator=DYNAMIC_ACTUATOR)
+    if ctrl is None:
+        runs = simulate_dynamics_batch(model, terrain, q0, qdot0, commands, dt,
+                                       actuator=DYNAMIC_ACTUATOR)
+    else:  # closed-loop controller: commands are twists (B, T, 2), one run per candidate
+        from types import SimpleNamespace
+
+        from wmr_model.controllers import simulate_dynamics_controlled
+
+        rs = [simulate_dynamics_controlled(model, terrain, q0, qdot0, c[:, 0], c[:, 1], dt,
+                                           controller=ctrl, actuator=DYNAMIC_ACTUATOR)
+              for c in commands]
+        runs = SimpleNamespace(**{k: np.stack([getattr(r, k) for r in rs])
+                                  for k in ("q", "qdot", "f_contact", "dz")})
     n, T1 = runs.q.shape[0], runs.q.shape[1]
     flags = np.empty((n, T1), dtype=np.uint8)
     margin = np.full((n, T1), np.nan)
@@ -344,7 +362,7 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             slip_params: np.ndarray | Mapping[str, float] | None = None,
             Qprime: np.ndarray | None = None, integrator: str = "euler",
             stabilization: float = kin_api.DEFAULT_STABILIZATION,
-            max_chunk: int | None = None) -> Rollout:
+            max_chunk: int | None = None, controller: Any = None) -> Rollout:
     """Roll out C candidates in chunks, keeping the samples ``every`` steps, within a deadline.
 
     Args:
@@ -362,6 +380,10 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         slip_params, Qprime, integrator, stabilization: as :func:`predict` (kinematic and
             enhanced only).
         max_chunk: most candidates per chunk (bounds the scratch memory); default C.
+        controller: when given (a :class:`wmr_model.controllers.Controller`, a kind or
+            ``"vehicle"``), ``commands`` are body twists (C, T, 2) rows ``(vx, wz)`` that the
+            controller turns into joint rates, at every step from the state for the
+            closed-loop kinds (:func:`wmr_model.controllers.predict_twist_steps`).
 
     Every kept sample equals the unchunked computation's bit for bit (candidates are computed
     independently). A candidate with a non-finite state or one off a height map's extent gets
@@ -375,6 +397,14 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     u = np.ascontiguousarray(commands, dtype=float)
     if u.ndim != 3:
         raise ParameterError(f"commands: expected shape (C, T, na), got {u.shape}")
+    ctrl = None
+    if controller is not None:
+        from wmr_model.controllers import Controller, open_loop_rates, vehicle_controller
+
+        ctrl = controller if isinstance(controller, Controller) else vehicle_controller(
+            model, controller)
+        if not ctrl.feedback:
+            u, ctrl = open_loop_rates(model, ctrl, u, dt, q=np.asarray(q0, dtype=float)), None
     C, T = u.shape[0], u.shape[1]
     steps = sample_steps(T, every)
     S = len(steps)
@@ -410,7 +440,7 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         sl = slice(done, done + B)
         if dyn:
             qf, qdf, ff, mf, bad = _dynamic_chunk(model, terrain, q0, v0, u[sl], dt, steps,
-                                                  limits)
+                                                  limits, ctrl)
             q[sl], qd[sl] = qf[:, steps], qdf[:, steps]
             margin[sl] = mf[:, steps]
             first = first_invalid_steps(bad, np.arange(T + 1))
@@ -419,7 +449,8 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             flags[sl] = or_since_previous(ff, steps)
             invalid[sl] = first
         else:
-            qs, qds, fs, ms, cs = _kinematic_chunk(model, terrain, q0, u[sl], dt, every, kw)
+            qs, qds, fs, ms, cs = _kinematic_chunk(model, terrain, q0, u[sl], dt, every, kw,
+                                                   ctrl)
             q[sl], qd[sl], margin[sl] = qs, qds, ms
             if rcov is not None:
                 rcov[sl] = cs
@@ -430,7 +461,7 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             invalid[sl] = first_invalid_steps(bad, steps)
             if len(steps) < T + 1 and bad.any():
                 invalid[sl] = _exact_invalid_steps(model, terrain, q0, u[sl], dt, kw,
-                                                   invalid[sl])
+                                                   invalid[sl], ctrl)
         done += B
         took = time.perf_counter() - t0
         rate = took / B if rate is None else 0.5 * (rate + took / B)
@@ -441,13 +472,14 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
                    seconds=time.perf_counter() - t_start)
 
 
-def _exact_invalid_steps(model, terrain, q0, u, dt, kw, sampled: np.ndarray) -> np.ndarray:
+def _exact_invalid_steps(model, terrain, q0, u, dt, kw, sampled: np.ndarray,
+                         ctrl=None) -> np.ndarray:
     """Exact first bad step of the candidates with ``sampled`` >= 0 (re-run at every step)."""
     out = sampled.copy()
     idx = np.flatnonzero(sampled >= 0)
     kw = dict(kw, Qprime=None)  # the state alone decides
     for i in range(0, idx.size, RERUN_CHUNK):
         rows = idx[i:i + RERUN_CHUNK]
-        p = predict(model, terrain, q0, u[rows], dt, every=1, **kw)
-        out[rows] = first_invalid_steps(invalid_states(terrain, p.q), np.arange(p.q.shape[1]))
+        p = _kinematic_chunk(model, terrain, q0, u[rows], dt, 1, kw, ctrl)[0]
+        out[rows] = first_invalid_steps(invalid_states(terrain, p), np.arange(p.shape[1]))
     return out
