@@ -214,7 +214,7 @@ def test_sampling_stride_precision_and_output_selection(ros, server):
 def test_body_twist_request_equals_the_core(ros, server):
     from geometry_msgs.msg import Twist
 
-    from wmr_model.predict import twist_commands
+    from wmr_model.controllers import open_loop_rates, twist_profile
     from wmr_model.srv import PredictTrajectory
     from wmr_model.vehicles import load_vehicle
 
@@ -234,7 +234,9 @@ def test_body_twist_request_equals_the_core(ros, server):
     q = m.neutral_state()
     q[7 + m.joint_index("caster_swivel_joint")] = 0.1
     seg = np.array([[(vx, wz, d) for (vx, wz), d in zip(c, (1.0, 2.0))] for c in segs])
-    rates = twist_commands(m, seg, 0.1, q=q)
+    # the node's default controller is the vehicle's: diffdrive's sidecar says differential
+    twist = np.stack(twist_profile(seg, 0.1), axis=-1)
+    rates = open_loop_rates(m, "vehicle", twist, 0.1, q=q)
     assert rates.shape[1] == 30
     _, pred = _core(req, rates)
     _check_arrays(res, pred, m)

@@ -43,8 +43,11 @@ Initial state: the given pose and joints (joints not listed: the model's neutral
 ``use_latest_odometry`` the last ``odom`` pose with neutral joints. A 2D pose (``POSE_2D``, or
 ``POSE_AUTO`` with z, roll and pitch exactly 0) keeps x, y, yaw and is placed on the terrain by
 contact initialization (thesis (2.27)-(2.32)) for every fidelity. ``BODY_TWIST`` segments use
-``linear.x`` and ``angular.z``; they are converted to joint rates by
-:func:`wmr_model.predict.twist_commands` and the last segment is held to the end of the horizon.
+``linear.x`` and ``angular.z``; the last segment is held to the end of the horizon. They become
+joint rates through the ``controller`` parameter (default ``vehicle``: the vehicle sidecar's
+``controller:`` section, :mod:`wmr_model.controllers`; closed-loop kinds such as Zoe's
+passive-steer feedback read each candidate's state at every step; ``naive`` or a vehicle
+without a controller: :func:`wmr_model.predict.twist_commands`, open loop).
 
 DYNAMIC fidelity runs :func:`wmr_model.dynamics.simulate.simulate_dynamics_batch` with the
 vehicle's contact models and *ideal* actuators (the commanded joint rates are imposed exactly, so
@@ -84,6 +87,7 @@ from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
+from wmr_model.controllers import CONTROLLER_KINDS, twist_profile, vehicle_controller
 from wmr_model.errors import WmrError
 from wmr_model.model import VehicleModel
 from wmr_model.model_parameters import with_parameters
@@ -166,6 +170,9 @@ class PredictionInputs:
     frame_id: str
     qdot0: np.ndarray | None = None
     placed: bool = False
+    #: a closed-loop or differential :class:`wmr_model.controllers.Controller`: ``commands``
+    #: are then body twists (C, T, 2) rows (vx, wz) for :func:`wmr_model.rollouts.rollout`
+    controller: Any = None
 
 
 def _finite(name: str, values: Any) -> None:
@@ -211,7 +218,8 @@ def _command_columns(model: VehicleModel, names: list[str]) -> list[list[int]]:
 def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
                       max_candidates: int, max_steps: int, max_horizon: float,
                       default_frame: str = "odom", terrain: Terrain | None = None,
-                      guard: Callable[[int, int], None] | None = None) -> PredictionInputs:
+                      guard: Callable[[int, int], None] | None = None,
+                      controller: str | None = None) -> PredictionInputs:
     """Check a PredictTrajectory request and convert it to :func:`predict` inputs.
 
     ``guard(C, T)`` is called once the sizes are checked and before any (C, T) array is made
@@ -300,6 +308,7 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
             raise RequestError(f"initial_pose: contact initialization of the 2D pose failed: "
                                f"{exc}") from None
     na = len(model.actuated_joints)
+    ctrl = None
     if req.command_type == Req.JOINT_RATES:
         names = list(req.command_joint_names)
         cols = _command_columns(model, names)
@@ -336,7 +345,11 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
                                    f"commanded (planar twist), got {vals}")
             seg[i // S, i % S] = (vals[0], vals[5], durations[i % S])
         seg[:, -1, 2] = max(T * dt - float(durations[:-1].sum()), durations[-1])
-        rates = twist_commands(model, seg, dt, q=q0)
+        ctrl = None if controller is None else vehicle_controller(model, controller)
+        if ctrl is not None and ctrl.kind != "naive":
+            rates = np.stack(twist_profile(seg, dt), axis=-1)  # (C, T', 2) twists
+        else:
+            rates, ctrl = twist_commands(model, seg, dt, q=q0), None
         if rates.shape[1] >= T:
             commands = rates[:, :T]
         else:
@@ -347,7 +360,8 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
                            f"{req.command_type}")
     return PredictionInputs(q0=q0, commands=np.ascontiguousarray(commands), dt=dt,
                             fidelity=FIDELITY_NAMES[req.fidelity], stamp=stamp, frame_id=frame,
-                            qdot0=qdot0, placed=placed)
+                            qdot0=qdot0, placed=placed,
+                            controller=ctrl)
 
 
 def _doubles(a: np.ndarray) -> array.array:
@@ -547,6 +561,10 @@ class PredictionNode(Node):
                                      "(2.35)", lower=0.0, upper=1.0)
         self.integrator = declare(self, "integrator", "euler", "euler or rk4",
                                   choices=("euler", "rk4"))
+        self.controller = declare(self, "controller", "vehicle", "how BODY_TWIST requests "
+                                  "become joint rates: vehicle (the sidecar's controller: "
+                                  "section, naive without one) or a kind of "
+                                  "wmr_model.controllers", choices=("vehicle", *CONTROLLER_KINDS))
         self.propagate = declare(self, "propagate_covariance", True, "propagate pose "
                                  "covariances with Q' from noise.U.* (KINEMATIC, ENHANCED)")
         self.publish_path = declare(self, "publish_path", False, "publish candidate 0 of the "
@@ -644,7 +662,7 @@ class PredictionNode(Node):
                     self.propagate = bool(p.value)
                 elif p.name in ("max_candidates", "max_steps", "max_horizon",
                                 "max_request_memory_mb", "max_compute_time", "default_frame",
-                                "stabilization", "integrator", "publish_path",
+                                "stabilization", "integrator", "controller", "publish_path",
                                 "publish_markers", "marker_stride"):
                     setattr(self, p.name, p.value)
             if wheels and self.base_model is not None:
@@ -673,6 +691,7 @@ class PredictionNode(Node):
             model, values = self.model, dict(self.model_values)
             budget_mb, node_time = float(self.max_request_memory_mb), float(self.max_compute_time)
             propagate, integrator = bool(self.propagate), str(self.integrator)
+            controller = str(self.controller)
             stabilization = float(self.stabilization)
         if model is None:
             return self._fail(resp, "no vehicle model" + (f": {self.model_error}"
@@ -714,7 +733,7 @@ class PredictionNode(Node):
                                        max_steps=int(self.max_steps),
                                        max_horizon=float(self.max_horizon),
                                        default_frame=self.default_frame, terrain=self.terrain,
-                                       guard=guard)
+                                       guard=guard, controller=controller)
             deadline = t0 + budget_s
             reserved = self._reserve(need.get("total", 0), budget_mb * 1e6, deadline)
             Q = (qprime_from_parameters({k: v for k, v in values.items()
@@ -725,7 +744,8 @@ class PredictionNode(Node):
                 r = rollout(model, self.terrain, inputs.q0, inputs.commands, inputs.dt,
                             fidelity=inputs.fidelity, every=every, qdot0=inputs.qdot0,
                             deadline=deadline, slip_params={n: values[n] for n in SLIP_NAMES},
-                            Qprime=Q, integrator=integrator, stabilization=stabilization)
+                            Qprime=Q, integrator=integrator, stabilization=stabilization,
+                            controller=inputs.controller)
             C = inputs.commands.shape[0]
             if r.partial and not req.allow_partial:
                 raise RequestError(
