@@ -4,13 +4,16 @@ Prints numbers, asserts nothing (the pass/fail properties are in test/core/test_
 
 1. ``candidates``: 1000 turning Zoë candidates (1 m/s, yaw rate uniform in [-0.3, 0.3] rad/s,
    5 s at dt 0.04 s, kinematic prediction) on rough terrain RMS 0.15 m / correlation 0.8 m
-   (``rough(0.15, 0.8, seed=0)`` over +-10 m, as ``bench/bench_predict.py``), driven by the open-loop
-   naive controller (:func:`wmr_model.predict.twist_commands`) and by Zoë's passive-steer
+   (``rough(0.15, 0.8, seed=0)`` over +-10 m, as ``bench/bench_predict.py``), driven by the
+   open-loop naive controller (:func:`wmr_model.predict.twist_commands`) and by Zoë's passive-steer
    feedback (:func:`wmr_model.controllers.passive_steer_rates`): candidates whose steer angles
    s1, s2 stay within the joint limits (+-0.6 rad) at every state, the largest |steer angle|,
    and the shares of candidates flagged TIPOVER_RISK and WHEEL_LIFTOFF.
 2. ``table27``: Table 2.7 (Zoë 1 m/s straight for 10 s over the ten wmrde benchmark terrains,
-   errors vs dt 0.01 on the same terrain) with the naive controller and with Zoë's controller,
+   errors vs dt 0.01 on the same terrain, ideal actuators) in three configurations: the naive
+   controller and our default contact parameters; Zoë's controller and our defaults; Zoë's
+   controller and the thesis library's contact parameters
+   (:func:`wmr_model.dynamics.scenarios.zoe_library_contact_params`; linear and Pacejka only),
    the thesis' values beside ours.
 
 Run: ``.venv/bin/python bench/bench_controllers.py [candidates|table27|all] [--n 1000]
@@ -75,9 +78,16 @@ def table27(n_terrains: int = 10) -> list[dict]:
     m = load_vehicle("zoe")
     terrains = load_wmrde_benchmark_terrains()[:n_terrains]
     out = []
-    for ctrl in ("naive", "passive_steer"):
-        for r in sc.zoe_dynamics_benchmark(m, terrains, repeats=1, controller=ctrl):
+    lib = {"contact_params": sc.zoe_library_contact_params(m)}
+    for ctrl, models, opts, label in (
+            ("naive", ("piecewise_linear", "pacejka", "ishigami"), None, "naive"),
+            ("passive_steer", ("piecewise_linear", "pacejka", "ishigami"), None, "zoe"),
+            ("passive_steer", ("piecewise_linear", "pacejka"), lib, "zoe+library")):
+        for r in sc.zoe_dynamics_benchmark(m, terrains, contact_models=models, repeats=1,
+                                           controller=ctrl, options=opts):
             r.pop("end_positions")
+            r.pop("options")
+            r["configuration"] = label
             out.append(r)
     return out
 
@@ -107,11 +117,11 @@ def main() -> None:
               f"TIPOVER_RISK {100 * r['tipover_share']:.1f} %, WHEEL_LIFTOFF "
               f"{100 * r['liftoff_share']:.1f} %; {r['wall_s']:.2f} s")
     if res.get("table27"):
-        print(f"{'controller':14s} {'model':16s} {'dt':>5s} | {'pos err':>7s} {'thesis':>7s} | "
+        print(f"{'configuration':14s} {'model':16s} {'dt':>5s} | {'pos err':>7s} {'thesis':>7s} | "
               f"{'yaw err':>7s} {'thesis':>7s} | {'iter':>6s} {'thesis':>6s} | rolled")
         for r in res["table27"]:
             t = r["thesis"] or (None, None, None)
-            print(f"{r['controller']:14s} {r['contact_model']:16s} {r['dt']:5.2f} | "
+            print(f"{r['configuration']:14s} {r['contact_model']:16s} {r['dt']:5.2f} | "
                   f"{_f(r['position_error']):>7s} {_f(t[0]):>7s} | {_f(r['yaw_error']):>7s} "
                   f"{_f(t[1]):>7s} | {r['mean_iterations']:6.3f} {_f(t[2], '.3f'):>6s} | "
                   f"{r['rolled_over']}")

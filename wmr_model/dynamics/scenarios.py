@@ -65,6 +65,7 @@ __all__ = [
     "landtamer_with_cg",
     "rollover",
     "zoe_dynamics_benchmark",
+    "zoe_library_contact_params",
     "dynamics_batch_throughput",
 ]
 
@@ -408,6 +409,22 @@ def rollover(cg_height: float, dt: float = 0.01, duration: float = 4.0,
             "max_roll": float(np.abs(roll[:n_ok + 1]).max()),
             "rolled_over": bool(over.size), "t_rollover": float(over[0] * dt) if over.size
             else None, "final_roll": float(roll[-1])}
+
+
+def zoe_library_contact_params(model: VehicleModel, gravity: float = 9.80665
+                               ) -> dict[str, dict[str, float]]:
+    """Contact parameters of the thesis' C++ library's Zoë benchmark, per contact model.
+
+    The library sizes the normal spring for 2 cm of static sinkage, ``Kp = m g / (n_w 0.02)``,
+    with ``Kd = Kp / 20``; its linear (ODE-style) model has slip gains ``C = 0.1 Kp`` [N s/m]
+    (friction saturates at ~0.2 m/s of slip, not ~0.01 m/s as our defaults) and mu = 1, no
+    rolling resistance; its Pacejka model mu = 1 with the same spring. A per-model mapping for
+    ``contact_params`` (:func:`wmr_model.contact.models.params_for_model`).
+    """
+    Kp = model.total_mass * gravity / (model.nw * 0.02)
+    return {"piecewise_linear": {"Kp": Kp, "Kd": Kp / 20.0, "Cx": 0.1 * Kp, "Cy": 0.1 * Kp,
+                                 "Crr": 0.0, "mu_x": 1.0, "mu_y": 1.0},
+            "pacejka": {"Kp": Kp, "Kd": Kp / 20.0, "mu": 1.0}}
 
 
 def zoe_dynamics_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
