@@ -106,12 +106,16 @@ def straight_wheel_rates(model: VehicleModel, speed: float) -> np.ndarray:
 
 def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: float, dt: float,
                  method: str = "dae", seed: int = 0, integrator: str = "euler",
-                 start: Sequence[float] = (0.0, 0.0, 0.0)) -> tuple[RunResult, kin.Trajectory]:
-    """Drive ``model`` straight over ``terrain`` open loop and time it.
+                 start: Sequence[float] = (0.0, 0.0, 0.0),
+                 controller: str = "naive") -> tuple[RunResult, kin.Trajectory]:
+    """Drive ``model`` straight over ``terrain`` and time it.
 
     ``start`` is (x, y, yaw); the vehicle is first placed on the terrain by (2.27)-(2.32).
     ``method``: ``"dae"`` (kinematics, §2.2), ``"enhanced"`` (enhanced kinematics with the
     stability margin, §2.3, slip :data:`BATCH_SLIP`) or ``"unconstrained"`` (§2.5.1 baseline).
+    ``controller``: ``"naive"`` (default: every wheel at ``speed / r``, open loop, §2.5.1) or a
+    kind / ``"vehicle"`` of :mod:`wmr_model.controllers` (``dae`` and ``enhanced``; closed-loop
+    kinds run step by step, so their wall time includes that overhead).
     """
     q = model.neutral_state()
     q[0:4] = quat_from_euler(0.0, 0.0, float(start[2]))
@@ -121,7 +125,15 @@ def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: 
     n = round(duration / dt)
     u = np.tile(straight_wheel_rates(model, speed), (n, 1))
     t0 = time.perf_counter()
-    if method == "dae":
+    if controller != "naive" and method in ("dae", "enhanced"):
+        from wmr_model.controllers import predict_controlled
+
+        kw = ({"fidelity": "enhanced", "slip_params": BATCH_SLIP} if method == "enhanced"
+              else {})
+        pr = predict_controlled(model, terrain, q0, np.array([[speed, 0.0, n * dt]]), dt,
+                                controller=controller, integrator=integrator, **kw)
+        traj = kin.Trajectory(pr.dt, pr.q[0], pr.qdot[0], pr.contact_speed[0], pr.dz[0])
+    elif method == "dae":
         traj = kin.simulate(model, terrain, q0, u, dt, integrator=integrator)
     elif method == "unconstrained":
         traj = kin.simulate_unconstrained(model, terrain, q0, u, dt)
@@ -192,12 +204,15 @@ def summarize_rocky7(runs: Sequence[RunResult], reference_dt: float = 0.01) -> l
 def zoe_kinematic_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
                             step_sizes: Sequence[float] = (0.01, 0.02, 0.04, 0.10),
                             speed: float = 1.0, duration: float = 10.0,
-                            repeats: int = 3, method: str = "dae") -> list[dict]:
+                            repeats: int = 3, method: str = "dae",
+                            controller: str = "naive") -> list[dict]:
     """§2.5.4 kinematic column: normalized time (x 1e-3) per step size over the terrains.
 
     Each run is repeated ``repeats`` times and the fastest kept (timer noise); the first call
     compiles the kernels and is excluded. ``method="enhanced"`` times enhanced kinematics
-    instead (:func:`run_straight`; the thesis' figures are the kinematic ones).
+    instead (:func:`run_straight`; the thesis' figures are the kinematic ones). ``controller``
+    as :func:`run_straight` (naive: the compiled loop alone, the timing configuration; Zoë's
+    ``"vehicle"`` controller holds its passive axles as the thesis' library does).
     """
     run_straight(model, terrains[0], speed, 0.5, 0.1, method)  # compile outside the timing
     rows = []
@@ -208,7 +223,8 @@ def zoe_kinematic_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
             best = math.inf
             res = None
             for _ in range(repeats):
-                res, _ = run_straight(model, terrain, speed, duration, dt, method, k)
+                res, _ = run_straight(model, terrain, speed, duration, dt, method, k,
+                                      controller=controller)
                 best = min(best, res.normalized_time)
             norm.append(best)
             ref_runs.append(res)
