@@ -40,8 +40,12 @@ SPEED = 1.0
 YAW_RATE = 0.3
 
 
-def candidates(n: int = 1000, seed: int = 0) -> list[dict]:
-    """Part 1: steer angles within limits and flag shares per controller."""
+def candidates(n: int = 1000, seed: int = 0, fidelity: str = "kinematic") -> list[dict]:
+    """Part 1: steer angles within limits and flag shares per controller (``fidelity``
+    ``"enhanced"``: with the benchmark slip :data:`wmr_model.experiments.BATCH_SLIP`)."""
+    from wmr_model.experiments import BATCH_SLIP
+
+    kw = {"fidelity": "enhanced", "slip_params": BATCH_SLIP} if fidelity == "enhanced" else {}
     m = load_vehicle("zoe")
     terrain = tr.rough(0.15, 0.8, seed=0, x_range=(-10, 10), y_range=(-10, 10))
     q0, _ = kin.initialize_contact(m, terrain)
@@ -53,14 +57,14 @@ def candidates(n: int = 1000, seed: int = 0) -> list[dict]:
     hi = np.array([m.upper[k + 1] for k in steer])
     rows = []
     for ctrl in ("naive", "passive_steer"):
-        predict_controlled(m, terrain, q0, seg[:2, :, :], DT, controller=ctrl)  # compile
+        predict_controlled(m, terrain, q0, seg[:2, :, :], DT, controller=ctrl, **kw)  # compile
         t0 = time.perf_counter()
-        pr = predict_controlled(m, terrain, q0, seg, DT, controller=ctrl)
+        pr = predict_controlled(m, terrain, q0, seg, DT, controller=ctrl, **kw)
         wall = time.perf_counter() - t0
         s = pr.q[:, :, 7 + np.array(steer)]
         inside = np.all((s >= lo) & (s <= hi), axis=(1, 2))
         rows.append({
-            "controller": ctrl, "candidates": n, "steps": int(pr.qdot.shape[1]),
+            "controller": ctrl, "fidelity": fidelity, "candidates": n, "steps": int(pr.qdot.shape[1]),
             "within_limits": int(inside.sum()),
             "max_abs_steer": float(np.abs(s).max()),
             "tipover_share": float((pr.flags & TIPOVER_RISK).any(axis=1).mean()),
@@ -101,18 +105,19 @@ def main() -> None:
     ap.add_argument("part", nargs="?", default="all", choices=("candidates", "table27", "all"))
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--terrains", type=int, default=10)
+    ap.add_argument("--fidelity", choices=("kinematic", "enhanced"), default="kinematic")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     res: dict = {}
     if a.part in ("candidates", "all"):
-        res["candidates"] = candidates(a.n)
+        res["candidates"] = candidates(a.n, fidelity=a.fidelity)
     if a.part in ("table27", "all"):
         res["table27"] = table27(a.terrains)
     if a.json:
         print(json.dumps(res))
         return
     for r in res.get("candidates", []):
-        print(f"{r['controller']:14s} {r['within_limits']:5d}/{r['candidates']} candidates with "
+        print(f"{r['controller']:14s} {r['fidelity']:9s} {r['within_limits']:5d}/{r['candidates']} candidates with "
               f"s1, s2 within +-0.6 rad (max |steer| {r['max_abs_steer']:.3f} rad); "
               f"TIPOVER_RISK {100 * r['tipover_share']:.1f} %, WHEEL_LIFTOFF "
               f"{100 * r['liftoff_share']:.1f} %; {r['wall_s']:.2f} s")
