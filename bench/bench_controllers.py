@@ -64,7 +64,8 @@ def candidates(n: int = 1000, seed: int = 0, fidelity: str = "kinematic") -> lis
         s = pr.q[:, :, 7 + np.array(steer)]
         inside = np.all((s >= lo) & (s <= hi), axis=(1, 2))
         rows.append({
-            "controller": ctrl, "fidelity": fidelity, "candidates": n, "steps": int(pr.qdot.shape[1]),
+            "controller": ctrl, "fidelity": fidelity, "candidates": n,
+            "steps": int(pr.qdot.shape[1]),
             "within_limits": int(inside.sum()),
             "max_abs_steer": float(np.abs(s).max()),
             "tipover_share": float((pr.flags & TIPOVER_RISK).any(axis=1).mean()),
@@ -117,7 +118,8 @@ def main() -> None:
         print(json.dumps(res))
         return
     for r in res.get("candidates", []):
-        print(f"{r['controller']:14s} {r['fidelity']:9s} {r['within_limits']:5d}/{r['candidates']} candidates with "
+        print(f"{r['controller']:14s} {r['fidelity']:9s} {r['within_limits']:5d}/"
+              f"{r['candidates']} candidates with "
               f"s1, s2 within +-0.6 rad (max |steer| {r['max_abs_steer']:.3f} rad); "
               f"TIPOVER_RISK {100 * r['tipover_share']:.1f} %, WHEEL_LIFTOFF "
               f"{100 * r['liftoff_share']:.1f} %; {r['wall_s']:.2f} s")
