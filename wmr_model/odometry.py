@@ -41,7 +41,8 @@ Warthog's ``left_wheel_joint`` driving both left wheels) or each actuated joint 
 (what ``wmr synth`` writes); the layout is chosen per message (:func:`encoder_layouts`,
 :func:`match_encoder_layout`; the replay tool uses the same pair). Velocities are used when
 given; an empty ``velocity`` array (valid ROS: "not provided") makes the odometry differentiate
-the positions over the interval (the first such message only sets the time base).
+the positions over the interval (the first such message only sets the time base); the rule is
+:func:`wmr_model.streams.rate_or_difference`, shared with the offline calibration log.
 
 Time jumps: an encoder stamp more than ``time_jump_threshold`` seconds *behind* the integration
 front (a bag loop, a ``/clock`` reset) resets the odometry to its initial state and restarts from
@@ -81,6 +82,7 @@ from wmr_model.streams import (
     DEFAULT_MAX_WHEEL_SPEED,
     PlausibilityLimits,
     angular_rate_problem,
+    rate_or_difference,
     wheel_rate_problem,
 )
 from wmr_model.terrain import Terrain, flat
@@ -643,12 +645,12 @@ class Odometry3D:
                                     f"stamp {t:.9f} < previous {front:.9f}")
         rates: dict[str, float] = {}
         if front is not None and front < t <= front + self.max_step:
-            dt = t - front
-            for n in self.required_joints:
-                if n in meas_vel:
-                    rates[n] = meas_vel[n]
-                elif n in self._enc_positions:
-                    rates[n] = (meas_pos[n] - self._enc_positions[n]) / dt
+            req = self.required_joints
+            nan = math.nan
+            r = rate_or_difference([meas_vel.get(n, nan) for n in req],
+                                   [meas_pos.get(n, nan) for n in req],
+                                   [self._enc_positions.get(n, nan) for n in req], t - front)
+            rates = {n: float(x) for n, x in zip(req, r.tolist()) if math.isfinite(x)}
             prev = self._gate_prev
             problem = wheel_rate_problem(
                 rates, self._layout_radii[self.layout], self.limits,

@@ -36,7 +36,8 @@ function each:
 
 * :class:`WindowedOrder` - the same guard for recorded streams (bags), ordering by a pure
   stamp window since a recorded stream's own stamps may be out of order; and
-  :func:`differentiate_positions`, rates of encoders that publish positions only.
+  :func:`rate_or_difference` (and :func:`differentiate_positions` over a recorded stream), rates
+  of encoders that publish positions only.
 
 * :func:`wheel_rate_problem`, :func:`angular_rate_problem` - plausibility gates with limits from
   :class:`PlausibilityLimits` (rim speed and acceleration from the wheel radii, gyro rate).
@@ -65,6 +66,7 @@ __all__ = [
     "OrderedInput",
     "WindowedOrder",
     "differentiate_positions",
+    "rate_or_difference",
     "PlausibilityLimits",
     "wheel_rate_problem",
     "angular_rate_problem",
@@ -376,11 +378,35 @@ class WindowedOrder(OrderedInput):
         return newest - self.window
 
 
+def rate_or_difference(velocity, position, previous_position, dt):
+    """Joint rates: ``velocity`` where finite, else the backward difference
+    ``(position - previous_position) / dt`` - the one rule for encoders that publish positions
+    only (an empty ``velocity`` array means "not provided" in ROS). NaN where neither is
+    available (a NaN position or no previous one).
+
+    Used per message by :class:`wmr_model.odometry.Odometry3D` and over a whole recorded stream
+    by :func:`differentiate_positions`.
+
+    Args:
+        velocity, position, previous_position: (..., nj) [rad/s or m/s], [rad or m], [rad or m];
+            NaN = not provided.
+        dt: [s] time from ``previous_position`` to ``position`` (> 0), scalar or broadcastable
+            (e.g. (N, 1)).
+
+    Returns:
+        (..., nj) float array.
+    """
+    import numpy as np
+
+    v = np.asarray(velocity, dtype=float)
+    d = (np.asarray(position, dtype=float) - np.asarray(previous_position, dtype=float)) / dt
+    return np.where(np.isfinite(v), v, d)
+
+
 def differentiate_positions(stamp, position, velocity):
-    """Joint rates (N, nj): ``velocity`` where finite, else the backward difference of the
-    positions over the interval ending at each sample - the odometry's rule for encoders that
-    publish positions only (an empty ``velocity`` array means "not provided" in ROS). The first
-    sample takes the forward difference; NaN where neither is available.
+    """Joint rates (N, nj) of a recorded encoder stream by :func:`rate_or_difference`: each
+    sample's positions differenced over the interval ending at it; the first sample takes the
+    forward difference (the interval after it).
 
     Args:
         stamp: (N,) increasing stamps [s].
@@ -393,7 +419,6 @@ def differentiate_positions(stamp, position, velocity):
     v = np.array(velocity, dtype=float)
     if len(t) < 2:
         return v
-    d = np.full_like(p, np.nan)
-    d[1:] = (p[1:] - p[:-1]) / (t[1:] - t[:-1])[:, None]
-    d[0] = d[1]
-    return np.where(np.isfinite(v), v, d)
+    dt = (t[1:] - t[:-1])[:, None]
+    return np.concatenate([rate_or_difference(v[:1], p[1:2], p[:1], dt[:1]),
+                           rate_or_difference(v[1:], p[1:], p[:-1], dt)])

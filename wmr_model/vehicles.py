@@ -37,6 +37,7 @@ __all__ = [
     "vehicle_files",
     "load_vehicle_spec",
     "load_vehicle",
+    "require_ground_contact",
 ]
 
 #: The vehicles this package ships, in documentation order.
@@ -94,6 +95,16 @@ def vehicle_kind(model: VehicleModel) -> str:
     if model.ntp:
         return "tracked"
     return "closed-chain" if model.nlc else "wheeled"
+
+
+def require_ground_contact(model: VehicleModel) -> None:
+    """Raise :class:`ModelError` (one line naming the file and vehicle) when ``model`` has
+    neither wheels nor tracks: nothing of it touches the ground, so no kinematics, odometry or
+    simulation is defined for it (``wmr check`` and ``wmr simulate`` refuse it)."""
+    if model.wheel_radius.size == 0 and len(model.track_names) == 0:
+        raise ModelError(f"{model.source}: vehicle {model.name!r} has no wheels and no tracks; "
+                         "nothing touches the ground (URDF: make the wheels `continuous` joints "
+                         "or list them under the sidecar's wheels:)")
 
 
 def vehicle_files(name: str) -> tuple[Path, Path]:

@@ -32,6 +32,21 @@ def test_out_bag_missing_parent_process(synth_bag, tmp_path):
     assert not (tmp_path / "no").exists()
 
 
+def test_check_vehicle_without_wheels_process(tmp_path):
+    """``wmr check`` of a vehicle nothing of which touches the ground: exit 2, one line."""
+    u, s = tmp_path / "bare.urdf", tmp_path / "bare.yaml"
+    u.write_text('<robot name="bare"><link name="base_link"/><link name="arm"/>'
+                 '<joint name="j" type="revolute"><parent link="base_link"/><child link="arm"/>'
+                 '<axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/>'
+                 '</joint></robot>')
+    s.write_text("version: 1\nvehicle: bare\nbody_link: base_link\n")
+    p = _wmr("check", u, "--sidecar", s)
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("wmr: error: ")
+    assert "bare.urdf: vehicle 'bare' has no wheels and no tracks" in lines[0]
+
+
 def test_valid_input_exit_0():
     p = _wmr("check", "diffdrive")  # no simulation: a fresh process may compile numba kernels
     assert p.returncode == 0 and p.stderr == "" and "left_wheel_joint" in p.stdout

@@ -17,7 +17,8 @@ def register(subparsers: Any) -> None:
         help="validate a vehicle (shipped name, URDF + sidecar, or frame table)",
         description=(
             "Load and compile a vehicle description and print its frame tree. Exit 0 when it "
-            "is valid; otherwise print one line naming the file, frame and problem, exit 2."
+            "is valid (it also needs wheels or tracks); otherwise print one line naming the file, "
+            "frame and problem, exit 2."
         ),
     )
     p.add_argument(
@@ -36,12 +37,14 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Compile the vehicle; ModelError propagates (main prints it and exits 2)."""
+    """Compile the vehicle and require ground contact (wheels or tracks); ModelError
+    propagates (main prints it and exits 2)."""
     from wmr_model.cli._output import emit
     from wmr_model.cli.vehicles import vehicle_summary
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.vehicles import load_vehicle, require_ground_contact
 
     model = load_vehicle(args.vehicle, args.sidecar)
+    require_ground_contact(model)
     data = {"valid": True, **vehicle_summary(model)}
     data["joint_constraint_names"] = list(model.joint_constraint_names)
     emit(args, data, model.describe())

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     from wmr_model.io.terrain_spec import parse_terrain_spec
     from wmr_model.predict import twist_commands
     from wmr_model.spatial import quat_from_euler
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.vehicles import load_vehicle, require_ground_contact
 
     if not (math.isfinite(args.dt) and args.dt > 0):
         raise ParameterError(f"--dt: must be > 0 s, got {args.dt}")
@@ -147,9 +147,7 @@ def run(args: argparse.Namespace) -> int:
         if v is not None and not math.isfinite(v):
             raise ParameterError(f"--{flag.replace('_', '-')}: must be finite, got {v}")
     model = load_vehicle(args.vehicle, sidecar=args.sidecar)
-    if model.wheel_radius.size == 0 and len(model.track_names) == 0:
-        raise ParameterError(f"{model.source}: vehicle {model.name!r} has no wheels and no "
-                             "tracks; nothing touches the ground to simulate")
+    require_ground_contact(model)
     terrain = parse_terrain_spec(args.terrain)
     x0, y0, yaw_deg = _floats(args.start, "--start", 3)
     q = model.neutral_state()
