@@ -336,8 +336,9 @@ def _prepared(bags: Sequence[str], vehicle: str, opts: FitOptions):
 
 
 def _fit(model, prepared: Sequence[PreparedBag], opts: FitOptions):
-    """Offline fit (3.44)/(3.46) over the informative intervals of ``prepared``; returns
-    (predictor, result, names)."""
+    """Offline fit (3.44)/(3.46) over the informative intervals of ``prepared`` (their logs
+    concatenated); returns the enhanced-kinematic predictor and the
+    :class:`~wmr_model.calibration.offline.OfflineResult`."""
     from wmr_model.calibration.offline import calibrate_offline
     from wmr_model.calibration.predictors import ModelPredictor
     from wmr_model.calibration.table import DEFAULT_NOISE0
@@ -350,7 +351,7 @@ def _fit(model, prepared: Sequence[PreparedBag], opts: FitOptions):
     enh = ModelPredictor(model, flat(), fidelity="enhanced", dt=opts.dt,
                          inputs=tuple(opts.inputs))
     x0 = {n: DEFAULT_NOISE0.get(n, 0.05) for n in opts.noise}
-    return enh, calibrate_offline(enh, log, ivc, names, x0=x0), log, off
+    return enh, calibrate_offline(enh, log, ivc, names, x0=x0)
 
 
 def _errors(predictor, prepared: Sequence[PreparedBag], values: dict) -> dict[str, float]:
@@ -373,7 +374,7 @@ def fit_bags(bags: Sequence[str], vehicle: str, options: FitOptions) -> dict[str
     ``calibration_intervals``, ``inliers``, ``pos``/``yaw`` mean errors [m]/[rad], ``notes``.
     """
     model, prepared = _prepared(bags, vehicle, options)
-    enh, res, _, _ = _fit(model, prepared, options)
+    enh, res = _fit(model, prepared, options)
     err = _errors(enh, prepared, res.values)
     return {"estimate": dict(res.values), "std": dict(res.std), "vehicle": model.name,
             "intervals": err["intervals"],
@@ -387,7 +388,7 @@ def cross_validate(train: Sequence[str], test: Sequence[str], vehicle: str,
     """Cross-validation task: fit on ``train``, predict the evaluation intervals of ``test``
     with that fit and with the nominal (uncalibrated) model; mean errors of both."""
     model, prepared = _prepared([*train, *test], vehicle, options)
-    enh, res, _, _ = _fit(model, prepared[:len(train)], options)
+    enh, res = _fit(model, prepared[:len(train)], options)
     held = prepared[len(train):]
     cal = _errors(enh, held, res.values)
     nom = _errors(enh, held, {})

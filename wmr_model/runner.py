@@ -16,8 +16,9 @@ the same result on every path: workers run the very same code, with one BLAS/Ope
 **Cache.** With ``cache_dir``, each task's result is stored as ``<key>.pkl`` where the key is
 the SHA-256 of the function's qualified name, its hash inputs (``Task.key``, default its
 keyword arguments; callers put content identities there, e.g. :func:`content_id` of a bag,
-instead of paths) and the package version. A task whose key is in the cache is not run again,
-so an interrupted run resumes where it stopped. Failed tasks are not cached.
+instead of paths) and the code (:func:`code_id`: package version and source hash). A task
+whose key is in the cache is not run again, so an interrupted run resumes where it stopped.
+Failed tasks are not cached.
 
 **Failures.** An exception in one task becomes ``TaskResult(ok=False, error="Type: message")``
 (one line); the others still run. :class:`RunStats` counts executed, cached and failed tasks.
@@ -28,6 +29,7 @@ only when stderr is a terminal and ``quiet`` is off.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
@@ -39,7 +41,8 @@ from typing import Any, TextIO
 
 from wmr_model.errors import ParameterError
 
-__all__ = ["Task", "TaskResult", "RunStats", "Runner", "Progress", "content_id", "task_key",
+__all__ = ["Task", "TaskResult", "RunStats", "Runner", "Progress", "content_id", "code_id",
+           "task_key",
            "ray_available", "CLUSTER_HINT", "WORKER_ENV"]
 
 #: What to install for ``--workers N`` / ``--ray-address`` (the ``cluster`` extra).
@@ -115,12 +118,23 @@ def content_id(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-def task_key(task: Task) -> str:
-    """Cache key of ``task``: SHA-256 of function name, hash inputs and package version."""
+@functools.cache
+def code_id() -> str:
+    """Package version plus the SHA-256 of every ``wmr_model`` source file: a result computed
+    by other code (an edited model, a new release) is never taken from the cache."""
     from wmr_model import __version__
 
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256(__version__.encode())
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return f"{__version__}+{h.hexdigest()[:16]}"
+
+
+def task_key(task: Task) -> str:
+    """Cache key of ``task``: SHA-256 of function name, hash inputs and :func:`code_id`."""
     ident = (task.fn.__module__, task.fn.__qualname__,
-             dict(task.kwargs) if task.key is None else task.key, __version__)
+             dict(task.kwargs) if task.key is None else task.key, code_id())
     return hashlib.sha256(pickle.dumps(ident, protocol=4)).hexdigest()
 
 
