@@ -15,7 +15,11 @@ Prints (asserts nothing):
    on virgin soil (quasi-static), the slip and the multipass state over the last 2 s (all
    wheels in the ruts), for soft (speed-droop) and stiff (ideal) wheel drives; the soil mass
    error, a second pass over the same strip and the wall time;
-5. the soil calibration fit (phi, kphi) and its wall time.
+5. the soil calibration fit (phi, kphi) and its wall time;
+6. imprint cost vs grid: HMMWV (on-road tyre options, issue 26) driving 3 s at 1 m/s on
+   ``--soil`` with ruts on a 2 cm and a 1 cm grid: wall time, real-time factor, grid nodes
+   (the avalanche runs in a window around each wheel's new rut, so the cost follows the wheels'
+   footprint, not the grid); ``--only-grid`` runs this section alone.
 
 Usage: ``python bench/bench_soil.py [--soil NAME] [--quick] [--json OUT]``.
 """
@@ -48,7 +52,11 @@ def main() -> None:
     p.add_argument("--soil", default="sandy_loam", choices=sorted(SOIL_PRESETS))
     p.add_argument("--quick", action="store_true", help="fewer slopes and seeds")
     p.add_argument("--json", default=None, metavar="OUT", help="also write results as JSON")
+    p.add_argument("--only-grid", action="store_true", help="section 6 only")
     args = p.parse_args()
+    if args.only_grid:
+        print(json.dumps(_grid_cost(args.soil), default=float))
+        return
     model = load_vehicle("rocky7")
     slopes = (0.0, 5.0, 10.0) if args.quick else SLOPES_DEG
     out: dict = {"soil": args.soil}
@@ -105,9 +113,31 @@ def main() -> None:
     out["calibration"] = {"names": fit.names, "estimate": fit.estimate.tolist(),
                           "sigma": fit.sigma.tolist(), "truth": fit.truth.tolist(),
                           "n_sim": fit.n_sim, "wall_s": wall}
+    out["grid_cost"] = _grid_cost(args.soil)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(out, f, indent=1, default=float)
+
+
+def _grid_cost(soil: str, duration: float = 3.0, speed: float = 1.0) -> dict:
+    """Section 6: HMMWV with ruts on a 2 cm and a 1 cm grid, best of two runs each."""
+    m = load_vehicle("hmmwv")
+    res = {}
+    print(f"\nimprint cost vs grid: hmmwv on {soil}, {duration:g} s at {speed:g} m/s, ruts")
+    for r in (0.02, 0.01):
+        drive_straight_on_soil(m, soil, duration=0.1, speed=speed, resolution=r)  # compile
+        best, run = math.inf, None
+        for _ in range(2):
+            t0 = time.perf_counter()
+            run = drive_straight_on_soil(m, soil, duration=duration, speed=speed, resolution=r)
+            best = min(best, time.perf_counter() - t0)
+        assert run is not None
+        res[f"{r * 100:g} cm"] = {"wall_s": best, "real_time_factor": duration / best,
+                                  "nodes": int(run.soil_map.h.size),
+                                  "segments": int(run.segment_start.size)}
+        print(f"  grid {r * 100:g} cm ({run.soil_map.h.size} nodes): wall {best:.2f} s, "
+              f"{duration / best:.2f}x real time")
+    return res
 
 
 def _vehicle_multipass(model, soil: str, duration: float) -> dict:

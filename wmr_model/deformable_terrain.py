@@ -186,15 +186,36 @@ class DeformableTerrain:
         along the segment within [0, |p1 - p0|] and within ``width / 2`` of its line."""
         p0 = np.asarray(p0, float)
         p1 = np.asarray(p1, float)
-        X, Y = self.node_xy()
         d = p1 - p0
         L = float(np.hypot(d[0], d[1]))
         if L <= 0.0:
             raise ParameterError("DeformableTerrain: p0 and p1 must differ")
         u = d / L
+        # Only nodes in the segment's bounding box widened by width/2 can be swept: evaluate
+        # those (the cost follows the footprint, not the grid; same nodes as a full scan).
+        j0, j1, i0, i1 = self.window(np.minimum(p0, p1) - 0.5 * width,
+                                     np.maximum(p0, p1) + 0.5 * width)
+        out = np.zeros(self.h.shape, dtype=bool)
+        if j1 <= j0 or i1 <= i0:
+            return out
+        x = self.origin[0] + self.resolution[0] * np.arange(i0, i1)
+        y = self.origin[1] + self.resolution[1] * np.arange(j0, j1)
+        X, Y = np.meshgrid(x, y)
         along = (X - p0[0]) * u[0] + (Y - p0[1]) * u[1]
         lateral = -(X - p0[0]) * u[1] + (Y - p0[1]) * u[0]
-        return (along >= 0.0) & (along <= L) & (np.abs(lateral) <= 0.5 * width)
+        out[j0:j1, i0:i1] = (along >= 0.0) & (along <= L) & (np.abs(lateral) <= 0.5 * width)
+        return out
+
+    def window(self, lo: np.ndarray, hi: np.ndarray) -> tuple[int, int, int, int]:
+        """Index window ``(j0, j1, i0, i1)`` (half-open, clipped to the grid) of the nodes with
+        ``lo <= (x, y) <= hi`` [m], one node of slack on each side."""
+        ny, nx = self.h.shape
+        (x0, y0), (dx, dy) = self.origin, self.resolution
+        i0 = max(int(math.floor((lo[0] - x0) / dx)) - 1, 0)
+        i1 = min(int(math.ceil((hi[0] - x0) / dx)) + 2, nx)
+        j0 = max(int(math.floor((lo[1] - y0) / dy)) - 1, 0)
+        j1 = min(int(math.ceil((hi[1] - y0) / dy)) + 2, ny)
+        return j0, j1, i0, i1
 
     def compaction_at(self, p0: tuple[float, float], p1: tuple[float, float],
                       width: float) -> tuple[float, float, float]:
@@ -255,17 +276,28 @@ class DeformableTerrain:
             self.h[berm] += moved / int(berm.sum())
         return self.relax() if relax else 0
 
-    def relax(self, max_sweeps: int = 100000, fixed: np.ndarray | None = None) -> int:
+    def relax(self, max_sweeps: int = 100000, fixed: np.ndarray | None = None,
+              window: tuple[int, int, int, int] | None = None) -> int:
         """Avalanche the surface to the angle of repose (see module docstring); returns sweeps.
 
         ``fixed`` (ny, nx) marks nodes whose soil is held in place (e.g. under a wheel): no
-        avalanche moves soil into or out of them.
+        avalanche moves soil into or out of them. ``window`` ``(j0, j1, i0, i1)`` relaxes only
+        those nodes (pairs across its border are left alone): for a change known to be local,
+        with room around it for the avalanche (a rut of depth d spreads ~d / tan(repose)).
         """
         if fixed is None:
             fixed = np.zeros(self.h.shape, dtype=bool)
         elif np.shape(fixed) != self.h.shape:
             raise TerrainError(f"DeformableTerrain.relax: fixed: expected {self.h.shape}, "
                                f"got {np.shape(fixed)}")
-        return int(relax_to_repose(self.h, np.ascontiguousarray(fixed, dtype=np.bool_),
-                                   self.resolution[0], self.resolution[1],
-                                   math.tan(self.repose), RELAX_TOL, max_sweeps))
+        args = (self.resolution[0], self.resolution[1], math.tan(self.repose), RELAX_TOL,
+                max_sweeps)
+        if window is None:
+            return int(relax_to_repose(self.h, np.ascontiguousarray(fixed, dtype=np.bool_),
+                                       *args))
+        j0, j1, i0, i1 = window
+        h = np.ascontiguousarray(self.h[j0:j1, i0:i1])
+        n = int(relax_to_repose(h, np.ascontiguousarray(fixed[j0:j1, i0:i1], dtype=np.bool_),
+                                *args))
+        self.h[j0:j1, i0:i1] = h
+        return n

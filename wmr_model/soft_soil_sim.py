@@ -67,8 +67,11 @@ from wmr_model.soil import Soil, bekker_params, get_soil
 from wmr_model.terrain import Terrain
 
 __all__ = ["SoftSoilRun", "simulate_on_soil", "drive_straight_on_soil", "wheel_rows",
-           "SEGMENT_RADII", "MARGIN_NODES"]
+           "SEGMENT_RADII", "MARGIN_NODES", "RELAX_MARGIN_NODES"]
 
+#: Nodes of room around a wheel's relaxation window beyond its rut's run-out (see
+#: :func:`simulate_on_soil`): the avalanche of a segment's rut stays well inside.
+RELAX_MARGIN_NODES = 5
 #: Default segment length in wheel radii of commanded rim travel between map updates.
 SEGMENT_RADII = 0.25
 #: Default imprint margin behind the contact point, in node spacings (must exceed 1: the
@@ -253,6 +256,7 @@ def simulate_on_soil(model: VehicleModel, soil_map: DeformableTerrain, q0: np.nd
             Pw = np.concatenate([Ps[-1][-nseg:], P])
             Hw = np.concatenate([Hs[-1][-nseg:], H])
             out = np.empty(7)
+            start = end.copy()  # imprint ends before this segment
             for k in range(nw):
                 e = P[-1, k] - margin * X[-1, k]
                 d = e - end[k]
@@ -271,11 +275,22 @@ def simulate_on_soil(model: VehicleModel, soil_map: DeformableTerrain, q0: np.nd
                 pressed[k] |= mask
                 end[k] = e
             held = np.zeros(soil_map.h.shape, dtype=bool)
+            boxes = []
             for k in range(nw):  # soil under each wheel, from its imprint end to its patch
                 R = float(model.wheel_radius[k])
                 look = travel + R * math.sin(math.acos(max(-1.0, 1.0 - H[-1, k] / R)))
-                held |= soil_map.footprint(end[k], P[-1, k] + look * X[-1, k], float(width[k]))
-            soil_map.relax(fixed=held)
+                front = P[-1, k] + look * X[-1, k]
+                held |= soil_map.footprint(end[k], front, float(width[k]))
+                boxes.append((np.minimum(start[k], front), np.maximum(start[k], front),
+                              float(width[k]), float(H[:, k].max())))
+            # Avalanche only around each wheel's new rut and held soil (the rest of the map is
+            # at repose and unchanged): the cost follows the footprint, not the grid. Room:
+            # half the width plus twice the run-out of a step as deep as the sinkage, and
+            # RELAX_MARGIN_NODES nodes.
+            slack = RELAX_MARGIN_NODES * max(soil_map.resolution)
+            for lo, hi, w, sink in boxes:
+                pad = 0.5 * w + 2.0 * max(sink, 0.0) / math.tan(soil_map.repose) + slack
+                soil_map.relax(fixed=held, window=soil_map.window(lo - pad, hi + pad))
             ter = soil_map.terrain()
         starts.append(done)
         ZC.append(zc)

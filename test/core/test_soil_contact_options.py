@@ -34,3 +34,40 @@ def test_hmmwv_drives_on_soil(name):
     q = run.trajectory.q
     assert np.all(np.isfinite(q)) and q[-1, 4] - q[0, 4] > 0.1  # moved forward
     assert np.all(run.sinkage[-1] > 0)  # the tyres sank into the soil
+
+
+def test_footprint_window_equals_a_full_grid_scan():
+    """The swept-node mask is computed in the segment's bounding box only: same nodes as
+    testing every node of the grid (random segments, some leaving the grid)."""
+    from wmr_model.deformable_terrain import DeformableTerrain
+
+    dtm = DeformableTerrain.flat((-1.0, 1.0), (-0.5, 0.7), 0.013, 1500.0, 0.6)
+    X, Y = dtm.node_xy()
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        p0, p1 = rng.uniform(-1.3, 1.3, 2), rng.uniform(-1.3, 1.3, 2)
+        w = float(rng.uniform(0.01, 0.5))
+        u = (p1 - p0) / np.hypot(*(p1 - p0))
+        along = (X - p0[0]) * u[0] + (Y - p0[1]) * u[1]
+        lat = -(X - p0[0]) * u[1] + (Y - p0[1]) * u[0]
+        full = (along >= 0) & (along <= np.hypot(*(p1 - p0))) & (np.abs(lat) <= w / 2)
+        np.testing.assert_array_equal(dtm.footprint(p0, p1, w), full)
+
+
+def test_windowed_relax_equals_the_full_relax_for_a_local_rut():
+    """A rut's avalanche stays inside a window with room for its run-out: relaxing the window
+    gives the full-grid result bit for bit (the other pairs are at repose: no-ops)."""
+    from wmr_model.deformable_terrain import DeformableTerrain
+
+    maps = [DeformableTerrain.flat((0.0, 3.0), (-1.0, 1.0), 0.01, 1500.0, 0.6, xi=0.5)
+            for _ in range(2)]
+    for dtm in maps:
+        m = dtm.footprint((0.5, 0.0), (1.0, 0.0), 0.2)
+        dtm.press(m, 0.03, relax=False)
+    held = maps[0].footprint((0.9, 0.0), (1.0, 0.0), 0.2)
+    n_full = maps[0].relax(fixed=held)
+    pad = 0.1 + 2 * 0.03 / np.tan(0.6)
+    n_win = maps[1].relax(fixed=held, window=maps[1].window(np.array([0.5, 0.0]) - pad,
+                                                            np.array([1.0, 0.0]) + pad))
+    assert n_full == n_win > 1
+    np.testing.assert_array_equal(maps[0].h, maps[1].h)
