@@ -130,6 +130,14 @@ def test_in_process_and_ray_agree_and_the_cache_resumes(fleet, cache):
     assert _estimates(res_again) == _estimates(res_local)
     # the fits differ between bags (different seeds and terrains): equality below means something
     assert len({tuple(r.value["estimate"].values()) for r in res_local}) == 4
+    # ... and find each bag's simulated terrain: slip.p6 (yaw-rate scaling) near the preset the
+    # bag was generated with (grass -0.4, dirt -0.25; wmr_synth.yaml), grass below dirt
+    p6 = {}
+    for b, r in zip(bags, res_local):
+        truth = yaml.safe_load((Path(b.path) / "wmr_synth.yaml").read_text())["truth"]
+        assert abs(r.value["estimate"]["slip.p6"] - truth["slip.p6"]) < 0.1, (b, r.value)
+        p6.setdefault(b.terrain, []).append(r.value["estimate"]["slip.p6"])
+    assert max(p6["grass"]) < min(p6["dirt"])
     need_ray()
     with Runner(workers=2, quiet=True) as ray_runner:  # no cache: every task runs on Ray
         res_ray = ray_runner.run(tasks)
