@@ -190,3 +190,39 @@ def test_controller_section_errors_name_the_file_and_key(zoe, tmp_path):
     with pytest.raises(ModelError, match=r"unknown joint 'x1'"):
         vehicle_controller(dataclasses.replace(zoe, options={"controller": {
             "type": "passive_steer", "steer_joints": ["x1"]}}))
+
+
+def test_rollout_with_a_controller_equals_predict_controlled(zoe):
+    """The prediction service's path (rollouts.rollout with twists and a controller, chunked,
+    sampled) gives predict_controlled's states."""
+    from wmr_model.rollouts import rollout
+
+    ter = tr.rough(0.1, 0.8, seed=1, x_range=(-10, 10), y_range=(-10, 10))
+    q0, _ = kin.initialize_contact(zoe, ter)
+    tw = np.zeros((3, 40, 2))
+    tw[..., 0] = 1.0
+    tw[..., 1] = np.array([-0.3, 0.0, 0.3])[:, None]
+    r = rollout(zoe, ter, q0, tw, 0.04, every=5, controller="vehicle", max_chunk=2)
+    seg = np.concatenate([tw[:, :1], np.full((3, 1, 1), 1.6)], axis=2)
+    p = predict_controlled(zoe, ter, q0, seg, 0.04, every=5)
+    np.testing.assert_array_equal(r.q, p.q)
+    np.testing.assert_array_equal(r.flags, p.flags)
+
+
+def test_wmr_simulate_uses_the_vehicle_controller(capsys):
+    """``wmr simulate zoe --yaw-rate``: Zoe's controller turns the body (yaw ~ w t less the
+    axles' settling lag of ~B / (2 K) = 0.82 s); ``--controller naive`` leaves the yaw at zero
+    (the open-loop rates swing both axles and the body crabs)."""
+    import json
+
+    from wmr_model.cli import main
+
+    yaw = {}
+    for ctrl in ("vehicle", "naive"):
+        assert main(["simulate", "zoe", "--speed", "1", "--yaw-rate", "0.3", "--duration", "4",
+                     "--controller", ctrl, "--json"]) == 0
+        s = json.loads(capsys.readouterr().out)
+        yaw[s["controller"]] = math.radians(s["final_rpy_deg"][2])
+    assert set(yaw) == {"passive_steer", "naive"}
+    assert 0.3 * (4 - 1.0) < yaw["passive_steer"] < 0.3 * 4
+    assert abs(yaw["naive"]) < 1e-6
