@@ -88,7 +88,8 @@ def tables_2_6_2_7(quick: bool) -> list[dict]:
         terrains = terrains[:3]
     rows = sc.zoe_dynamics_benchmark(model, terrains, repeats=1 if quick else 3)
     print(f"\nTables 2.6/2.7 - Zoe, 1 m/s straight, 10 s, {len(terrains)} wmrde terrains, ideal "
-          "actuators; errors vs dt 0.01 on the same terrain")
+          "actuators, constant (naive) wheel rates; errors vs dt 0.01 on the same terrain "
+          "(with Zoe's steer controller: bench/bench_controllers.py table27)")
     print(f"{'model':16s} {'dt':>5s} | {'time x1e-3':>10s} {'thesis':>7s} | {'pos err':>7s} "
           f"{'thesis':>7s} | {'yaw err':>7s} {'thesis':>7s} | {'iter':>6s} {'thesis':>6s} | "
           f"{'max cost/mg':>11s} {'steps > tol':>13s} {'rolled':>6s}")
