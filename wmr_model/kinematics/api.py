@@ -372,7 +372,11 @@ def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, 
     for name, n in sizes.items():
         if n not in (1, N):
             raise ShapeError(f"{name}: batch size {n} does not match N = {N}")
-    for n in range(q0a.shape[0]):
+    # the checks of _state for every row at once; _state names the first failing row
+    quat = q0a[:, 0:4]
+    ok = np.isfinite(q0a).all(axis=1)
+    ok[ok] = np.abs(np.sqrt(np.einsum("ij,ij->i", quat[ok], quat[ok])) - 1.0) <= 1e-6
+    for n in np.flatnonzero(~ok):
         _state(model, q0a[n], f"q0[{n}]")
     if not np.isfinite(u).all():
         raise ParameterError(f"{rates_name}: must be finite")
