@@ -143,17 +143,101 @@ class ReplayOptions:
     reference_check: bool = True
 
 
+#: Most points kept per plotted series (error vs time, aligned path, reference path); the drift
+#: numbers are computed at full resolution before the series are thinned to this.
+PLOT_POINTS = 5000
+
+
+class TrackSamples:
+    """Odometry samples of one variant, rows ``[t, qw, qx, qy, qz, x, y, z, var_x, var_y,
+    var_yaw]`` (11 float64, 88 bytes): spooled in blocks to an unnamed temporary file (deleted
+    when closed or collected) and read back block by block by the writers, so a long log costs
+    disk, not memory. Only the planar columns ``(t, x, y, yaw)`` the drift evaluation needs stay
+    in memory (:attr:`planar`, 32 bytes a sample, preallocated for ``capacity`` samples).
+
+    Args:
+        capacity: most samples that will be appended (one per encoder message).
+        block: rows buffered in memory before they are written out.
+    """
+
+    WIDTH = 11
+
+    def __init__(self, capacity: int, block: int = 4096) -> None:
+        import tempfile
+
+        self._planar = np.empty((max(int(capacity), 0), 4))
+        self._block = np.empty((block, self.WIDTH))
+        self._nb = 0  # rows in the block, not yet written
+        self._written = 0  # rows in the file
+        self._file = tempfile.TemporaryFile(prefix="wmr_replay_track_")
+
+    def append(self, t: float, pose: np.ndarray, vx: float, vy: float, vyaw: float) -> None:
+        """Add one sample: ``pose`` (7,) ``[qw, qx, qy, qz, x, y, z]``, variances of x, y, yaw."""
+        if self._written + self._nb == len(self._planar):
+            raise ParameterError(f"odometry track: more than its capacity of "
+                                 f"{len(self._planar)} samples")
+        row = self._block[self._nb]
+        row[0] = t
+        row[1:8] = pose[:7]
+        row[8], row[9], row[10] = vx, vy, vyaw
+        self._nb += 1
+        if self._nb == len(self._block):
+            self._flush()
+
+    def _flush(self) -> None:
+        from wmr_model.calibration.residuals import yaw_of
+
+        if self._nb == 0:
+            return
+        b = self._block[:self._nb]
+        p = self._planar[self._written:self._written + self._nb]
+        p[:, 0], p[:, 1], p[:, 2], p[:, 3] = b[:, 0], b[:, 5], b[:, 6], yaw_of(b[:, 1:5])
+        self._file.seek(0, 2)
+        self._file.write(b.tobytes())
+        self._written += self._nb
+        self._nb = 0
+
+    def __len__(self) -> int:
+        return self._written + self._nb
+
+    @property
+    def planar(self) -> np.ndarray:
+        """(N, 4) ``[t, x, y, yaw]`` of every sample (a view)."""
+        self._flush()
+        return self._planar[:self._written]
+
+    def blocks(self, rows: int = 65536):
+        """Yield the samples as (n, 11) arrays of at most ``rows`` rows, in order."""
+        self._flush()
+        f = self._file
+        f.seek(0)
+        left = self._written
+        while left > 0:
+            n = min(rows, left)
+            yield np.frombuffer(f.read(n * 8 * self.WIDTH), dtype=float).reshape(n, self.WIDTH)
+            left -= n
+
+    def array(self) -> np.ndarray:
+        """(N, 11) every sample at once (O(N) memory; the writers use :meth:`blocks`)."""
+        parts = list(self.blocks())
+        return np.concatenate(parts) if parts else np.zeros((0, self.WIDTH))
+
+    def close(self) -> None:
+        """Delete the spool file (the planar columns stay)."""
+        self._file.close()
+
+
 @dataclass
 class OdometryTrack:
-    """One odometry variant: ``t`` (N,) [s from the bag start], ``pose`` (N, 7)
-    ``[qw, qx, qy, qz, x, y, z]`` of the body in the odom frame, ``var`` (N, 3) variances of
-    x [m^2], y [m^2], yaw [rad^2]; evaluation against the reference: ``err_t``, ``err`` (M,)
-    horizontal error [m], ``drift_pct``, ``length`` [m], ``diagnostics`` summary."""
+    """One odometry variant: ``samples`` (:class:`TrackSamples`; ``t`` (N,) [s from the bag
+    start], ``pose`` (N, 7) ``[qw, qx, qy, qz, x, y, z]`` of the body in the odom frame, ``var``
+    (N, 3) variances of x [m^2], y [m^2], yaw [rad^2] read it back whole); evaluation against
+    the reference: ``err_t``, ``err`` horizontal error [m] and ``aligned_xy`` (M, 2), thinned to
+    at most :data:`PLOT_POINTS` samples for the plots, ``drift_pct``, ``end_error`` [m],
+    ``length`` [m] (full resolution), ``diagnostics`` summary."""
 
     label: str
-    t: np.ndarray
-    pose: np.ndarray
-    var: np.ndarray
+    samples: TrackSamples
     err_t: np.ndarray = field(default_factory=lambda: np.zeros(0))
     err: np.ndarray = field(default_factory=lambda: np.zeros(0))
     aligned_xy: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
@@ -161,6 +245,21 @@ class OdometryTrack:
     end_error: float = math.nan
     length: float = math.nan
     diagnostics: dict = field(default_factory=dict)
+
+    @property
+    def t(self) -> np.ndarray:
+        """(N,) sample times [s from the bag start]."""
+        return self.samples.planar[:, 0].copy()
+
+    @property
+    def pose(self) -> np.ndarray:
+        """(N, 7) poses (read back from the spool: O(N) memory)."""
+        return self.samples.array()[:, 1:8]
+
+    @property
+    def var(self) -> np.ndarray:
+        """(N, 3) variances of x, y, yaw (read back from the spool: O(N) memory)."""
+        return self.samples.array()[:, 8:11]
 
 
 @dataclass
@@ -363,14 +462,23 @@ def _interp_planar(t: np.ndarray, xyyaw: np.ndarray, tq: np.ndarray) -> np.ndarr
                      np.interp(tq, t, yaw)], axis=1)
 
 
+def _thin(n: int, most: int = PLOT_POINTS) -> slice | np.ndarray:
+    """Indices of at most ``most`` evenly spread samples of ``n``, the last one included."""
+    if n <= most:
+        return slice(None)
+    return np.unique(np.append(np.arange(0, n, -(-n // (most - 1))), n - 1))
+
+
 def _align_errors(track: OdometryTrack, ref_t: np.ndarray, ref_xy: np.ndarray) -> None:
     """Planar alignment of ``track`` to the reference at its first sample inside the track;
-    fills the error series, the end-point error and the drift [% of reference length]."""
-    sel = (ref_t >= track.t[0]) & (ref_t <= track.t[-1])
+    fills the end-point error, the reference length and the drift [% of reference length] (full
+    resolution) and the error series and aligned path (thinned for plotting)."""
+    pl = track.samples.planar
+    sel = (ref_t >= pl[0, 0]) & (ref_t <= pl[-1, 0])
     if sel.sum() < 2:
         return
     rt, rp = ref_t[sel], ref_xy[sel]
-    od = _interp_planar(track.t, _planar(track.pose), rt)
+    od = _interp_planar(pl[:, 0], pl[:, 1:4], rt)
     dyaw = rp[0, 2] - od[0, 2]
     c, s = math.cos(dyaw), math.sin(dyaw)
     rel = od[:, :2] - od[0, :2]
@@ -378,7 +486,8 @@ def _align_errors(track: OdometryTrack, ref_t: np.ndarray, ref_xy: np.ndarray) -
                               axis=1)
     err = np.linalg.norm(xy - rp[:, :2], axis=1)
     length = float(np.linalg.norm(np.diff(rp[:, :2], axis=0), axis=1).sum())
-    track.err_t, track.err, track.aligned_xy = rt, err, xy
+    keep = _thin(len(rt))
+    track.err_t, track.err, track.aligned_xy = rt[keep], err[keep], xy[keep]
     track.end_error = float(err[-1])
     track.length = length
     track.drift_pct = 100.0 * float(err[-1]) / length if length > 0 else math.nan
@@ -391,28 +500,15 @@ def _odometry_params(values: Mapping[str, float], model) -> dict[str, float]:
             if n.startswith(("slip.", "noise.U.")) or n in wheels}
 
 
-class _TrackBuffer:
-    """Odometry samples ``[t, qw, qx, qy, qz, x, y, z, var_x, var_y, var_yaw]`` in a growing
-    float array (88 bytes a sample; a list of tuples and arrays took ~400)."""
-
-    def __init__(self) -> None:
-        self._a = np.empty((1024, 11))
-        self._n = 0
-
-    def append(self, t: float, pose: np.ndarray, vx: float, vy: float, vyaw: float) -> None:
-        if self._n == len(self._a):
-            self._a = np.resize(self._a, (2 * len(self._a), 11))
-        row = self._a[self._n]
-        row[0] = t
-        row[1:8] = pose[:7]
-        row[8], row[9], row[10] = vx, vy, vyaw
-        self._n += 1
-
-    def __len__(self) -> int:
-        return self._n
-
-    def array(self) -> np.ndarray:
-        return self._a[:self._n]
+def _event_order(stamps: Sequence[np.ndarray]) -> np.ndarray:
+    """Processing order of the events of several stamp arrays: indices into their
+    concatenation, by stamp, then by array (earlier first), then by index; int32 when it fits
+    (4 bytes an event)."""
+    t = np.concatenate(stamps)
+    k = np.repeat(np.arange(len(stamps), dtype=np.int8), [len(a) for a in stamps])
+    i = np.concatenate([np.arange(len(a), dtype=np.int32) for a in stamps])
+    order = np.lexsort((i, k, t))
+    return order.astype(np.int32) if len(order) < 2**31 else order
 
 
 def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResult:
@@ -514,6 +610,22 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         raise BagError(f"{bag}: {topics['pose']} has {len(log.pose_time)} usable poses; "
                        "replay needs at least 2")
     t0 = float(enc_f.stamp[0])
+    # keep only what the odometry pass and the drift need, as plain arrays; the streams go
+    # (issue 24: memory bounded by the log's essentials, not by every field of every message)
+    has_imu = imu is not None
+    enc_names, enc_pos, enc_vel = enc_f.names, enc_f.position, enc_f.velocity
+    t_enc = enc_f.stamp - t0
+    t_imu, gyro_raw = np.zeros(0), np.zeros((0, 3))
+    if has_imu:
+        t_imu, gyro_raw = imu.stamp - t0, imu.angular_velocity
+        if log.gyro is not None and np.array_equal(log.gyro_time, t_imu) \
+                and np.array_equal(log.gyro, gyro_raw):
+            t_imu, gyro_raw = log.gyro_time, log.gyro  # the same numbers: share the log's
+    ref_truth = None
+    if truth_s is not None:
+        ref_truth = (truth_s.stamp - t0,
+                     _planar(np.hstack([truth_s.orientation, truth_s.position])))
+    del s, enc, enc_f, imu, ps, truth_s, streams
     is_flat = tname == "flat" or tname.startswith("flat:")
     params = list(opt.params) if opt.params is not None else _default_params(sensor, side,
                                                                              is_flat)
@@ -570,44 +682,41 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     if opt.split is not None:
         t_split = split_time(log.pose_time, opt.split)
     # ---- odometry variants, one pass in stamp order ----------------------------------------
-    emap = _encoder_map(model, enc.names)
+    emap = _encoder_map(model, enc_names)
     kw = dict(terrain=terrain, encoder_map=emap)
     odos = {ODO_ENCODERS: Odometry3D(model, use_gyro=False, **kw)}
-    if imu is not None:
+    if has_imu:
         odos[ODO_GYRO] = Odometry3D(model, use_gyro=True, **kw)
         odos[ODO_ONLINE] = Odometry3D(model, use_gyro=True, fidelity="enhanced", **kw)
     else:
         notes.append("no IMU topic: gyro odometry variants skipped")
         odos[ODO_ONLINE] = Odometry3D(model, use_gyro=False, fidelity="enhanced", **kw)
     odos[ODO_ONLINE].set_parameters(_odometry_params(cal.estimate, model))
-    t_enc = enc_f.stamp - t0
-    t_imu = imu.stamp - t0 if imu is not None else np.zeros(0)
     t_cal = log.pose_time[iv_cal[:, 1]]
-    ev_t = np.concatenate([t_imu, t_enc, t_cal])
-    ev_k = np.concatenate([np.zeros(len(t_imu), int), np.ones(len(t_enc), int),
-                           np.full(len(t_cal), 2)])
-    ev_i = np.concatenate([np.arange(len(t_imu)), np.arange(len(t_enc)), np.arange(len(t_cal))])
-    order = np.lexsort((ev_i, ev_k, ev_t))
-    tracks: dict[str, _TrackBuffer] = {k: _TrackBuffer() for k in odos}
+    stamps = (t_imu, t_enc, t_cal)
+    order = _event_order(stamps)
+    n_imu, n_ie = len(t_imu), len(t_imu) + len(t_enc)
+    t_last = max(float(t[-1]) for t in stamps if len(t))
+    tracks = {k: TrackSamples(len(t_enc)) for k in odos}
     upd_t: list[float] = []
     bar = _Progress(len(order), opt.progress)
 
     def feed(odo_set: dict, k: int, i: int, rec: dict) -> None:
         if k == 0:
-            w = imu.angular_velocity[i]
+            w = gyro_raw[i]
             for o in odo_set.values():
                 if o.use_gyro:  # without gyro the samples would only pile up in its buffer
                     o.update_imu(t_imu[i], w)
         else:
-            nm = enc_f.names
             for lab, o in odo_set.items():
-                r = o.update_encoders(t_enc[i], nm, enc_f.position[i], enc_f.velocity[i])
+                r = o.update_encoders(t_enc[i], enc_names, enc_pos[i], enc_vel[i])
                 if r.stepped:
                     P = o.P
                     rec[lab].append(t_enc[i], o.q[:7], P[3, 3], P[4, 4], P[2, 2])
 
-    for n_ev, j in enumerate(order):
-        k, i = int(ev_k[j]), int(ev_i[j])
+    for n_ev, j in enumerate(order.tolist()):
+        k = 0 if j < n_imu else 1 if j < n_ie else 2
+        i = j - (0, n_imu, n_ie)[k]
         if k == 2:
             a, b = iv_cal[i]
             rec = cal.update(log, int(a), int(b))
@@ -617,18 +726,18 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         else:
             feed(odos, k, i, tracks)
         if n_ev % 256 == 0:
-            bar.update(n_ev, f"{ev_t[j]:.0f} s of {ev_t.max():.0f} s")
+            bar.update(n_ev, f"{stamps[k][i]:.0f} s of {t_last:.0f} s")
     bar.close()
     final = cal.estimate
     fstd = cal.std
     # converged odometry: the final estimate from the start
-    conv = {ODO_CONVERGED: Odometry3D(model, use_gyro=imu is not None, fidelity="enhanced",
-                                      **kw)}
+    conv = {ODO_CONVERGED: Odometry3D(model, use_gyro=has_imu, fidelity="enhanced", **kw)}
     conv[ODO_CONVERGED].set_parameters(_odometry_params(final, model))
-    tracks[ODO_CONVERGED] = _TrackBuffer()
-    for j in order:
-        if ev_k[j] != 2:
-            feed(conv, int(ev_k[j]), int(ev_i[j]), tracks)
+    tracks[ODO_CONVERGED] = TrackSamples(len(t_enc))
+    for j in order.tolist():
+        if j < n_ie:
+            feed(conv, 0 if j < n_imu else 1, j if j < n_imu else j - n_imu, tracks)
+    del order
     odos.update(conv)
     # ---- diff drive+ (planar, body poses) ----------------------------------------------------
     log_dd = log
@@ -713,27 +822,25 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
                        "R": np.einsum("kij,kjl,kml->kim", Rz, e.R[:, :2, :2], Rz),
                        "nees": e.nees}
     # ---- drift against the reference ---------------------------------------------------------
-    if truth_s is not None:
-        rt = truth_s.stamp - t0
-        rq = np.hstack([truth_s.orientation, truth_s.position])
+    if ref_truth is not None:
+        rt, ref_xy = ref_truth
         ref_name = topics["truth"]
     else:
         d = final.get("time_offset.pose", 0.0)
         rt = log.pose_time - d
-        rq = log_dd.pose if sensor is not None else log.pose
+        ref_xy = _planar(log_dd.pose if sensor is not None else log.pose)
         ref_name = f"{topics['pose']} (shifted by time_offset.pose = {d:.3f} s)"
-    ref_xy = _planar(rq)
     out_tracks: dict[str, OdometryTrack] = {}
     for lab in odos:
-        rows_ = tracks[lab].array()
-        if len(rows_) < 2:
+        if len(tracks[lab]) < 2:
+            tracks[lab].close()
             continue
-        tr_ = OdometryTrack(lab, rows_[:, 0], rows_[:, 1:8], rows_[:, 8:11])
+        tr_ = OdometryTrack(lab, tracks[lab])
         dg = odos[lab].diagnostics
         tr_.diagnostics = {"steps": dg.steps, "rejected": dict(dg.rejected),
                            "gyro_stale_steps": dg.gyro_stale_steps, "resets": dg.resets}
         _align_errors(tr_, rt, ref_xy)
-        if imu is None:  # no IMU: no "+ gyro" in the labels of the enhanced variants
+        if not has_imu:  # no IMU: no "+ gyro" in the labels of the enhanced variants
             tr_.label = lab.replace(" + gyro", "")
         out_tracks[tr_.label] = tr_
     truth = {str(k): float(v) for k, v in (side or {}).get("truth", {}).items()}
@@ -752,7 +859,8 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         duration=float(max(t_enc[-1], log.pose_time[-1])), wall_time=time.perf_counter() - wall0,
         table=table, estimate=final, std=fstd, dd_estimate=dd_cal.estimate, dd_std=dd_cal.std,
         truth=truth, history=hist, odometry=out_tracks,
-        reference={"t": rt, "xy": ref_xy[:, :2], "name": ref_name}, scatter=scatter,
+        reference={"t": rt[_thin(len(rt))], "xy": ref_xy[_thin(len(rt)), :2],
+                   "name": ref_name}, scatter=scatter,
         notes=notes, counts=counts, calibration_intervals=len(iv_cal), rejected=rejected,
         nominal=nominal, table_oos=table_oos, interval_classes=classes,
         split=({} if not math.isfinite(t_split) else {
@@ -777,9 +885,11 @@ def write_csv(result: ReplayResult, out_dir: str | Path) -> dict[str, Path]:
     with atomic_output(po) as tmp, tmp.open("w", encoding="utf-8") as f:
         f.write("variant,t,x,y,z,qw,qx,qy,qz,var_x,var_y,var_yaw\n")
         for lab, tr_ in result.odometry.items():
-            for t, p, v in zip(tr_.t, tr_.pose, tr_.var):
-                f.write(",".join([f'"{lab}"', _fmt(t), *(_fmt(x) for x in p[4:7]),
-                                  *(_fmt(x) for x in p[:4]), *(_fmt(x) for x in v)]) + "\n")
+            for block in tr_.samples.blocks():
+                for row in block:  # t, qw, qx, qy, qz, x, y, z, var_x, var_y, var_yaw
+                    f.write(",".join([f'"{lab}"', _fmt(row[0]), *(_fmt(x) for x in row[5:8]),
+                                      *(_fmt(x) for x in row[1:5]),
+                                      *(_fmt(x) for x in row[8:11])]) + "\n")
     pc = d / "calibration.csv"
     h = result.history
     with atomic_output(pc) as tmp, tmp.open("w", encoding="utf-8") as f:
@@ -832,7 +942,7 @@ def write_output_bag(result: ReplayResult, path: str | Path, storage: str = "mca
     V3 = T["geometry_msgs/msg/Vector3"]
     for n, (lab, tr_) in enumerate(result.odometry.items()):
         topic = f"/wmr/odometry/{n}"
-        for t, q, v in zip(tr_.t, tr_.pose, tr_.var):
+        for t, q, v in ((r[0], r[1:8], r[8:11]) for b in tr_.samples.blocks() for r in b):
             st, ns = stamp(float(t))
             P = np.zeros((6, 6))
             P[3, 3], P[4, 4], P[2, 2] = v[0], v[1], v[2]
