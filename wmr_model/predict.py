@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wmr_model._jit import num_threads
+from wmr_model.budgets import MAX_CANDIDATES, MAX_PREDICTION_BYTES, check_budget
 from wmr_model.enhanced import STANDARD_GRAVITY, slip_axes_array
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.inertia import model_frame_inertias
@@ -62,6 +63,7 @@ __all__ = [
     "DEFAULT_LIFTOFF_THRESHOLD",
     "Prediction",
     "predict",
+    "prediction_bytes",
     "twist_commands",
     "predict_twist",
 ]
@@ -242,6 +244,11 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
                              f"got {every!r}")
     k = int(min(every, T))
     S = (T + k - 1) // k + 1  # stored states 0, k, 2k, ..., T
+    check_budget("predict: candidates", N, MAX_CANDIDATES, "split the batch "
+                 "(wmr_model.rollouts.rollout runs it in chunks)")
+    check_budget(f"predict: bytes for {N} candidates x {S} stored states", prediction_bytes(
+        model, N, T, S, covariance=propagate), MAX_PREDICTION_BYTES,
+        "keep fewer states (every=k; every=T keeps the end state) or split the batch")
 
     def shared(a: np.ndarray) -> np.ndarray:
         # leading axis N, or 1 when all candidates share the value (the loop broadcasts it);
@@ -288,6 +295,19 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     return Prediction(dt=float(dt), q=q_traj, qdot=qdot_traj, contact_speed=vcn, dz=dz,
                       slip=slip, wheel_slip=vc_slip, stability_margin=margin, flags=flags,
                       covariance=P_traj if propagate else None, steps=steps)
+
+
+def prediction_bytes(model: VehicleModel, N: int, T: int, S: int, *, covariance: bool) -> int:
+    """Bytes :func:`predict` allocates for N candidates of T steps keeping S states: per
+    candidate the joint-space commands (T, nv) and the rate copy (T, na); per stored state the
+    state (nq), contact dz (nc), margin, covariance (36, when propagated) and the flag byte;
+    per stored step (S - 1) the rates (nv), contact speed (nc), body slip (6) and wheel slip
+    (2 nc)."""
+    nq, nv, nc, na = model.nq, model.nv, model.nc, len(model.actuated_joints)
+    per_state = nq + nc + 1 + (36 if covariance else 0)
+    per_step = nv + nc + 6 + 2 * nc
+    T, S = int(T), int(S)
+    return int(N) * (8 * (T * (nv + na) + S * per_state + (S - 1) * per_step) + S)
 
 
 def _measured(a: np.ndarray | None, name: str, rows: int, width: int,

@@ -41,6 +41,7 @@ from wmr_model.predict import (
     dynamic_stability_margin,
     joint_limit_flags,
     predict,
+    prediction_bytes,
 )
 from wmr_model.terrain import GRID, Terrain
 
@@ -211,10 +212,7 @@ def _chunk_scratch_per_candidate(model: VehicleModel, fidelity: str, T: int, S: 
     if fidelity == "dynamic":
         # Q, QD (T+1), IT, COST, FC (nc, 3), DZ (T), commands copy, margins and flags per state
         return 8 * ((T + 1) * (nq + nv + 2) + T * (2 + 4 * nc + na)) + (T + 1)
-    # qdot_cmd (T, nv), rates copy (T, na); q, qdot, contact speed, dz, slip (6), wheel slip
-    # (2 nc), margin, covariance (36) and flags per sample
-    per_sample = nq + nv + 4 * nc + 6 + 1 + (36 if covariance else 0)
-    return 8 * (T * (nv + na) + S * per_sample) + S
+    return prediction_bytes(model, 1, T, S, covariance=covariance)
 
 
 def rollout_bytes(model: VehicleModel, fidelity: str, C: int, T: int, every: int, *,

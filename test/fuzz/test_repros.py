@@ -330,3 +330,58 @@ def test_dt_1e_300_is_a_budget_error(synth_bag, command, steps):
         else ["--quiet"]
     assert f"steps per interval: {steps} exceeds the budget of 100,000" in error_line(
         run_wmr(command, synth_bag, "--dt", "1e-300", *extra))
+
+
+# ---- predict: candidate and output budgets -------------------------------------------------
+def test_predict_candidate_budget_names_the_number():
+    from wmr_model.budgets import MAX_CANDIDATES
+    from wmr_model.errors import ParameterError
+    from wmr_model.predict import predict
+    from wmr_model.terrain import flat
+    from wmr_model.vehicles import load_vehicle
+
+    m = load_vehicle("diffdrive")
+    q0 = np.broadcast_to(m.neutral_state(), (MAX_CANDIDATES + 1, m.nq))
+    with pytest.raises(ParameterError, match=r"predict: candidates: 100,001 exceeds the budget "
+                                             r"of 100,000; split the batch"):
+        predict(m, flat(), q0, np.zeros((1, len(m.actuated_joints))), 0.05)
+
+
+def test_predict_output_budget_before_allocating():
+    """20,000 candidates x 2,000 steps with covariance would allocate ~10 GB: refused at once,
+    naming the bytes and the way out (every=k)."""
+    from wmr_model.errors import ParameterError
+    from wmr_model.predict import predict, prediction_bytes
+    from wmr_model.terrain import flat
+    from wmr_model.vehicles import load_vehicle
+
+    m = load_vehicle("diffdrive")
+    q0 = np.broadcast_to(m.neutral_state(), (20_000, m.nq))
+    need = prediction_bytes(m, 20_000, 2000, 2001, covariance=True)
+    with pytest.raises(ParameterError, match=rf"predict: bytes for 20000 candidates x 2001 stored "
+                                             rf"states: {need:,} exceeds the budget of "
+                                             r"2,147,483,648; keep fewer states \(every=k"):
+        predict(m, flat(), q0, np.zeros((2000, len(m.actuated_joints))), 0.01,
+                Qprime=np.eye(6) * 1e-4)
+    # keeping the end state only drops the stored states (the command scratch remains)
+    assert prediction_bytes(m, 20_000, 2000, 2, covariance=True) < need / 5
+
+
+@pytest.mark.parametrize("every,cov", [(1, True), (3, False)])
+def test_prediction_bytes_is_what_predict_allocates(every, cov):
+    """prediction_bytes = the returned arrays + the (N, T, nv) command scratch and (N, T, na)
+    rate copy, counted from the arrays themselves."""
+    from wmr_model.predict import predict, prediction_bytes
+    from wmr_model.terrain import flat
+    from wmr_model.vehicles import load_vehicle
+
+    m = load_vehicle("diffdrive")
+    N, T, na = 3, 7, len(m.actuated_joints)
+    pr = predict(m, flat(), np.broadcast_to(m.neutral_state(), (N, m.nq)),
+                 np.full((N, T, na), 0.5), 0.05, fidelity="enhanced",
+                 Qprime=np.eye(6) * 1e-4 if cov else None, every=every)
+    kept = sum(a.nbytes for a in (pr.q, pr.qdot, pr.contact_speed, pr.dz, pr.slip,
+                                  pr.wheel_slip, pr.stability_margin, pr.flags,
+                                  *(() if pr.covariance is None else (pr.covariance,))))
+    S = pr.q.shape[1]
+    assert kept + N * 8 * T * (m.nv + na) == prediction_bytes(m, N, T, S, covariance=cov)
