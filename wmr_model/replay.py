@@ -500,6 +500,19 @@ def _odometry_params(values: Mapping[str, float], model) -> dict[str, float]:
             if n.startswith(("slip.", "noise.U.")) or n in wheels}
 
 
+def _return_free_memory() -> None:
+    """Hand the C allocator's free pages back to the OS (glibc ``malloc_trim``) between the
+    replay's phases: the arrays one phase drops leave holes in the heap that would otherwise
+    stay resident and add to the next phase's peak. Nothing happens without glibc."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _event_order(stamps: Sequence[np.ndarray]) -> np.ndarray:
     """Processing order of the events of several stamp arrays: indices into their
     concatenation, by stamp, then by array (earlier first), then by index; int32 when it fits
@@ -565,6 +578,15 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
                          "(non-finite position or orientation)")
             truth_s = _pose_rows(truth_s, good) if good.sum() >= 2 else None
     counts = {topics[r]: len(s[r].stamp) for r in topics}
+    del s  # from here on only the arrays that are used stay (issue 24: bounded memory)
+    ref_truth = None  # drift reference (t [s from the first encoder stamp], planar x, y, yaw)
+    if truth_s is not None:
+        ref_truth = (truth_s.stamp, _planar(np.hstack([truth_s.orientation,
+                                                       truth_s.position])))
+        del truth_s
+    if imu is not None:  # the odometry and the log read stamps, rates and attitude only
+        imu = dataclasses.replace(imu, receive_time=np.zeros(0),
+                                  linear_acceleration=np.zeros((0, 3)))
     model, sensor = _build_model(opt, side, ps.child_frame_id)
     # terrain
     if opt.terrain is not None:
@@ -591,6 +613,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         enc_f = dataclasses.replace(
             enc, stamp=enc.stamp[keep], receive_time=enc.receive_time[keep],
             position=enc.position[keep], velocity=enc.velocity[keep], effort=enc.effort[keep])
+        vel = enc_f.velocity
     else:  # "interpolate": every stamp kept, held rates replaced by the line between fresh ones
         vel = np.array(enc.velocity)
         for j in range(vel.shape[1]):
@@ -598,6 +621,9 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
             if ok.sum() >= 2:
                 vel[:, j] = np.interp(enc.stamp, enc.stamp[ok], vel[ok, j])
         enc_f = dataclasses.replace(enc, velocity=vel)
+    enc_f = dataclasses.replace(enc_f, receive_time=np.zeros(0),
+                                effort=np.zeros((0, len(enc.names))))
+    del enc, vel
     streams = {"enc": enc_f, "pose": ps}
     if imu is not None:
         streams["imu"] = imu
@@ -621,11 +647,10 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         if log.gyro is not None and np.array_equal(log.gyro_time, t_imu) \
                 and np.array_equal(log.gyro, gyro_raw):
             t_imu, gyro_raw = log.gyro_time, log.gyro  # the same numbers: share the log's
-    ref_truth = None
-    if truth_s is not None:
-        ref_truth = (truth_s.stamp - t0,
-                     _planar(np.hstack([truth_s.orientation, truth_s.position])))
-    del s, enc, enc_f, imu, ps, truth_s, streams
+    if ref_truth is not None:
+        ref_truth = (ref_truth[0] - t0, ref_truth[1])
+    del enc_f, imu, ps, streams
+    _return_free_memory()
     is_flat = tname == "flat" or tname.startswith("flat:")
     params = list(opt.params) if opt.params is not None else _default_params(sensor, side,
                                                                              is_flat)
@@ -738,6 +763,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         if j < n_ie:
             feed(conv, 0 if j < n_imu else 1, j if j < n_imu else j - n_imu, tracks)
     del order
+    _return_free_memory()
     odos.update(conv)
     # ---- diff drive+ (planar, body poses) ----------------------------------------------------
     log_dd = log
