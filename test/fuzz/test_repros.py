@@ -79,7 +79,12 @@ def test_non_utf8_synth_sidecar(bag_copy):
 
 
 def test_deep_chain_describe(tmp_path):
-    u, s = _pair(tmp_path, _deep_chain(2000), "version: 1\nvehicle: deep\nbody_link: base_link\n")
+    wheel = ('<link name="wheel"><collision><geometry><cylinder radius="0.1" length="0.05"/>'
+             '</geometry></collision></link><joint name="wheel_joint" type="continuous">'
+             '<parent link="base_link"/><child link="wheel"/><origin rpy="-1.5708 0 0"/>'
+             '<axis xyz="0 0 1"/></joint></robot>')  # a wheel: check needs ground contact
+    urdf = _deep_chain(2000).replace("</robot>", wheel)
+    u, s = _pair(tmp_path, urdf, "version: 1\nvehicle: deep\nbody_link: base_link\n")
     res = run_wmr("check", u, "--sidecar", s)
     assert res.code == 0 and "j1999 [revolute]" in res.out
 
