@@ -39,7 +39,7 @@ def _start(ros, *params: str):
     for p in params:
         args += ["-p", p]
     ros.start(SCRIPT, *args, name="prediction_node")
-    ros.wait_for(services=[SERVICE], timeout=120)
+    ros.wait_for(services=[SERVICE], timeout=COLD)  # with warmup:=true it compiles first
     return ros.node.create_client(PredictTrajectory, SERVICE)
 
 
@@ -438,7 +438,8 @@ def test_memory_budget_refuses_before_allocating(ros):
     from wmr_model.srv import PredictTrajectory
 
     Req = PredictTrajectory.Request
-    client = _start(ros, "max_request_memory_mb:=200.0")
+    # a generous time budget: the node may be the first to compile the twist path's kernels
+    client = _start(ros, "max_request_memory_mb:=200.0", f"max_compute_time:={COLD}")
     # 5000 x 10000 steps: tens of GB of states if allocated; sent as 5000 twists (small)
     req = _request(C=5000, T=10000, dt=0.001)
     req.command_type = Req.BODY_TWIST
@@ -665,3 +666,22 @@ def test_pushed_parameters_apply_and_invalid_ones_are_refused(ros, server):
     assert st.level == DiagnosticStatus.OK and st.name == "/pred/prediction_node: prediction"
     assert int(kv["requests"]) >= 4 and int(kv["succeeded"]) >= 3
     assert "step_size" in kv["last rejection"]
+
+
+def test_warmup_compiles_before_serving_and_is_not_counted(ros):
+    """warmup:=true serves one tiny request per fidelity before ~/predict is advertised (its
+    log says so); diagnostics count only the callers' requests."""
+    from harness import DiagnosticsRecorder
+    from rclpy.qos import QoSProfile
+
+    client = _start(ros, "warmup:=true")
+    _, log = ros.processes[-1].output()
+    assert "kernels ready in" in log, log
+    rec = DiagnosticsRecorder(ros, "/pred/prediction_node", QoSProfile(depth=10))
+    _, kv = rec.wait(lambda st, kv: "requests" in kv)
+    assert int(kv["requests"]) == 0 and int(kv["rejected"]) == 0
+    req = _request(C=2, T=20, every=5)
+    res = _call(ros, client, req)
+    assert res.success and np.isfinite(res.poses).all()
+    _, kv = rec.wait(lambda st, kv: int(kv.get("requests", 0)) >= 1)
+    assert int(kv["requests"]) == 1 and int(kv["succeeded"]) == 1

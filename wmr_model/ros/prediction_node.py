@@ -575,6 +575,11 @@ class PredictionNode(Node):
                                      "samples", lower=1, upper=100000)
         period = declare(self, "diagnostics_period", 1.0, "[s] diagnostics publishing period",
                          lower=0.01, upper=60.0)
+        self.warmup = declare(self, "warmup", False, "serve one tiny request per fidelity "
+                              "before the service is advertised, so that the first real ones "
+                              "meet max_compute_time: loads the compiled kernels (about 4 s) or "
+                              "compiles them (minutes, on the first start after an install)",
+                              read_only=True)
         self.model_values = declare_model_parameters(self, DEFAULT_QPRIME_U)
         self.wheel_values: dict[str, float] = {}
         self.base_model: VehicleModel | None = None
@@ -606,6 +611,7 @@ class PredictionNode(Node):
             self._rd_sub = subscribe_robot_description(self, self._on_robot_description)
         validate_parameters(self)
         self.add_post_set_parameters_callback(self._on_parameters_set)
+        self._warm_up()
         reliable_service(self, PredictTrajectory, "~/predict", self._on_predict,
                          callback_group=ReentrantCallbackGroup())
         steady_timer(self, float(period), self._publish_diagnostics)
@@ -646,6 +652,38 @@ class PredictionNode(Node):
             if self.model is not None and self._rd_sub is not None:
                 self.destroy_subscription(self._rd_sub)
                 self._rd_sub = None
+                self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Serve one tiny body-twist request per fidelity, so that the kernels every request
+        needs are compiled (or loaded from numba's cache) before the first real one; the
+        counters in diagnostics do not include them."""
+        if not self.warmup or self.model is None:
+            return
+        from wmr_model.ros.client import build_request
+
+        t0 = time.perf_counter()
+        with self._lock:
+            saved = (Counter(self.stats), Counter(self.rejected), list(self.compute_times),
+                     self.last_rejection)
+            publish = self.publish_path, self.publish_markers
+            self.publish_path = self.publish_markers = False  # nothing on the topics
+        failed = []
+        for fidelity in FIDELITY_NAMES.values():
+            req = build_request(step_size=0.05, num_steps=2, fidelity=fidelity,
+                                twists=np.array([[[0.1, 0.0]], [[0.1, 0.1]]]),
+                                twist_durations=[0.1], pose=(0.0, 0.0, 0.0))
+            resp = self._on_predict(req, PredictTrajectory.Response())
+            if not resp.success:
+                failed.append(f"{fidelity}: {resp.status_message}")
+        with self._lock:
+            self.stats, self.rejected, self.compute_times, self.last_rejection = saved
+            self.publish_path, self.publish_markers = publish
+        dt = time.perf_counter() - t0
+        if failed:
+            self.get_logger().warning(f"warm-up requests failed ({dt:.1f} s): {failed}")
+        else:
+            self.get_logger().info(f"kernels ready in {dt:.1f} s")
 
     def _on_parameters_set(self, params) -> None:
         """Apply accepted values (validated before by validate_parameters)."""
