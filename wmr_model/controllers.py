@@ -272,20 +272,9 @@ def twist_profile(segments: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarr
     ``round(duration / dt)`` steps; shorter candidates are padded with zero twist (stopped),
     as in :func:`wmr_model.predict.twist_commands`.
     """
-    seg = np.asarray(segments, dtype=float)
-    if seg.ndim == 2:
-        seg = seg[None]
-    if seg.ndim != 3 or seg.shape[2] != 3:
-        raise ShapeError(f"segments: expected shape (S, 3) or (N, S, 3) rows (vx, wz, "
-                         f"duration), got {np.shape(segments)}")
-    if not np.all(np.isfinite(seg)):
-        raise ParameterError("segments: must be finite")
-    if np.any(seg[:, :, 2] < 0):
-        raise ParameterError("segments: durations must be >= 0 s")
-    if not (math.isfinite(dt) and dt > 0):
-        raise ParameterError(f"dt: must be a finite step size > 0 s, got {dt}")
-    steps = np.rint(seg[:, :, 2] / dt).astype(int)
-    T = max(1, int(steps.sum(axis=1).max()))
+    from wmr_model.predict import segment_steps
+
+    seg, steps, T = segment_steps(segments, dt)
     vx = np.zeros((seg.shape[0], T))
     wz = np.zeros((seg.shape[0], T))
     for n in range(seg.shape[0]):

@@ -330,6 +330,26 @@ def _axes(a: np.ndarray) -> np.ndarray:
     return slip_axes_array(*a)
 
 
+def segment_steps(segments: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """Checked twist segments (N, S, 3) rows ``(vx, wz, duration)``, the steps of each
+    segment (N, S) (``round(duration / dt)``) and the horizon T (the longest candidate, >= 1).
+    ``segments`` may be (S, 3) for one candidate."""
+    seg = np.asarray(segments, dtype=float)
+    if seg.ndim == 2:
+        seg = seg[None]
+    if seg.ndim != 3 or seg.shape[2] != 3:
+        raise ShapeError(f"segments: expected shape (S, 3) or (N, S, 3) rows (vx, wz, "
+                         f"duration), got {np.shape(segments)}")
+    if not np.all(np.isfinite(seg)):
+        raise ParameterError("segments: must be finite")
+    if np.any(seg[:, :, 2] < 0):
+        raise ParameterError("segments: durations must be >= 0 s")
+    if not (math.isfinite(dt) and dt > 0):
+        raise ParameterError(f"dt: must be a finite step size > 0 s, got {dt}")
+    steps = np.rint(seg[:, :, 2] / dt).astype(int)
+    return seg, steps, max(1, int(steps.sum(axis=1).max()))
+
+
 def twist_commands(model: VehicleModel, segments: np.ndarray, dt: float, *,
                    q: np.ndarray | None = None) -> np.ndarray:
     """Actuated joint rates (N, T, na) for piecewise-constant body twist segments.
@@ -350,23 +370,10 @@ def twist_commands(model: VehicleModel, segments: np.ndarray, dt: float, *,
     per joint state (equal to a solve per twist to round-off); otherwise results are cached per
     distinct (vx, wz) and steer state.
     """
-    seg = np.asarray(segments, dtype=float)
-    if seg.ndim == 2:
-        seg = seg[None]
-    if seg.ndim != 3 or seg.shape[2] != 3:
-        raise ShapeError(f"segments: expected shape (S, 3) or (N, S, 3) rows (vx, wz, "
-                         f"duration), got {np.shape(segments)}")
-    if not np.all(np.isfinite(seg)):
-        raise ParameterError("segments: must be finite")
-    if np.any(seg[:, :, 2] < 0):
-        raise ParameterError("segments: durations must be >= 0 s")
-    if not (math.isfinite(dt) and dt > 0):
-        raise ParameterError(f"dt: must be a finite step size > 0 s, got {dt}")
+    seg, steps, T = segment_steps(segments, dt)
     qn = model.neutral_state()
     if q is not None:
         qn[7:] = kin_api._state(model, q)[7:]
-    steps = np.rint(seg[:, :, 2] / dt).astype(int)
-    T = max(1, int(steps.sum(axis=1).max()))
     act = list(model.actuated_joints)
     out = np.zeros((seg.shape[0], T, len(act)))
     terrain = flat()
