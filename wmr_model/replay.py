@@ -151,9 +151,9 @@ PLOT_POINTS = 5000
 class TrackSamples:
     """Odometry samples of one variant, rows ``[t, qw, qx, qy, qz, x, y, z, var_x, var_y,
     var_yaw]`` (11 float64, 88 bytes): spooled in blocks to an unnamed temporary file (deleted
-    when closed or collected) and read back block by block by the writers, so a long log costs
-    disk, not memory. Only the planar columns ``(t, x, y, yaw)`` the drift evaluation needs stay
-    in memory (:attr:`planar`, 32 bytes a sample, preallocated for ``capacity`` samples).
+    when closed or collected) and read back block by block, so a long log costs disk, not
+    memory: the writers stream the rows, the drift evaluation reads the planar columns
+    ``(t, x, y, yaw)`` of one variant at a time (:attr:`planar`, 32 bytes a sample).
 
     Args:
         capacity: most samples that will be appended (one per encoder message).
@@ -161,11 +161,13 @@ class TrackSamples:
     """
 
     WIDTH = 11
+    #: rows read back at a time
+    BLOCK_READ = 65536
 
     def __init__(self, capacity: int, block: int = 4096) -> None:
         import tempfile
 
-        self._planar = np.empty((max(int(capacity), 0), 4))
+        self.capacity = max(int(capacity), 0)
         self._block = np.empty((block, self.WIDTH))
         self._nb = 0  # rows in the block, not yet written
         self._written = 0  # rows in the file
@@ -173,9 +175,9 @@ class TrackSamples:
 
     def append(self, t: float, pose: np.ndarray, vx: float, vy: float, vyaw: float) -> None:
         """Add one sample: ``pose`` (7,) ``[qw, qx, qy, qz, x, y, z]``, variances of x, y, yaw."""
-        if self._written + self._nb == len(self._planar):
-            raise ParameterError(f"odometry track: more than its capacity of "
-                                 f"{len(self._planar)} samples")
+        if self._written + self._nb == self.capacity:
+            raise ParameterError(f"odometry track: more than its capacity of {self.capacity} "
+                                 "samples")
         row = self._block[self._nb]
         row[0] = t
         row[1:8] = pose[:7]
@@ -185,15 +187,10 @@ class TrackSamples:
             self._flush()
 
     def _flush(self) -> None:
-        from wmr_model.calibration.residuals import yaw_of
-
         if self._nb == 0:
             return
-        b = self._block[:self._nb]
-        p = self._planar[self._written:self._written + self._nb]
-        p[:, 0], p[:, 1], p[:, 2], p[:, 3] = b[:, 0], b[:, 5], b[:, 6], yaw_of(b[:, 1:5])
         self._file.seek(0, 2)
-        self._file.write(b.tobytes())
+        self._file.write(self._block[:self._nb].tobytes())
         self._written += self._nb
         self._nb = 0
 
@@ -202,11 +199,18 @@ class TrackSamples:
 
     @property
     def planar(self) -> np.ndarray:
-        """(N, 4) ``[t, x, y, yaw]`` of every sample (a view)."""
-        self._flush()
-        return self._planar[:self._written]
+        """(N, 4) ``[t, x, y, yaw]`` of every sample (read back from the spool)."""
+        from wmr_model.calibration.residuals import yaw_of
 
-    def blocks(self, rows: int = 65536):
+        out = np.empty((len(self), 4))
+        n = 0
+        for b in self.blocks(self.BLOCK_READ):
+            p = out[n:n + len(b)]
+            p[:, 0], p[:, 1], p[:, 2], p[:, 3] = b[:, 0], b[:, 5], b[:, 6], yaw_of(b[:, 1:5])
+            n += len(b)
+        return out
+
+    def blocks(self, rows: int = BLOCK_READ):
         """Yield the samples as (n, 11) arrays of at most ``rows`` rows, in order."""
         self._flush()
         f = self._file
