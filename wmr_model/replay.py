@@ -947,6 +947,8 @@ def write_output_bag(result: ReplayResult, path: str | Path, storage: str = "mca
     report order; the label is in ``child_frame_id``'s topic metadata) and the calibration state
     (``/wmr/calibration_state``, wmr_model/msg/CalibrationState when its definition is found)
     as a rosbag2 at ``path`` (must not exist)."""
+    import heapq
+
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
@@ -961,7 +963,6 @@ def write_output_bag(result: ReplayResult, path: str | Path, storage: str = "mca
     if p.exists():
         raise ParameterError(f"{p}: exists; choose a new output bag path")
     plug = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage]
-    msgs = []
 
     def stamp(t: float):
         ns = int(round((result.t0 + t) * 1e9))
@@ -970,7 +971,8 @@ def write_output_bag(result: ReplayResult, path: str | Path, storage: str = "mca
     Hd, Q, P3 = T["std_msgs/msg/Header"], T["geometry_msgs/msg/Quaternion"], \
         T["geometry_msgs/msg/Point"]
     V3 = T["geometry_msgs/msg/Vector3"]
-    for n, (lab, tr_) in enumerate(result.odometry.items()):
+
+    def odometry_msgs(n: int, lab: str, tr_: OdometryTrack):
         topic = f"/wmr/odometry/{n}"
         for t, q, v in ((r[0], r[1:8], r[8:11]) for b in tr_.samples.blocks() for r in b):
             st, ns = stamp(float(t))
@@ -988,9 +990,10 @@ def write_output_bag(result: ReplayResult, path: str | Path, storage: str = "mca
                                                                   dtype=float)),
                 twist=T["geometry_msgs/msg/TwistWithCovariance"](
                     twist=tw, covariance=np.zeros(36)))
-            msgs.append((ns, topic, "nav_msgs/msg/Odometry", m))
-    h = result.history
-    if msgdef is not None:
+            yield ns, topic, "nav_msgs/msg/Odometry", m
+
+    def calibration_msgs():
+        h = result.history
         sysn = [n for n in h["names"] if not n.startswith("noise.")]
         noi = [n for n in h["names"] if n.startswith("noise.")]
         si = [h["names"].index(n) for n in sysn]
@@ -1008,13 +1011,18 @@ def write_output_bag(result: ReplayResult, path: str | Path, storage: str = "mca
                 last_nis=float(h["mahalanobis"][k]),
                 last_accepted=bool(h["accepted"][k]), interval_count=k + 1,
                 rejected_count=int((~h["accepted"][:k + 1]).sum()))
-            msgs.append((ns, "/wmr/calibration_state", "wmr_model/msg/CalibrationState", m))
-    msgs.sort(key=lambda r: (r[0], r[1]))
+            yield ns, "/wmr/calibration_state", "wmr_model/msg/CalibrationState", m
+
+    # each topic is in stamp order: merged by (stamp, topic), one message in memory at a time
+    # per topic (a sorted list of every message object took ~1 KB per odometry step)
+    topics = [odometry_msgs(n, lab, tr_) for n, (lab, tr_) in enumerate(result.odometry.items())]
+    if msgdef is not None:
+        topics.append(calibration_msgs())
     if not p.parent.is_dir():
         raise ParameterError(f"output bag {p}: folder {p.parent} does not exist")
     with Writer(p, version=8, storage_plugin=plug) as w:
         conns = {}
-        for ns, topic, mt, m in msgs:
+        for ns, topic, mt, m in heapq.merge(*topics, key=lambda r: (r[0], r[1])):
             if topic not in conns:
                 conns[topic] = w.add_connection(topic, mt, typestore=ts)
             w.write(conns[topic], ns, ts.serialize_cdr(m, mt))
