@@ -17,6 +17,8 @@ Run: ``.venv/bin/python bench/bench_runner.py [--duration S] [--quick] [--json]`
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import tempfile
@@ -57,8 +59,9 @@ def main() -> None:
         bags = []
         for name, robot, terrain, seed in BAGS:
             path = str(Path(tmp) / name)
-            wmr(["synth", "--out", path, "--duration", f"{duration:g}", "--seed", str(seed),
-                 "--terrain", terrain, "--truth-rate", "10"])
+            with contextlib.redirect_stdout(io.StringIO()):
+                wmr(["synth", "--out", path, "--duration", f"{duration:g}", "--seed",
+                     str(seed), "--terrain", terrain, "--truth-rate", "10"])
             bags.append(FleetBag(path, robot, terrain, "warthog"))
         opts = FitOptions(pose_topic="/ground_truth/odom")
         t, ref, load = _timed(Runner(quiet=True), bags, opts)
