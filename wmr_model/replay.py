@@ -591,6 +591,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     if imu is not None:  # the odometry and the log read stamps, rates and attitude only
         imu = dataclasses.replace(imu, receive_time=np.zeros(0),
                                   linear_acceleration=np.zeros((0, 3)))
+    _return_free_memory()  # the reader's row buffers are gone
     model, sensor = _build_model(opt, side, ps.child_frame_id)
     # terrain
     if opt.terrain is not None:
@@ -860,6 +861,11 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         rt = log.pose_time - d
         ref_xy = _planar(log_dd.pose if sensor is not None else log.pose)
         ref_name = f"{topics['pose']} (shifted by time_offset.pose = {d:.3f} s)"
+    duration = float(max(t_enc[-1], log.pose_time[-1]))
+    # the log and the odometry inputs are done with: freed before the drift's temporaries
+    # (rebound, not deleted: feed and the table helpers above close over them)
+    log = log_dd = pos = yaw_u = enc_pos = enc_vel = t_imu = gyro_raw = t_enc = stamps = None
+    _return_free_memory()
     out_tracks: dict[str, OdometryTrack] = {}
     for lab in odos:
         if len(tracks[lab]) < 2:
@@ -886,7 +892,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
                      "outliers (Mahalanobis gate (3.68))")
     return ReplayResult(
         bag=bag, vehicle=model.name, topics=topics, t0=t0,
-        duration=float(max(t_enc[-1], log.pose_time[-1])), wall_time=time.perf_counter() - wall0,
+        duration=duration, wall_time=time.perf_counter() - wall0,
         table=table, estimate=final, std=fstd, dd_estimate=dd_cal.estimate, dd_std=dd_cal.std,
         truth=truth, history=hist, odometry=out_tracks,
         reference={"t": rt[_thin(len(rt))], "xy": ref_xy[_thin(len(rt)), :2],
