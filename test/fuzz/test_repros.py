@@ -390,3 +390,29 @@ def test_prediction_bytes_is_what_predict_allocates(every, cov):
                                   *(() if pr.covariance is None else (pr.covariance,))))
     S = pr.q.shape[1]
     assert kept + N * 8 * T * (m.nv + na) == prediction_bytes(m, N, T, S, covariance=cov)
+
+
+def test_odometry_and_recorded_streams_share_the_position_rule():
+    """Odometry3D (per message) and differentiate_positions (whole stream) give the same joint
+    rates for an encoder stream with velocities missing (NaN) in some messages: one rule,
+    streams.rate_or_difference."""
+    from wmr_model.odometry import Odometry3D
+    from wmr_model.streams import differentiate_positions
+    from wmr_model.vehicles import load_vehicle
+
+    m = load_vehicle("diffdrive")
+    names = [m.joint_names[int(k)] for k in m.actuated_joints]
+    rng = np.random.default_rng(4)
+    t = np.cumsum(rng.uniform(0.01, 0.03, 60))
+    vel = rng.uniform(-3, 3, (60, len(names)))
+    pos = np.cumsum(vel * 0.02, axis=0)
+    vel[rng.uniform(size=vel.shape) < 0.4] = np.nan  # "not provided" in 40 % of the entries
+    expected = differentiate_positions(t, pos, vel)
+    odo = Odometry3D(m, use_gyro=False)
+    cols = [6 + int(k) for k in m.actuated_joints]
+    for i in range(len(t)):
+        r = odo.update_encoders(t[i], names, pos[i], vel[i])
+        if i == 0:
+            continue  # the first message only starts the time base
+        assert r.stepped
+        np.testing.assert_array_equal(odo.qdot[cols], expected[i])
