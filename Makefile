@@ -4,11 +4,17 @@ VENV   ?= .venv
 PYTHON := $(VENV)/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: help setup lint pytest test demo bench clean
+.PHONY: help setup lint pytest test test-fast demo bench clean
+
+# pytest workers (pytest-xdist; whole test files per worker, so module fixtures are built once):
+# 2 on the 2-core CI machine. PYTEST_WORKERS=0 runs everything in this process.
+PYTEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 help:
 	@echo "make setup   create/extend $(VENV): ROS 2 Jazzy wheels, interfaces, editable install"
-	@echo "make test    ruff + the whole pytest suite (ROS tests included)"
+	@echo "make test    ruff + the whole pytest suite (ROS tests included), 2 workers"
+	@echo "make test-fast  ruff + the tests without nodes, launch or slow pipelines (minutes)"
 	@echo "make lint    ruff only"
 	@echo "make demo    Zoe simulation, thesis kinematic experiments, synthetic field run -> replay"
 	@echo "make bench   run the benchmarks (bench/run_all.py)"
@@ -22,12 +28,16 @@ lint: setup
 
 # pytest exit code 5 means no test was collected: that is a failure here, and says so.
 pytest: setup
-	@rc=0; $(PYTHON) -m pytest -q test || rc=$$?; \
+	@rc=0; $(PYTHON) -m pytest -q $(XDIST) --durations=25 test || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make: error: pytest collected no tests" >&2; fi; \
 	exit $$rc
 
 test: lint
 	@$(MAKE) --no-print-directory pytest
+
+# The development lane: no ROS node processes or launch files, no slow end-to-end pipelines.
+test-fast: lint
+	$(PYTHON) -m pytest -q $(XDIST) -m "not ros and not slow" test
 
 # The most complete pipeline that exists: vehicles, a rough-terrain simulation written to
 # out/, and the thesis' kinematic experiments (Table 2.4 Rocky 7, Table 2.6 Zoe) in quick form.

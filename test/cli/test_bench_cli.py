@@ -3,6 +3,8 @@
 import json
 import math
 
+import pytest
+
 from wmr_model.cli import main
 
 
@@ -10,6 +12,7 @@ def _positive(value) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
+@pytest.mark.slow
 def test_quick_kinematic_odometry_json(tmp_path, capsys):
     out_file = tmp_path / "bench.json"
     code = main(["bench", "--quick", "--only", "kinematic,odometry", "--json",

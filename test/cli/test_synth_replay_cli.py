@@ -2,9 +2,12 @@
 
 import json
 
+import pytest
+
 from wmr_model.cli import main
 
 
+@pytest.mark.slow
 def test_synth_then_replay_writes_report_and_json(tmp_path, capsys):
     bag = tmp_path / "run"
     assert main(["synth", "--out", str(bag), "--duration", "20", "--seed", "3", "--json"]) == 0

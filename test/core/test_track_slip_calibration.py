@@ -146,6 +146,7 @@ def fits_3d(absolem):
     return out
 
 
+@pytest.mark.slow
 def test_3d_track_kinematics_calibrate_spins_and_arcs_with_the_turn_ratio_slip(fits_3d):
     # the 3D no-slip track kinematics have their own (constant) yaw efficiency, so p6 absorbs
     # a different offset than with the differential drive, but the conclusion is the same:
