@@ -249,29 +249,18 @@ def prepare_bag(bag: str, model, opts: FitOptions) -> PreparedBag:
     notes = list(log.notes)
     faults = None
     if opts.reference_check:
-        from wmr_model.calibration.predictors import DiffDrivePredictor
-        from wmr_model.calibration.reference import (
-            estimate_latency,
-            fault_note,
-            reference_faults,
-            sanity_warnings,
-            trusted_intervals,
-            yaw_track,
-        )
+        from wmr_model.calibration.reference import check_reference
 
-        dd = DiffDrivePredictor.from_model(model)
-        faults = reference_faults(log, dd, latency=estimate_latency(log, dd))
-        n_all = len(iv)
-        iv = trusted_intervals(iv, faults)
-        notes.insert(0, fault_note(opts.pose_topic, log.pose_time, faults, n_all - len(iv),
-                                   n_all))
-        warn, _ = sanity_warnings(log, dd, yaw_track(model), faults, bag)
-        notes[:0] = [f"WARNING: {w}" for w in warn]
+        ref = check_reference(log, model, iv, topic=opts.pose_topic, source=str(bag))
+        faults, iv = ref.faults, ref.intervals
+        notes[:0] = [f"WARNING: {w}" for w in ref.warnings] + [ref.note]
     yaw = unwrapped_yaw(log.pose[:, :4])
     pol = IntervalPolicy("time", opts.interval, min_distance=opts.min_distance,
                          min_turn=opts.min_turn, max_speed=vmax)
     ivc = select_intervals(log.pose_time, pol, log.pose[:, 4:7], yaw)
     if faults is not None:
+        from wmr_model.calibration.reference import trusted_intervals
+
         ivc = trusted_intervals(ivc, faults)
     if len(ivc) == 0:
         raise ParameterError(f"{bag}: no {opts.interval} s interval of the ground truth "

@@ -171,23 +171,6 @@ class Progress:
                               f"{self.failed} failed")
             self.stream.flush()
 
-    def start(self) -> None:
-        """Start (or join) Ray now if this runner uses it; else nothing. :meth:`run` calls it
-        when there is work for Ray; a Ray instance already running in this process is used."""
-        if not self.use_ray:
-            return
-        import ray
-
-        if not ray.is_initialized():
-            kw: dict[str, Any] = {"runtime_env": {"env_vars": dict(WORKER_ENV)},
-                                  "include_dashboard": False, "logging_level": "ERROR",
-                                  "log_to_driver": False}
-            if self.ray_address:
-                ray.init(address=self.ray_address, **kw)
-            else:
-                ray.init(num_cpus=self.workers, **kw)
-            self._ray_started = True
-
     def close(self) -> None:
         """End the bar's line."""
         if self.on:

@@ -274,3 +274,33 @@ def sanity_warnings(log: CalibrationLog, dd, track: float, faults: ReferenceFaul
         out.append(f"{source}: {100 * faults.untrusted.mean():.0f} % of the reference steps look "
                    "faulty: a reference this bad, or the wrong vehicle?")
     return out, ratios
+
+
+@dataclass
+class ReferenceCheck:
+    """What :func:`check_reference` found: the faults, the ``intervals`` it was given minus
+    those over an untrusted step, the notes line and the sanity warnings."""
+
+    faults: ReferenceFaults
+    intervals: np.ndarray
+    note: str
+    warnings: list[str]
+
+
+def check_reference(log: CalibrationLog, model, intervals: np.ndarray, *, topic: str,
+                    source: str, dt: float | None = None) -> ReferenceCheck:
+    """The reference check of ``wmr calibrate``, ``wmr replay`` and fleet fits in one place:
+    latency-corrected faults against the wheels (+ gyro) of the vehicle's differential-drive
+    model, ``intervals`` (K, 2) without the untrusted ones, the note naming ``topic``, and the
+    sanity warnings naming ``source`` (the bag). Raises ParameterError when the log cannot be
+    checked (e.g. no joint the differential-drive model can use)."""
+    from wmr_model.calibration.predictors import DiffDrivePredictor
+
+    dd = (DiffDrivePredictor.from_model(model) if dt is None
+          else DiffDrivePredictor.from_model(model, dt=dt))
+    faults = reference_faults(log, dd, latency=estimate_latency(log, dd))
+    iv = np.asarray(intervals, dtype=int).reshape(-1, 2)
+    kept = trusted_intervals(iv, faults)
+    note = fault_note(topic, log.pose_time, faults, len(iv) - len(kept), len(iv))
+    warn, _ = sanity_warnings(log, dd, yaw_track(model), faults, source)
+    return ReferenceCheck(faults, kept, note, warn)
