@@ -676,28 +676,18 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     iv_all = select_intervals(log.pose_time, IntervalPolicy("time", opt.interval), pos)
     faults = None
     if opt.reference_check:
-        from wmr_model.calibration.reference import (
-            estimate_latency,
-            fault_note,
-            reference_faults,
-            sanity_warnings,
-            trusted_intervals,
-            yaw_track,
-        )
+        from wmr_model.calibration.reference import check_reference, trusted_intervals
 
         try:
-            dd0 = DiffDrivePredictor.from_model(model, dt=opt.dt)
-            faults = reference_faults(log, dd0, latency=estimate_latency(log, dd0))
+            ref = check_reference(log, model, iv_all, topic=topics["pose"], source=bag,
+                                  dt=opt.dt)
         except ParameterError as e:
             notes.append(f"reference check skipped: {e}")
         else:
-            n_all = len(iv_all)
+            faults, iv_all = ref.faults, ref.intervals
             iv_cal = trusted_intervals(iv_cal, faults)
-            iv_all = trusted_intervals(iv_all, faults)
-            notes.append(fault_note(topics["pose"], log.pose_time, faults, n_all - len(iv_all),
-                                    n_all))
-            warn, _ = sanity_warnings(log, dd0, yaw_track(model), faults, bag)
-            notes += [f"WARNING: {w}" for w in warn]
+            notes.append(ref.note)
+            notes += [f"WARNING: {w}" for w in ref.warnings]
     if len(iv_cal) == 0:
         raise BagError(f"{bag}: no {opt.interval} s interval of {topics['pose']} moves "
                        f"{opt.min_distance} m or turns {opt.min_turn} rad or more; nothing to "
