@@ -57,7 +57,8 @@ setup(
         "gps": ["pymap3d==3.2.0"],
         # Ray: `wmr calibrate` over many bags with --workers N / --ray-address (wmr_model.runner)
         "cluster": ["ray==2.60.0"],
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.5", "hypothesis>=6.100", "ruff>=0.6"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.5", "hypothesis>=6.100",
+                 "ruff>=0.6"],
     },
     entry_points={"console_scripts": ["wmr = wmr_model.cli:main"]},
     zip_safe=False,
