@@ -123,14 +123,9 @@ def run(args: argparse.Namespace) -> int:
     from wmr_model import kinematics as kin
     from wmr_model.budgets import MAX_STEPS, check_budget
     from wmr_model.cli._output import emit
-    from wmr_model.controllers import (
-        differential_rates,
-        predict_controlled,
-        vehicle_controller,
-    )
+    from wmr_model.controllers import open_loop_rates, predict_controlled, vehicle_controller
     from wmr_model.errors import ParameterError
     from wmr_model.io.terrain_spec import parse_terrain_spec
-    from wmr_model.predict import twist_commands
     from wmr_model.spatial import quat_from_euler
     from wmr_model.vehicles import load_vehicle, require_ground_contact
 
@@ -161,15 +156,14 @@ def run(args: argparse.Namespace) -> int:
         if args.joint_rates is not None:
             r = _floats(args.joint_rates, "--joint-rates", len(names))
         else:
-            # The flat-ground controller (§2.5.1's "naive controller"): rates and steer angles
-            # that realize the twist on flat ground, then held on the real terrain.
+            # The vehicle's controller; open-loop kinds (naive: §2.5.1's flat-ground solve,
+            # differential) give the rates up front, closed-loop ones step by step (below).
             speed = 0.5 if args.speed is None else args.speed
             seg = np.array([[speed, args.yaw_rate, duration]])
             ctrl = vehicle_controller(model, args.controller)
-            if ctrl.kind == "naive":
-                r = twist_commands(model, seg, args.dt)[0]
-            elif ctrl.kind == "differential":
-                r = differential_rates(ctrl, [speed], [args.yaw_rate])[0]
+            if not ctrl.feedback:
+                r = open_loop_rates(model, ctrl, np.tile([speed, args.yaw_rate], (1, steps, 1)),
+                                    args.dt)[0]
             else:  # closed loop: rates from the state at every step (run below)
                 if args.method != "dae":
                     raise ParameterError(f"--controller: the {ctrl.kind} controller is closed "
