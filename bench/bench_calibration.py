@@ -3,7 +3,7 @@
 1. Online update of the identification EKF on a synthetic Warthog log over rough terrain: one
    2 s interval (dt 0.02 s, 100 steps), 6 slip parameters + 3 Q' entries (N = 7 candidates per
    batched prediction) - mean time per update after warm-up
-   (:func:`wmr_model.experiments.online_calibration_update_time`).
+   (:func:`wmr_model.experiments.kinematic.online_calibration_update_time`).
 2. The real Warthog log (``data/warthog_grass_A``, shipped), 2 s ICP-to-ICP
    intervals, calibrated on the moving ones (moving filter 0.5 m), dt 0.05 s:
    online update time of 3D kin.+ (p2..p6 + time offset + 3 Q' entries, N = 7), the offline fit
@@ -21,7 +21,6 @@ import json
 import time
 from pathlib import Path
 
-from wmr_model import experiments as ex
 from wmr_model.calibration import (
     IntervalPolicy,
     ModelPredictor,
@@ -39,7 +38,8 @@ from wmr_model.calibration.table import (
     compare_models,
     initial_std,
 )
-from wmr_model.vehicles import load_vehicle
+from wmr_model.experiments import kinematic as ex
+from wmr_model.io.vehicles import load_vehicle
 
 BAG = Path(__file__).resolve().parents[1] / "data" / "warthog_grass_A" / "bag"
 

@@ -5,15 +5,15 @@ Prints numbers, asserts nothing (the pass/fail properties are in test/core/test_
 1. ``candidates``: 1000 turning Zoë candidates (1 m/s, yaw rate uniform in [-0.3, 0.3] rad/s,
    5 s at dt 0.04 s, kinematic prediction) on rough terrain RMS 0.15 m / correlation 0.8 m
    (``rough(0.15, 0.8, seed=0)`` over +-10 m, as ``bench/bench_predict.py``), driven by the
-   open-loop naive controller (:func:`wmr_model.predict.twist_commands`) and by Zoë's passive-steer
-   feedback (:func:`wmr_model.controllers.passive_steer_rates`): candidates whose steer angles
-   s1, s2 stay within the joint limits (+-0.6 rad) at every state, the largest |steer angle|,
-   and the shares of candidates flagged TIPOVER_RISK and WHEEL_LIFTOFF.
+   open-loop naive controller (:func:`wmr_model.prediction.predict.twist_commands`) and by Zoë's
+   passive-steer feedback (:func:`wmr_model.kinematics.controllers.passive_steer_rates`): candidates
+   whose steer angles s1, s2 stay within the joint limits (+-0.6 rad) at every state, the largest
+   |steer angle|, and the shares of candidates flagged TIPOVER_RISK and WHEEL_LIFTOFF.
 2. ``table27``: Table 2.7 (Zoë 1 m/s straight for 10 s over the ten wmrde benchmark terrains,
    errors vs dt 0.01 on the same terrain, ideal actuators) in three configurations: the naive
    controller and our default contact parameters; Zoë's controller and our defaults; Zoë's
    controller and the thesis library's contact parameters
-   (:func:`wmr_model.dynamics.scenarios.zoe_library_contact_params`; linear and Pacejka only),
+   (:func:`wmr_model.experiments.dynamic.zoe_library_contact_params`; linear and Pacejka only),
    the thesis' values beside ours.
 
 Run: ``.venv/bin/python bench/bench_controllers.py [candidates|table27|all] [--n 1000]
@@ -29,10 +29,10 @@ import time
 import numpy as np
 
 from wmr_model import kinematics as kin
-from wmr_model import terrain as tr
-from wmr_model.controllers import predict_controlled
-from wmr_model.predict import TIPOVER_RISK, WHEEL_LIFTOFF
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.kinematics.controllers import predict_controlled
+from wmr_model.prediction.predict import TIPOVER_RISK, WHEEL_LIFTOFF
+from wmr_model.terrain import surface as tr
 
 DT = 0.04
 DURATION = 5.0
@@ -42,8 +42,8 @@ YAW_RATE = 0.3
 
 def candidates(n: int = 1000, seed: int = 0, fidelity: str = "kinematic") -> list[dict]:
     """Part 1: steer angles within limits and flag shares per controller (``fidelity``
-    ``"enhanced"``: with the benchmark slip :data:`wmr_model.experiments.BATCH_SLIP`)."""
-    from wmr_model.experiments import BATCH_SLIP
+    ``"enhanced"``: with the benchmark slip :data:`wmr_model.experiments.kinematic.BATCH_SLIP`)."""
+    from wmr_model.experiments.kinematic import BATCH_SLIP
 
     kw = {"fidelity": "enhanced", "slip_params": BATCH_SLIP} if fidelity == "enhanced" else {}
     m = load_vehicle("zoe")
@@ -77,7 +77,7 @@ def candidates(n: int = 1000, seed: int = 0, fidelity: str = "kinematic") -> lis
 
 def table27(n_terrains: int = 10) -> list[dict]:
     """Part 2: Table 2.7 rows per controller (naive, Zoë's)."""
-    from wmr_model.dynamics import scenarios as sc
+    from wmr_model.experiments import dynamic as sc
     from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
 
     m = load_vehicle("zoe")

@@ -15,9 +15,10 @@ import time
 
 import numpy as np
 
-from wmr_model.dynamics import scenarios as sc
+from wmr_model.experiments import dynamic as sc
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.kinematics.describe import holonomic_jacobian
 
 
 def _fmt(v, spec=".4f"):
@@ -125,9 +126,9 @@ def step_profile(quick: bool) -> dict:
     from wmr_model.dynamics.crba import crba
     from wmr_model.dynamics.rnea import bias_force
     from wmr_model.dynamics.simulate import constraint_cache
-    from wmr_model.experiments import straight_wheel_rates
-    from wmr_model.inertia import model_frame_inertias
+    from wmr_model.kinematics.controllers import straight_wheel_rates
     from wmr_model.kinematics.kernels import wheel_contact
+    from wmr_model.vehicles.inertia import model_frame_inertias
 
     m = load_vehicle("zoe")
     ter = load_wmrde_benchmark_terrains()[0]
@@ -197,7 +198,7 @@ def loop_models(quick: bool) -> dict:
     """HMMWV lane change (seed 002 scenario 2) with ideal and penalty loop closures: closure
     residual, agreement with the embedded (open-chain) variant, speed."""
     import wmr_model.dynamics.simulate as sim
-    from wmr_model import hmmwv
+    from wmr_model.experiments import hmmwv
 
     duration = 20.0 if quick else 60.0
     emb = hmmwv.lane_change("hmmwv_embedded", duration=duration)
@@ -211,7 +212,7 @@ def loop_models(quick: bool) -> dict:
             r = hmmwv.lane_change("hmmwv", duration=duration)
             vel = 0.0  # velocity-level closure |J_loop qdot'[i+1]| with A taken at q[i] (2.61)
             for i in range(0, len(r.q) - 1, 10):
-                J = model.holonomic_jacobian(r.q[i])[1][model.ncj:]
+                J = holonomic_jacobian(model, r.q[i])[1][model.ncj:]
                 vel = max(vel, float(np.abs(J @ r.qdot[i + 1]).max()))
             d = {"loop_residual_m": r.loop_residual, "loop_velocity_residual_m_s": vel,
                  "realtime_factor": r.real_time_factor,

@@ -19,8 +19,8 @@ import sys
 
 import numpy as np
 
-from wmr_model import hmmwv as H
-from wmr_model.vehicles import load_vehicle
+from wmr_model.experiments import hmmwv as H
+from wmr_model.io.vehicles import load_vehicle
 
 
 def lane_change(repeat: int, dt: float) -> dict:

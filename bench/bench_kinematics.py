@@ -17,12 +17,12 @@ import time
 
 import numpy as np
 
-from wmr_model import experiments as ex
 from wmr_model._jit import njit
+from wmr_model.experiments import kinematic as ex
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import kernels as K
-from wmr_model.vehicles import load_vehicle
 
 
 def _fmt(v, spec=".4f"):

@@ -5,9 +5,9 @@
    segments per candidate), called from this process, for C = 1, 100, 1000, 5000 candidates:
    round-trip wall time with end states only (``every = T``) and with ``every = 10`` (poses
    and covariances), against the same batch computed in this process by
-   :func:`wmr_model.predict.predict` (alone, and with the twist -> joint-rate conversion
-   :func:`wmr_model.predict.twist_commands` the node also does). Then the latency of a C = 1
-   request sent while a C = 1000 request is being computed.
+   :func:`wmr_model.prediction.predict.predict` (alone, and with the twist -> joint-rate conversion
+   :func:`wmr_model.prediction.predict.twist_commands` the node also does). Then the latency of a C
+   = 1 request sent while a C = 1000 request is being computed.
 2. Odometry *node* CPU at 100 Hz and 1 kHz JointState (+ Imu at the same rate), published in
    real time for a few seconds (``--odometry``): the node process's CPU time per second of wall
    time. bench/bench_odometry.py measures the core :class:`Odometry3D` alone.
@@ -130,12 +130,12 @@ def _call(node, client, req, timeout=600.0):
 
 def in_process(C: int, every: int, repeat: int) -> tuple[float, float]:
     """Best of ``repeat + 1`` runs [s] of predict() alone and of twist_commands + predict()."""
-    from wmr_model.odometry import DEFAULT_QPRIME_U
-    from wmr_model.predict import predict, twist_commands
-    from wmr_model.rollouts import place_on_terrain
-    from wmr_model.terrain import flat
-    from wmr_model.uncertainty import qprime_from_parameters
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.kinematics.uncertainty import qprime_from_parameters
+    from wmr_model.prediction.predict import predict, twist_commands
+    from wmr_model.prediction.rollouts import place_on_terrain
+    from wmr_model.terrain.surface import flat
 
     m, g = load_vehicle(VEHICLE), flat()
     q0 = place_on_terrain(m, g, m.neutral_state())

@@ -1,13 +1,14 @@
 """Odometry update latency and CPU, prediction-service latency (prints numbers, asserts nothing).
 
-1. :class:`wmr_model.odometry.Odometry3D` on the Warthog (4 wheels, rocker differential, encoder
+1. :class:`wmr_model.estimation.odometry.Odometry3D` on the Warthog (4 wheels, rocker differential,
+encoder
    map, gyro known) over rough terrain: encoder messages at 100 Hz and 1 kHz, IMU at 2x the
    encoder rate (the 1 kHz case: 1 kHz), 20 s of synthetic driving each. Per-message wall time
    of ``update_encoders`` (each one steps: solve (2.38), Euler step, covariance) and
    ``update_imu``; CPU = process time per simulated second, i.e. the share of one core the
    odometry needs in real time.
 2. The prediction node's request path without DDS: :func:`prediction_inputs` (checks and
-   conversion), :func:`wmr_model.predict.predict` (kinematic, covariance on), and
+   conversion), :func:`wmr_model.prediction.predict.predict` (kinematic, covariance on), and
    :func:`fill_response` (building the C paths and joint trajectories) for 1, 100 and 1000
    candidates of 50 steps (5 s at 0.1 s) of the diffdrive robot. Needs rclpy for part 2.
 
@@ -22,9 +23,9 @@ import time
 
 import numpy as np
 
-from wmr_model import experiments as ex
-from wmr_model import terrain as tr
-from wmr_model.vehicles import load_vehicle
+from wmr_model.experiments import kinematic as ex
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.terrain import surface as tr
 
 SECONDS = 20.0
 
@@ -40,9 +41,9 @@ def bench_prediction(candidates: tuple[int, ...] = (1, 100, 1000), repeat: int =
     except ImportError as exc:  # pragma: no cover - without rclpy
         print(f"prediction service part skipped: {exc}")
         return []
-    from wmr_model.odometry import DEFAULT_QPRIME_U
-    from wmr_model.predict import predict
-    from wmr_model.uncertainty import qprime_from_parameters
+    from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
+    from wmr_model.kinematics.uncertainty import qprime_from_parameters
+    from wmr_model.prediction.predict import predict
 
     model = load_vehicle("diffdrive")
     terrain = tr.flat()

@@ -3,7 +3,7 @@
 Candidate trajectories of Zoë (or a skid steer when the shipped vehicles are absent), 5 s at
 dt = 0.04 s (125 steps), over random rough terrain (RMS 0.15 m, correlation length 0.8 m, the
 thesis' §2.5.4 setting), each candidate a constant body twist (vx in [0.5, 1.5] m/s, wz in
-[-0.5, 0.5] rad/s) converted to wheel rates by :func:`wmr_model.predict.twist_commands`.
+[-0.5, 0.5] rad/s) converted to wheel rates by :func:`wmr_model.prediction.predict.twist_commands`.
 
 Three tables, times are medians of ``--repeat`` calls after a warm-up (compilation excluded),
 wall clock and process CPU time (all threads):
@@ -32,10 +32,10 @@ import os
 import statistics
 import time
 
-from wmr_model import experiments as ex
-from wmr_model import terrain as tr
 from wmr_model._jit import JIT_ENABLED, num_threads, set_num_threads
-from wmr_model.predict import predict
+from wmr_model.experiments import kinematic as ex
+from wmr_model.prediction.predict import predict
+from wmr_model.terrain import surface as tr
 
 DT = 0.04
 DURATION = 5.0
@@ -47,12 +47,12 @@ TARGET_WALL_S = 0.10  # 1000 candidates x 5 s (issue 10)
 
 def _vehicle(name: str):
     try:
-        from wmr_model.vehicles import load_vehicle
+        from wmr_model.io.vehicles import load_vehicle
 
         return load_vehicle(name)
     except Exception:  # the shipped vehicles are optional for this benchmark
-        from wmr_model.generators import skid_steer_spec
-        from wmr_model.model import compile_vehicle
+        from wmr_model.vehicles.generators import skid_steer_spec
+        from wmr_model.vehicles.model import compile_vehicle
 
         return compile_vehicle(skid_steer_spec(name="skid"))
 

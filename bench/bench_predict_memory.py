@@ -5,7 +5,7 @@ dt = 0.04 s = 125 steps, random twists over rough terrain; ``bench/bench_predict
 state of every candidate: about 0.9 GB of output. A planner needs the end state (``every=T``)
 or a few samples (``every=k``). Each configuration runs in its own process; its peak resident
 set size comes from ``os.wait4``'s rusage of that child (``ru_maxrss``), printed beside the
-bytes :func:`wmr_model.predict.prediction_bytes` counts for the call (checked against
+bytes :func:`wmr_model.prediction.predict.prediction_bytes` counts for the call (checked against
 ``MAX_PREDICTION_BYTES`` before anything is allocated) and the bytes of the returned arrays.
 
     python bench/bench_predict_memory.py                   # every = 1, 5, T
@@ -28,10 +28,10 @@ DURATION = 5.0
 
 def child(n: int, every: str) -> None:
     """Predict ``n`` candidates keeping every ``every``-th state; print a JSON line."""
-    from wmr_model import experiments as ex
-    from wmr_model import terrain as tr
-    from wmr_model.predict import predict, prediction_bytes
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.experiments import kinematic as ex
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.prediction.predict import predict, prediction_bytes
+    from wmr_model.terrain import surface as tr
 
     model = load_vehicle("zoe")
     terrain = tr.rough(0.15, 0.8, seed=0, x_range=(-10, 10), y_range=(-10, 10))

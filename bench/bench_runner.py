@@ -3,7 +3,7 @@ asserts nothing).
 
 Four synthetic Warthog bags (``wmr synth``: two robots x grass/dirt, seeds 1-4, ``--duration``
 s each, ground truth at 10 Hz as the pose reference) are calibrated as one fleet, grouped by
-robot (:func:`wmr_model.fleet.calibrate_fleet`: 4 per-bag fits, then 2 group fits and 4
+robot (:func:`wmr_model.pipelines.fleet.calibrate_fleet`: 4 per-bag fits, then 2 group fits and 4
 cross-validation folds), with the default parameter set of the Warthog and three Q' entries,
 no cache. Timed: the whole fleet run in-process, on Ray with 1 worker and with 2 workers (each
 Ray instance started before the clock; its start-up time printed separately; workers import and
@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from wmr_model.cli import main as wmr
-from wmr_model.fleet import FitOptions, FleetBag, calibrate_fleet
-from wmr_model.runner import Runner, ray_available
+from wmr_model.pipelines.fleet import FitOptions, FleetBag, calibrate_fleet
+from wmr_model.pipelines.runner import Runner, ray_available
 
 BAGS = (("a1", "alpha", "grass", 1), ("b1", "bravo", "grass", 2), ("a2", "alpha", "dirt", 3),
         ("b2", "bravo", "dirt", 4))

@@ -10,7 +10,7 @@ Prints (asserts nothing):
    limit, where the variability acts) with traction variability (eqs. 11-13, p1 = 0.3,
    p2 = 0.2), mean and spread over windows and seeds;
 3. single-wheel multipass (sinkage and slip per pass) per soil preset;
-4. vehicle-level multipass (:mod:`wmr_model.soft_soil_sim`): rocky7 driving straight on a
+4. vehicle-level multipass (:mod:`wmr_model.experiments.soft_soil`): rocky7 driving straight on a
    deformable map, per wheel row the sinkage, the sinkage of a wheel of the same load and slip
    on virgin soil (quasi-static), the slip and the multipass state over the last 2 s (all
    wheels in the ruts), for soft (speed-droop) and stiff (ideal) wheel drives; the soil mass
@@ -33,7 +33,8 @@ import time
 
 import numpy as np
 
-from wmr_model.experiments_soil import (
+from wmr_model.experiments.soft_soil import drive_straight_on_soil, wheel_rows
+from wmr_model.experiments.soil import (
     SLOPES_DEG,
     calibrate_soil,
     max_climbable_slope,
@@ -42,9 +43,8 @@ from wmr_model.experiments_soil import (
     slip_vs_slope,
     wheel_params,
 )
-from wmr_model.soft_soil_sim import drive_straight_on_soil, wheel_rows
-from wmr_model.soil import SOIL_PRESETS, bekker_params
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.terrain.soil import SOIL_PRESETS, bekker_params
 
 
 def main() -> None:

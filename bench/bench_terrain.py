@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from wmr_model import terrain as T
 from wmr_model._jit import JIT_ENABLED, njit
 from wmr_model.errors import TerrainError
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
+from wmr_model.terrain import surface as T
 
 
 @njit

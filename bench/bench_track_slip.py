@@ -2,10 +2,10 @@
 
 Usage: ``python bench/bench_track_slip.py [--json OUT] [--shear-k K ...] [--model-predictor]``.
 
-Truth: the Janosi-Hanamoto skid-steer model (:mod:`wmr_model.skid_steer`) with the Absolem's
-track length and gauge (friction 0.8, shear modulus K, no centripetal term). First the truth's
-yaw efficiency chi = omega_cmd / omega over turn radius. Then, per K, a synthetic log of spins
-and arcs at R = 0.25, 0.5, 1, 2, 4 m (left and right) and straights forward and back (outer
+Truth: the Janosi-Hanamoto skid-steer model (:mod:`wmr_model.kinematics.skid_steer`) with the
+Absolem's track length and gauge (friction 0.8, shear modulus K, no centripetal term). First the
+truth's yaw efficiency chi = omega_cmd / omega over turn radius. Then, per K, a synthetic log of
+spins and arcs at R = 0.25, 0.5, 1, 2, 4 m (left and right) and straights forward and back (outer
 belt 0.25 m/s, 4 s each, two 2 s intervals; pose noise 0.003 rad / 0.005 m), fitted with the
 offline IPEM (3.44) for the parameter sets (a) slip.p2, p6 (seed 003's linear and angular gain)
 and (b) slip.p2, p6, p7, p8; per manoeuvre class the RMS yaw and position error of the fitted
@@ -34,8 +34,8 @@ from wmr_model.calibration.track_slip import (
     track_slip_log,
     truth_vehicle,
 )
-from wmr_model.skid_steer import yaw_efficiency
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.kinematics.skid_steer import yaw_efficiency
 
 POSE_STD = (0.003, 0.005)
 RADII = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)

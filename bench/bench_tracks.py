@@ -17,8 +17,8 @@ import platform
 import sys
 import time
 
-from wmr_model import experiments_tracks as ext
-from wmr_model.vehicles import load_vehicle
+from wmr_model.experiments import tracks as ext
+from wmr_model.io.vehicles import load_vehicle
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,6 @@ import time
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.dynamics import scenarios as sc
 from wmr_model.dynamics.constraints import (
     assemble_constraints,
     independent_rows_into,
@@ -37,13 +36,14 @@ from wmr_model.dynamics.simulate import (
     step_workspace,
     warm_wheel_contact,
 )
+from wmr_model.experiments import dynamic as sc
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics.kernels import (
     forward_kinematics,
     holonomic_constraints,
     wheel_contact,
 )
-from wmr_model.vehicles import load_vehicle
 
 DT = 0.04
 DURATION = 10.0

@@ -12,7 +12,7 @@ thread, in CPU µs per candidate-step (the mean over all states of ``reps`` pass
 * ``composite_inertias`` (Algorithm 3 backward pass) and, where the package has it, the body
   composite with the wheels folded into their parents (``body_composite_inertia``);
   ``resolve_partitioned`` and the body force and slip (2.44)-(2.52); then the whole enhanced
-  velocity (:func:`wmr_model.enhanced.enhanced_joint_space_velocity` with the scratch the
+  velocity (:func:`wmr_model.kinematics.enhanced.enhanced_joint_space_velocity` with the scratch the
   loop uses: the kinematic solve, composite inertia, body force, slip and the re-solve);
 * ``stability_margin`` and the covariance step (``error_dynamics`` + ``propagate_covariance``,
   and the structured ``propagate_pose_covariance`` where the package has it);
@@ -34,21 +34,25 @@ import time
 
 import numpy as np
 
-from wmr_model import enhanced as E
-from wmr_model import experiments as ex
-from wmr_model import terrain as tr
 from wmr_model._jit import njit
-from wmr_model.inertia import (
+from wmr_model.experiments import kinematic as ex
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.kinematics import api as kin
+from wmr_model.kinematics import enhanced as E
+from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics.uncertainty import (
+    covariance_workspace,
+    error_dynamics,
+    propagate_covariance,
+)
+from wmr_model.prediction.predict import predict
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.inertia import (
     composite_inertias,
     composite_workspace,
     mass_com_into,
     model_frame_inertias,
 )
-from wmr_model.kinematics import api as kin
-from wmr_model.kinematics import kernels as K
-from wmr_model.predict import predict
-from wmr_model.uncertainty import covariance_workspace, error_dynamics, propagate_covariance
-from wmr_model.vehicles import load_vehicle
 
 DT = 0.04
 DURATION = 5.0
@@ -354,7 +358,7 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     folded_ws = getattr(E, "folded_enhanced_workspace", None)
     if folded_ws is not None:
         ews = folded_ws(m.parent, m.joint_type, m.axis, m.T0, I_frame)
-        body_composite = __import__("wmr_model.inertia").inertia.body_composite_inertia
+        body_composite = __import__("wmr_model.vehicles.inertia").inertia.body_composite_inertia
         us["body_composite_inertia (wheels folded)"] = _per_step(
             _body_composite, states, body_composite, ews[5], ews[6], ews[7], T_worlds, ews[8],
             ews[9])
@@ -371,7 +375,7 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     us["stability_margin"] = _per_step(_margin, states, T_worlds, T_contacts, cs, fs)
     us["covariance (error_dynamics + propagate)"] = _per_step(_covariance, states, T_worlds,
                                                               qdots, ex.BATCH_QPRIME, DT)
-    pose_cov = getattr(__import__("wmr_model.uncertainty").uncertainty,
+    pose_cov = getattr(__import__("wmr_model.kinematics.uncertainty").uncertainty,
                        "propagate_pose_covariance", None)
     if pose_cov is not None:
         us["propagate_pose_covariance (structured)"] = _per_step(

@@ -8,7 +8,7 @@ import pytest
 
 from wmr_model.calibration.residuals import yaw_of
 from wmr_model.errors import ParameterError
-from wmr_model.replay import PLOT_POINTS, TrackSamples, _thin
+from wmr_model.pipelines.replay import PLOT_POINTS, TrackSamples, _thin
 
 
 def _rows(n: int, seed: int = 0) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""wmr_model.runner: task order, one failure not fatal, content-hash cache, progress bar, and
+"""wmr_model.pipelines.runner: task order, one failure not fatal, content-hash cache, progress bar, and
 the slip-vs-slope sweep through it (issue 27). In-process only here; the Ray path is compared
 with it on real fits in test/cli/test_fleet.py."""
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from wmr_model.errors import ParameterError
-from wmr_model.runner import Progress, Runner, Task, TaskResult, content_id, task_key
+from wmr_model.pipelines.runner import Progress, Runner, Task, TaskResult, content_id, task_key
 
 CALLS: list[float] = []
 
@@ -94,9 +94,9 @@ def test_bad_worker_count_is_refused():
 
 
 def test_slip_vs_slope_cells_through_the_runner_equal_the_plain_loop(tmp_path):
-    from wmr_model.experiments_soil import slip_vs_slope
-    from wmr_model.soil import bekker_params
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.experiments.soil import slip_vs_slope
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.terrain.soil import bekker_params
 
     model = load_vehicle("rocky7")
     kw = dict(contact_params=bekker_params("sandy_loam"), duration=2.0, settle=1.0, window=0.5)

@@ -34,11 +34,13 @@ MAX_STEPS = 1_000_000
 MAX_TRACK_SAMPLES = 10_000
 #: Prediction steps of one calibration/evaluation interval (interval / dt; shipped: 80).
 MAX_INTERVAL_STEPS = 100_000
-#: Candidate trajectories of one :func:`wmr_model.predict.predict` call (the issue-10 sweep's
+#: Candidate trajectories of one :func:`wmr_model.prediction.predict.predict` call (the issue-10
+# sweep's
 #: largest: 10,000).
 MAX_CANDIDATES = 100_000
-#: [bytes] arrays one :func:`wmr_model.predict.predict` call allocates
-#: (:func:`wmr_model.predict.prediction_bytes`; 10,000 enhanced Zoe candidates x 126 states
+#: [bytes] arrays one :func:`wmr_model.prediction.predict.predict` call allocates
+#: (:func:`wmr_model.prediction.predict.prediction_bytes`; 10,000 enhanced Zoe candidates x 126
+# states
 #: with covariance: about 0.9 GB, with ``every=T``: 0.03 GB).
 MAX_PREDICTION_BYTES = 2 * 1024**3
 #: [s] time spanned by a command script (one week).

@@ -125,7 +125,7 @@ def check_value(name: str, value: float) -> float:
 
 
 #: Names of the slip coefficients in vector order: p1..p6 of (2.48)-(2.49) and the turn-ratio
-#: yaw slip p7, p8 of :func:`wmr_model.enhanced.cg_slip_velocity` (issue 9).
+#: yaw slip p7, p8 of :func:`wmr_model.kinematics.enhanced.cg_slip_velocity` (issue 9).
 SLIP_NAMES = tuple(f"slip.p{i}" for i in range(1, 9))
 #: Number of thesis slip coefficients (p1..p6); arrays of this length are still accepted and
 #: mean p7 = p8 = 0.
@@ -181,7 +181,7 @@ _register_noise()
 # §3.3.1, §3.4.2). Contact-model constants (Appendix C) get rows when a calibration predictor
 # runs the dynamics; the kinematic predictors cannot observe them.
 # Rows with a ``<...>`` segment are patterns instantiated per vehicle; their default NaN means
-# "the value in the vehicle description" (:mod:`wmr_model.model_parameters`).
+# "the value in the vehicle description" (:mod:`wmr_model.vehicles.parameters`).
 register([
     ParameterSpec("wheel.<wheel>.radius", math.nan, "m", lower=1e-3, upper=10.0, description=(
         "rolling radius of one wheel (frame table / URDF value by default); a wrong radius "

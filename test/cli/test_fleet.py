@@ -22,7 +22,7 @@ import yaml
 
 from wmr_model.cli import main
 from wmr_model.errors import ParameterError
-from wmr_model.fleet import (
+from wmr_model.pipelines.fleet import (
     FitOptions,
     bag_tasks,
     concatenate_logs,
@@ -30,7 +30,7 @@ from wmr_model.fleet import (
     load_manifest,
     prepare_bag,
 )
-from wmr_model.runner import Runner, ray_available
+from wmr_model.pipelines.runner import Runner, ray_available
 
 ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 WMR = str(Path(sys.executable).parent / "wmr")
@@ -91,8 +91,8 @@ def test_concatenated_logs_predict_like_the_separate_ones(fleet):
     as on each bag's own log: the grouped fit is (3.44) summed over bags."""
     from wmr_model.calibration.evaluate import evaluate
     from wmr_model.calibration.predictors import ModelPredictor
-    from wmr_model.terrain import flat
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.terrain.surface import flat
 
     model = load_vehicle("warthog")
     prep = [prepare_bag(str(fleet / n), model, OPTS) for n in ("a1", "b2")]
@@ -147,7 +147,7 @@ def test_in_process_and_ray_agree_and_the_cache_resumes(fleet, cache):
 
 def test_cli_fleet_with_a_corrupt_bag_writes_a_loadable_library(fleet, cache, tmp_path):
     from wmr_model.io.calibration_file import load_calibration
-    from wmr_model.vehicles import load_vehicle, load_vehicle_spec
+    from wmr_model.io.vehicles import load_vehicle, load_vehicle_spec
 
     broken = tmp_path / "broken"
     shutil.copytree(fleet / "a1", broken)

@@ -1,5 +1,5 @@
 """Every shipped vehicle, wheeled and tracked, works with ``wmr check``, ``wmr simulate`` and
-:func:`wmr_model.predict.predict` (issue 25: ``wmr simulate absolem`` crashed, ``wmr vehicles``
+:func:`wmr_model.prediction.predict.predict` (issue 25: ``wmr simulate absolem`` crashed, ``wmr vehicles``
 did not list it).
 
 Oracles: the closed form of straight driving on flat ground (x = v t, y = 0, level), the
@@ -15,15 +15,15 @@ import pytest
 
 from wmr_model import kinematics as kin
 from wmr_model.cli import main
-from wmr_model.predict import predict, twist_commands
-from wmr_model.terrain import flat
-from wmr_model.vehicles import (
+from wmr_model.io.vehicles import (
     SHIPPED_TRACKED_VEHICLES,
     SHIPPED_VEHICLES,
     list_vehicles,
     load_vehicle,
     vehicle_kind,
 )
+from wmr_model.prediction.predict import predict, twist_commands
+from wmr_model.terrain.surface import flat
 
 ALL = list_vehicles(include_tracked=True)
 SPEED, DURATION, DT = 0.5, 1.0, 0.04  # [m/s], [s], [s]: 25 steps
@@ -82,7 +82,7 @@ def test_check_simulate_predict(name, tmp_path, capsys):
     # no sideways drift or turn; attitude as placed (RecBot pitches: unequal wheel radii)
     assert abs(y) < 1e-3 and abs(s["final_rpy_deg"][0]) < 0.1 and abs(s["final_rpy_deg"][2]) < 0.1
     np.testing.assert_allclose(table[-1, 3:7], table[0, 3:7], atol=1e-3)  # z, roll, pitch, yaw
-    # wmr_model.predict.predict: the same commands as a batch of two candidates (1x, 2x speed)
+    # wmr_model.prediction.predict.predict: the same commands as a batch of two candidates (1x, 2x speed)
     ter = flat()
     q = model.neutral_state()
     q[6] = 1.0

@@ -15,17 +15,21 @@
 import numpy as np
 import pytest
 
-from wmr_model import enhanced as E
-from wmr_model import terrain as tr
 from wmr_model._jit import num_threads, set_num_threads
 from wmr_model.errors import ParameterError
-from wmr_model.experiments import straight_wheel_rates
-from wmr_model.inertia import composite_inertias, composite_workspace, model_frame_inertias
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
+from wmr_model.kinematics import enhanced as E
 from wmr_model.kinematics import kernels as K
-from wmr_model.predict import TIPOVER_RISK, WHEEL_LIFTOFF, predict
-from wmr_model.uncertainty import covariance_workspace, error_dynamics, propagate_covariance
-from wmr_model.vehicles import load_vehicle
+from wmr_model.kinematics.controllers import straight_wheel_rates
+from wmr_model.kinematics.uncertainty import (
+    covariance_workspace,
+    error_dynamics,
+    propagate_covariance,
+)
+from wmr_model.prediction.predict import TIPOVER_RISK, WHEEL_LIFTOFF, predict
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.inertia import composite_inertias, composite_workspace, model_frame_inertias
 
 DT = 0.04
 T = 10
@@ -103,8 +107,8 @@ def test_flags_follow_their_definition(zoe, full):
 
 
 def test_massless_model_never_flags_tipover(rough):
-    from wmr_model.generators import skid_steer_spec
-    from wmr_model.model import compile_vehicle
+    from wmr_model.vehicles.generators import skid_steer_spec
+    from wmr_model.vehicles.model import compile_vehicle
 
     m = compile_vehicle(skid_steer_spec(mass=0.0, wheel_mass=0.0, name="massless"))
     assert m.total_mass == 0.0

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from wmr_model import kinematics as kin
-from wmr_model import terrain as tr
 from wmr_model.calibration import (
     CalibrationLog,
     IntervalPolicy,
@@ -20,10 +19,11 @@ from wmr_model.calibration import (
     synthetic_log,
 )
 from wmr_model.errors import ParameterError
-from wmr_model.model_parameters import get_parameter, with_parameters
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.parameters import get_spec
-from wmr_model.predict import predict
-from wmr_model.vehicles import load_vehicle
+from wmr_model.prediction.predict import predict
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.parameters import get_parameter, with_parameters
 
 STEER_TRUE = {"steer.S1.gain": 1.15, "steer.S1.offset": 0.06, "steer.S2.gain": 0.9,
               "steer.S2.offset": -0.04}

@@ -146,8 +146,8 @@ def test_a_lever_arm_adds_the_sensor_like_the_vehicle_spec_does():
     construction: wmr synth's), and is then an ordinary model parameter."""
     from wmr_model.calibration.lever_arm import lever_arm, with_lever_arm
     from wmr_model.io.synth_bag import synth_models
-    from wmr_model.model_parameters import get_parameter, with_parameters
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.vehicles.parameters import get_parameter, with_parameters
 
     xyz = (0.4, -0.25, 0.8)
     base = load_vehicle("warthog")

@@ -106,10 +106,10 @@ GRASS = {"slip.p1": 0.10, "slip.p2": -0.05, "slip.p3": 0.30, "slip.p4": 0.15, "s
 @pytest.fixture(scope="module")
 def grass_run():
     """200 s of a Warthog on flat grass with a 3 % too large first wheel (wmr synth's truth)."""
-    from wmr_model import terrain as tr
     from wmr_model.calibration import IntervalPolicy, select_intervals, synthetic_log
-    from wmr_model.model_parameters import with_parameters
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.terrain import surface as tr
+    from wmr_model.vehicles.parameters import with_parameters
 
     nominal = load_vehicle("warthog")
     dims = {RADIUS: float(nominal.wheel_radius[0]) * 1.03}
@@ -122,10 +122,10 @@ def grass_run():
 
 
 def _calibrate(nominal, run, iv, params, noise, std0, noise0):
-    from wmr_model import terrain as tr
     from wmr_model.calibration import ModelPredictor, OnlineCalibrator
     from wmr_model.calibration.table import initial_std
-    from wmr_model.odometry import DEFAULT_QPRIME_U
+    from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
+    from wmr_model.terrain import surface as tr
 
     names = list(params) + list(noise)
     std = {n: float(std0.get(n, initial_std([n])[n])) for n in names}
@@ -179,7 +179,6 @@ def test_other_shipped_sets_are_identifiable(vehicle):
     passes (the former rocky7 set with p1, p3 and p4 left them at 0.57-0.87 of the prior)."""
     import yaml
 
-    from wmr_model import terrain as tr
     from wmr_model.calibration import (
         IntervalPolicy,
         ModelPredictor,
@@ -189,10 +188,11 @@ def test_other_shipped_sets_are_identifiable(vehicle):
     )
     from wmr_model.calibration.identifiability import check_identifiability
     from wmr_model.calibration.table import initial_std
+    from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
     from wmr_model.io.synth_bag import synth_terrain
-    from wmr_model.model_parameters import with_parameters
-    from wmr_model.odometry import DEFAULT_QPRIME_U
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.terrain import surface as tr
+    from wmr_model.vehicles.parameters import with_parameters
 
     sec = yaml.safe_load((REPO / "config" / "nodes" / f"{vehicle}.yaml").read_text())[
         "/**/calibrator_node"]["ros__parameters"]

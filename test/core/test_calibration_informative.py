@@ -22,7 +22,7 @@ from wmr_model.calibration.intervals import (
 )
 from wmr_model.calibration.stream import StreamCalibrator
 from wmr_model.errors import ParameterError
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
 
 RATE = 10.0  # ground-truth poses per second
 # (forward speed [m/s], yaw rate [rad/s]) of each 2 s segment

@@ -10,7 +10,6 @@ poses at the *true* parameters must get closer to the measured ones than without
 import numpy as np
 import pytest
 
-from wmr_model import terrain as tr
 from wmr_model.calibration import (
     IntervalPolicy,
     ModelPredictor,
@@ -19,8 +18,9 @@ from wmr_model.calibration import (
     synthetic_log,
 )
 from wmr_model.errors import ParameterError
-from wmr_model.model import SensorSpec, compile_vehicle
-from wmr_model.vehicles import load_vehicle_spec
+from wmr_model.io.vehicles import load_vehicle_spec
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.model import SensorSpec, compile_vehicle
 
 
 @pytest.fixture(scope="module")

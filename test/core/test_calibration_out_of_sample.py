@@ -16,7 +16,7 @@ from wmr_model.calibration import IntervalPolicy, evaluate, log_from_bag, select
 from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN, unwrapped_yaw
 from wmr_model.calibration.predictors import DiffDrivePredictor
 from wmr_model.calibration.table import compare_models
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
 
 BAG = Path(__file__).resolve().parents[2] / "data" / "warthog_grass_A" / "bag"
 

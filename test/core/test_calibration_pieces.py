@@ -6,7 +6,6 @@ import pytest
 import yaml
 
 from wmr_model import kinematics as kin
-from wmr_model import terrain as tr
 from wmr_model.calibration.intervals import IntervalPolicy, select_intervals
 from wmr_model.calibration.overlay import overlay_yaml
 from wmr_model.calibration.residuals import (
@@ -19,12 +18,13 @@ from wmr_model.calibration.residuals import (
 )
 from wmr_model.calibration.stochastic import stochastic_covariance, stochastic_measurement, vec
 from wmr_model.errors import ParameterError
-from wmr_model.generators import skid_steer_spec
 from wmr_model.io.sidecar import parse_parameters
-from wmr_model.model import compile_vehicle
-from wmr_model.model_parameters import get_parameter, with_parameters
 from wmr_model.parameters import get_spec
-from wmr_model.predict import predict
+from wmr_model.prediction.predict import predict
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.generators import skid_steer_spec
+from wmr_model.vehicles.model import compile_vehicle
+from wmr_model.vehicles.parameters import get_parameter, with_parameters
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ the tail of an uncapped run.
 import numpy as np
 import pytest
 
-from wmr_model import terrain as tr
 from wmr_model.calibration import (
     IntervalPolicy,
     ModelPredictor,
@@ -20,7 +19,8 @@ from wmr_model.calibration import (
 )
 from wmr_model.calibration.stream import StreamCalibrator
 from wmr_model.errors import ParameterError
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.terrain import surface as tr
 
 NAMES = ["slip.p6", "noise.U.wz_wz"]
 

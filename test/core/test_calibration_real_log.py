@@ -18,7 +18,7 @@ from wmr_model.calibration.predictors import DiffDrivePredictor
 from wmr_model.calibration.residuals import yaw_of
 from wmr_model.calibration.table import compare_models
 from wmr_model.io.bags import read_streams
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "warthog_grass_A"
 BAG = DATA / "bag"

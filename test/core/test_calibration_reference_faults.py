@@ -13,7 +13,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from wmr_model import terrain as tr
 from wmr_model.calibration import (
     IntervalPolicy,
     ModelPredictor,
@@ -32,7 +31,8 @@ from wmr_model.calibration.reference import (
     trusted_intervals,
 )
 from wmr_model.errors import ParameterError
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.terrain import surface as tr
 
 TRUE_P6 = -0.3
 LATENCY = 0.2

@@ -11,7 +11,6 @@ import math
 import numpy as np
 import pytest
 
-from wmr_model import terrain as tr
 from wmr_model.calibration import (
     IntervalPolicy,
     ModelPredictor,
@@ -21,8 +20,9 @@ from wmr_model.calibration import (
 )
 from wmr_model.calibration.stream import StreamCalibrator
 from wmr_model.errors import ParameterError
-from wmr_model.model_parameters import with_parameters
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.parameters import with_parameters
 
 RADIUS = "wheel.front_left_wheel.radius"
 NAMES = ["slip.p6", RADIUS, "noise.U.wz_wz", "noise.U.vx_vx"]

@@ -4,7 +4,6 @@ consistency (NEES for 1, 2, 4 s), offline (3.44)/(3.46)."""
 import numpy as np
 import pytest
 
-from wmr_model import terrain as tr
 from wmr_model.calibration import (
     IntervalPolicy,
     ModelPredictor,
@@ -16,9 +15,10 @@ from wmr_model.calibration import (
     select_intervals,
     synthetic_log,
 )
-from wmr_model.model import SensorSpec, compile_vehicle
-from wmr_model.model_parameters import with_parameters
-from wmr_model.vehicles import load_vehicle_spec
+from wmr_model.io.vehicles import load_vehicle_spec
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.model import SensorSpec, compile_vehicle
+from wmr_model.vehicles.parameters import with_parameters
 
 SYS = ["slip.p1", "slip.p3", "slip.p4", "slip.p6", "wheel.front_left_wheel.radius",
        "sensor.gps.x", "sensor.gps.y"]

@@ -11,7 +11,7 @@ from wmr_model.contact import ishigami as ish
 from wmr_model.contact import pacejka as pac
 from wmr_model.contact.models import MODEL_KINDS, _params_vector
 from wmr_model.errors import ParameterError
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
 
 W, MW, R, B = 500.0, 50.0, 0.325, 0.2
 

@@ -1,4 +1,4 @@
-"""Vehicle controllers (wmr_model.controllers): closed forms, closed-loop properties, plumbing."""
+"""Vehicle controllers (wmr_model.kinematics.controllers): closed forms, closed-loop properties, plumbing."""
 
 import dataclasses
 import math
@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from wmr_model import kinematics as kin
-from wmr_model import terrain as tr
-from wmr_model.controllers import (
+from wmr_model.errors import ModelError
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.kinematics.controllers import (
     controller_rates,
     differential_rates,
     passive_steer_rates,
@@ -17,9 +18,8 @@ from wmr_model.controllers import (
     twist_profile,
     vehicle_controller,
 )
-from wmr_model.errors import ModelError
-from wmr_model.predict import predict, predict_twist, twist_commands
-from wmr_model.vehicles import load_vehicle
+from wmr_model.prediction.predict import predict, predict_twist, twist_commands
+from wmr_model.terrain import surface as tr
 
 # Zoe in the thesis' C++ library (and urdf/zoe.urdf): axle pivots at +-L/2, wheels at +-B/2.
 ZOE_L, ZOE_B, ZOE_R = 1.91, 1.64, 0.325
@@ -157,7 +157,7 @@ def test_stepped_loop_equals_one_call_for_constant_rates(zoe):
 def test_dynamics_with_zoe_controller_hold_the_axles(zoe):
     """Dynamics (Pacejka contact) on rough terrain driving straight: the feedback keeps the
     passive axles near zero steer; constant naive wheel rates let them swing further."""
-    from wmr_model.dynamics import scenarios as sc
+    from wmr_model.experiments import dynamic as sc
 
     ter = tr.rough(0.15, 0.8, seed=2, x_range=(-3, 6), y_range=(-3, 3))
     q0, qd0 = sc._moving_start(zoe, ter, 1.0)
@@ -195,7 +195,7 @@ def test_controller_section_errors_name_the_file_and_key(zoe, tmp_path):
 def test_rollout_with_a_controller_equals_predict_controlled(zoe):
     """The prediction service's path (rollouts.rollout with twists and a controller, chunked,
     sampled) gives predict_controlled's states."""
-    from wmr_model.rollouts import rollout
+    from wmr_model.prediction.rollouts import rollout
 
     ter = tr.rough(0.1, 0.8, seed=1, x_range=(-10, 10), y_range=(-10, 10))
     q0, _ = kin.initialize_contact(zoe, ter)

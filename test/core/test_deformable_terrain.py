@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from wmr_model.deformable_terrain import RELAX_TOL, DeformableTerrain
 from wmr_model.errors import ParameterError, TerrainError
-from wmr_model.experiments_soil import multipass
-from wmr_model.soil import SOIL_PRESETS
+from wmr_model.experiments.soil import multipass
+from wmr_model.terrain.deformable import RELAX_TOL, DeformableTerrain
+from wmr_model.terrain.soil import SOIL_PRESETS
 
 REPOSE = math.radians(30.0)
 

@@ -13,14 +13,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from wmr_model import terrain as tr
 from wmr_model._jit import JIT_ENABLED, num_threads, set_num_threads
-from wmr_model.dynamics import scenarios as sc
 from wmr_model.dynamics.simulate import simulate_dynamics, simulate_dynamics_batch
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.experiments_tracks import FLIPPERS_FLAT, track_rates
+from wmr_model.experiments import dynamic as sc
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import initialize_contact
-from wmr_model.vehicles import load_vehicle
+from wmr_model.kinematics.controllers import FLIPPERS_FLAT, track_rates
+from wmr_model.terrain import surface as tr
 
 DT = 0.04
 STEPS = 12

@@ -7,11 +7,11 @@ from hypothesis import strategies as st
 
 from wmr_model import dynamics as dyn
 from wmr_model.errors import ShapeError
-from wmr_model.generators import random_tree_spec
+from wmr_model.io.vehicles import load_vehicle, vehicle_files
 from wmr_model.kinematics import kernels as K
-from wmr_model.model import compile_vehicle
 from wmr_model.spatial import quat_from_euler
-from wmr_model.vehicles import load_vehicle, vehicle_files
+from wmr_model.vehicles.generators import random_tree_spec
+from wmr_model.vehicles.model import compile_vehicle
 
 
 def _random_state(model, rng, spread=0.5):

@@ -10,13 +10,13 @@ import math
 import numpy as np
 import pytest
 
-from wmr_model import terrain as tr
-from wmr_model.dynamics import scenarios as sc
 from wmr_model.dynamics.simulate import simulate_dynamics
 from wmr_model.dynamics.stiff import simulate_stiff
 from wmr_model.errors import ParameterError
+from wmr_model.experiments import dynamic as sc
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import initialize_contact
-from wmr_model.vehicles import load_vehicle
+from wmr_model.terrain import surface as tr
 
 MG_TOL = 1e-6  # force-balance tolerance, fraction of m g (simulate_dynamics' default)
 

@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from wmr_model import dynamics as dyn
-from wmr_model import terrain as tr
 from wmr_model.dynamics.constraints import independent_rows, qr_column_pivoting
 from wmr_model.dynamics.simulate import simulate_dynamics
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.generators import random_tree_spec
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import initialize_contact
-from wmr_model.model import compile_vehicle
 from wmr_model.spatial import quat_from_euler, quat_to_rot
-from wmr_model.vehicles import load_vehicle
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.generators import random_tree_spec
+from wmr_model.vehicles.model import compile_vehicle
 
 
 def _with_options(m, **opts):

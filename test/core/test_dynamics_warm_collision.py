@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wmr_model.dynamics import scenarios as sc
 from wmr_model.dynamics.simulate import simulate_dynamics
 from wmr_model.errors import ParameterError
+from wmr_model.experiments import dynamic as sc
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
-from wmr_model.terrain import flat
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.terrain.surface import flat
 
 
 def _drive(terrain, collision: str, seconds: float = 2.0, dt: float = 0.04):

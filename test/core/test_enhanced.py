@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from wmr_model import kinematics as kin
-from wmr_model import terrain as tr
-from wmr_model.enhanced import (
+from wmr_model.errors import ParameterError, ShapeError
+from wmr_model.kinematics.enhanced import (
     STANDARD_GRAVITY,
     body_force,
     cg_force,
@@ -15,12 +15,12 @@ from wmr_model.enhanced import (
     slip_axes_array,
     support_polygon,
 )
-from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.generators import skid_steer_spec
-from wmr_model.inertia import composite_inertia, inertia_mass_com
-from wmr_model.model import compile_vehicle
-from wmr_model.predict import TIPOVER_RISK, predict
+from wmr_model.prediction.predict import TIPOVER_RISK, predict
 from wmr_model.spatial import crm, plucker_force_from_transform, plucker_from_transform
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.generators import skid_steer_spec
+from wmr_model.vehicles.inertia import composite_inertia, inertia_mass_com
+from wmr_model.vehicles.model import compile_vehicle
 
 g = STANDARD_GRAVITY
 R_WHEEL = 0.1

@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from wmr_model import experiments as ex
 from wmr_model import kinematics as kin
-from wmr_model import terrain as tr
-from wmr_model.vehicles import load_vehicle
+from wmr_model.experiments import kinematic as ex
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.terrain import surface as tr
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wmr_model import enhanced as E
-from wmr_model import experiments as ex
-from wmr_model.inertia import model_frame_inertias
+from wmr_model.experiments import kinematic as ex
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
+from wmr_model.kinematics import enhanced as E
 from wmr_model.kinematics import kernels as K
-from wmr_model.terrain import rough
-from wmr_model.vehicles import load_vehicle
+from wmr_model.terrain.surface import rough
+from wmr_model.vehicles.inertia import model_frame_inertias
 
 
 def _system(seed, rank_deficient=False):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from wmr_model.errors import ModelError
 from wmr_model.io.frame_table import evaluate, load_frame_table, unit_names
 from wmr_model.io.urdf import load_urdf
-from wmr_model.model import compile_vehicle
+from wmr_model.vehicles.model import compile_vehicle
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "test" / "data"

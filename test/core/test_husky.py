@@ -5,7 +5,6 @@ Husky run calibrates p2/p6 within 3 sigma of the truth; the wrong vehicle is rep
 import numpy as np
 import pytest
 
-from wmr_model import terrain as tr
 from wmr_model.calibration import (
     IntervalPolicy,
     ModelPredictor,
@@ -15,9 +14,10 @@ from wmr_model.calibration import (
 )
 from wmr_model.calibration.predictors import DiffDrivePredictor
 from wmr_model.calibration.reference import reference_faults, sanity_warnings, yaw_track
+from wmr_model.io.vehicles import list_vehicles, load_vehicle
 from wmr_model.kinematics import api
-from wmr_model.model_parameters import with_parameters
-from wmr_model.vehicles import list_vehicles, load_vehicle
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.parameters import with_parameters
 
 
 def test_husky_dimensions_masses_and_inertias():

@@ -5,10 +5,10 @@ import pytest
 
 from wmr_model import kinematics as kin
 from wmr_model.errors import ShapeError
-from wmr_model.generators import random_tree_spec, skid_steer_spec
-from wmr_model.inertia import composite_inertia, inertia_mass_com, model_frame_inertias
-from wmr_model.model import compile_vehicle
 from wmr_model.spatial import quat_from_euler, skew
+from wmr_model.vehicles.generators import random_tree_spec, skid_steer_spec
+from wmr_model.vehicles.inertia import composite_inertia, inertia_mass_com, model_frame_inertias
+from wmr_model.vehicles.model import compile_vehicle
 
 
 def _random_state(model, rng):

@@ -14,18 +14,18 @@
 import numpy as np
 import pytest
 
-from wmr_model import enhanced as E
-from wmr_model import terrain as tr
-from wmr_model.inertia import (
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.kinematics import api as kin
+from wmr_model.kinematics import enhanced as E
+from wmr_model.kinematics import kernels as K
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.inertia import (
     body_composite_inertia,
     composite_inertias,
     composite_workspace,
     fold_spinning_leaves,
     model_frame_inertias,
 )
-from wmr_model.kinematics import api as kin
-from wmr_model.kinematics import kernels as K
-from wmr_model.vehicles import load_vehicle
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 
 from wmr_model._jit import JIT_ENABLED
-from wmr_model.experiments import straight_wheel_rates
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import kernels as K
-from wmr_model.terrain import terrain_height_normal
-from wmr_model.vehicles import load_vehicle
+from wmr_model.kinematics.controllers import straight_wheel_rates
+from wmr_model.terrain.surface import terrain_height_normal
 
 DT = 0.04
 H = K.WARM_CONTACT_BRACKET

@@ -7,11 +7,11 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from wmr_model import kinematics as kin
-from wmr_model import terrain as tr
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.generators import diff_drive_caster_spec, random_tree_spec, skid_steer_spec
-from wmr_model.model import FrameSpec, JointConstraintSpec, VehicleSpec, compile_vehicle
 from wmr_model.spatial import euler_to_rot, quat_from_euler
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.generators import diff_drive_caster_spec, random_tree_spec, skid_steer_spec
+from wmr_model.vehicles.model import FrameSpec, JointConstraintSpec, VehicleSpec, compile_vehicle
 
 
 def _random_state(model, rng):

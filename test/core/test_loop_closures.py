@@ -18,8 +18,9 @@ from wmr_model.dynamics.simulate import simulate_dynamics
 from wmr_model.errors import ModelError, ParameterError
 from wmr_model.io.sidecar import load_sidecar
 from wmr_model.io.urdf import load_urdf
-from wmr_model.model import compile_vehicle
-from wmr_model.terrain import flat
+from wmr_model.kinematics.describe import describe, holonomic_jacobian, independent_dof
+from wmr_model.terrain.surface import flat
+from wmr_model.vehicles.model import compile_vehicle
 
 # Four-bar link lengths [m]: ground d, crank a, coupler b, rocker c. Grashof: a + b < c + d and
 # the crank is the shortest link, so the crank turns fully (crank-rocker).
@@ -110,14 +111,14 @@ def _joint_oracle(theta_crank: float) -> tuple[float, float]:
 
 def test_sidecar_zero_configuration_is_assembled_and_dof(cart) -> None:
     assert cart.nlc == 1 and cart.nlr == 3 and cart.nhc == 3
-    c, J = cart.holonomic_jacobian()
+    c, J = holonomic_jacobian(cart)
     assert np.abs(c).max() < 1e-12
     np.testing.assert_array_equal(J[:, :6], 0.0)
     # nv = 6 + 4 wheels + 3 linkage joints; the planar closure removes 2 (its y row is redundant)
     assert cart.nv == 13
-    assert cart.independent_dof() == 11
-    assert "independent DOF: 11" in cart.describe()
-    assert "loop closure coupler_rocker_pin: point coupler - rocker" in cart.describe()
+    assert independent_dof(cart) == 11
+    assert "independent DOF: 11" in describe(cart)
+    assert "loop closure coupler_rocker_pin: point coupler - rocker" in describe(cart)
 
 
 def test_jacobian_matches_finite_differences_for_every_closure_kind() -> None:
@@ -129,7 +130,7 @@ def test_jacobian_matches_finite_differences_for_every_closure_kind() -> None:
 """
     m = compile_vehicle(load_urdf(URDF, sidecar))
     assert m.nlr == 3 + 1 + 2
-    c0, _ = m.holonomic_jacobian()
+    c0, _ = holonomic_jacobian(m)
     assert abs(c0[3]) < 1e-12  # default length: the distance at zero joint displacement
     rng = np.random.default_rng(3)
     for _ in range(3):
@@ -137,19 +138,19 @@ def test_jacobian_matches_finite_differences_for_every_closure_kind() -> None:
         q[0:4] = rng.normal(size=4)
         q[0:4] /= np.linalg.norm(q[0:4])
         q[4:] = rng.normal(scale=0.5, size=m.nq - 4)
-        c, J = m.holonomic_jacobian(q)
+        c, J = holonomic_jacobian(m, q)
         h = 1e-6
         for k in range(m.nj):
             qp, qm = q.copy(), q.copy()
             qp[7 + k] += h
             qm[7 + k] -= h
-            fd = (m.holonomic_jacobian(qp)[0] - m.holonomic_jacobian(qm)[0]) / (2 * h)
+            fd = (holonomic_jacobian(m, qp)[0] - holonomic_jacobian(m, qm)[0]) / (2 * h)
             np.testing.assert_allclose(J[:, 6 + k], fd, atol=1e-7)
         # body pose does not change any row: zero body columns are exact
         q2 = q.copy()
         q2[4:7] += [1.0, -2.0, 0.5]
         q2[0:4] = [math.cos(0.4), 0.0, 0.0, math.sin(0.4)]
-        np.testing.assert_allclose(m.holonomic_jacobian(q2)[0], c, atol=1e-12)
+        np.testing.assert_allclose(holonomic_jacobian(m, q2)[0], c, atol=1e-12)
 
 
 def test_kinematic_simulation_keeps_closure_and_matches_four_bar_solution(cart) -> None:
@@ -162,7 +163,7 @@ def test_kinematic_simulation_keeps_closure_and_matches_four_bar_solution(cart) 
     jc, jr, jk = (cart.joint_index(n) for n in ("coupler", "rocker", "crank"))
     worst = 0.0
     for i in range(0, T + 1, 10):
-        c, _ = cart.holonomic_jacobian(tr.q[i])
+        c, _ = holonomic_jacobian(cart, tr.q[i])
         worst = max(worst, float(np.abs(c).max()))
         th3, th4 = _joint_oracle(tr.q[i, 7 + jk])
         wrap = lambda a: (a + math.pi) % (2 * math.pi) - math.pi  # noqa: E731
@@ -183,7 +184,7 @@ def test_dynamics_keeps_closure_and_matches_four_bar_solution(cart) -> None:
     wrap = lambda a: (a + math.pi) % (2 * math.pi) - math.pi  # noqa: E731
     worst = 0.0
     for i in range(0, T + 1, 5):
-        c, J = cart.holonomic_jacobian(tr.q[i])
+        c, J = holonomic_jacobian(cart, tr.q[i])
         worst = max(worst, float(np.abs(c).max()))
         th3, th4 = _joint_oracle(tr.q[i, 7 + jk])
         assert abs(wrap(tr.q[i, 7 + jc] - th3)) < 1e-6
@@ -244,7 +245,7 @@ def test_stiff_ode_baseline_with_penalty_closures_agrees_with_dae(cart) -> None:
     s = simulate_stiff(cart, flat(), q0, np.zeros(cart.nv), U, 0.01, **kw)
     d = simulate_dynamics(cart, flat(), q0, np.zeros(cart.nv), U, 0.01, **kw)
     # penalty closure (LOOP_STIFFNESS m g per metre): opens by ~1e-4 m under the link loads
-    assert np.abs(cart.holonomic_jacobian(s.q[-1])[0]).max() < 5e-4
+    assert np.abs(holonomic_jacobian(cart, s.q[-1])[0]).max() < 5e-4
     assert np.abs(s.q[-1, 4:7] - d.q[-1, 4:7]).max() < 5e-3
     np.testing.assert_allclose(s.q[-1, 7:], d.q[-1, 7:], atol=5e-3)
 
@@ -264,7 +265,7 @@ def test_ideal_closure_rows_hold_the_velocity_constraint_and_match_penalty(cart)
     wrap = lambda a: (a + math.pi) % (2 * math.pi) - math.pi  # noqa: E731
     mg = cart.total_mass * 9.80665
     for i in range(T):
-        c, J = cart.holonomic_jacobian(ideal.q[i])
+        c, J = holonomic_jacobian(cart, ideal.q[i])
         assert np.abs(c).max() < 1e-6
         assert np.abs(J @ ideal.qdot[i + 1]).max() < 1e-9
         th3, th4 = _joint_oracle(ideal.q[i, 7 + jk])

@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 
 from wmr_model.errors import ModelError
-from wmr_model.generators import random_tree_spec, skid_steer_spec
-from wmr_model.model import FrameSpec, JointConstraintSpec, SensorSpec, VehicleSpec, compile_vehicle
+from wmr_model.vehicles.generators import random_tree_spec, skid_steer_spec
+from wmr_model.vehicles.model import (
+    FrameSpec,
+    JointConstraintSpec,
+    SensorSpec,
+    VehicleSpec,
+    compile_vehicle,
+)
 
 
 def _spec(frames, **kw):

@@ -10,11 +10,11 @@ import pytest
 
 from wmr_model import kinematics as kin
 from wmr_model.errors import ParameterError
-from wmr_model.odometry import Odometry3D
-from wmr_model.predict import predict
+from wmr_model.estimation.odometry import Odometry3D
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.prediction.predict import predict
 from wmr_model.spatial import quat_to_rot, quats_to_euler
-from wmr_model.terrain import rough
-from wmr_model.vehicles import load_vehicle
+from wmr_model.terrain.surface import rough
 
 WARTHOG_LOG = Path(__file__).resolve().parents[2] / "data" / "warthog_grass_A"  # shipped real field log
 WHEELS = ["left_wheel_joint", "right_wheel_joint"]

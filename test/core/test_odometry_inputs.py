@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from wmr_model.errors import BagError
-from wmr_model.odometry import Odometry3D, encoder_layouts, match_encoder_layout
-from wmr_model.vehicles import load_vehicle
+from wmr_model.estimation.odometry import Odometry3D, encoder_layouts, match_encoder_layout
+from wmr_model.io.vehicles import load_vehicle
 
 SIDES = ["left_wheel_joint", "right_wheel_joint"]
 PER_WHEEL = ["front_left_wheel", "rear_left_wheel", "front_right_wheel", "rear_right_wheel"]
@@ -30,7 +30,7 @@ def test_layouts_and_their_match(warthog):
 
 
 def test_replay_uses_the_same_layouts(warthog):
-    from wmr_model.replay import _encoder_map
+    from wmr_model.pipelines.replay import _encoder_map
 
     assert _encoder_map(warthog, SIDES) is None
     assert _encoder_map(warthog, PER_WHEEL) == {}

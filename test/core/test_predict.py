@@ -6,11 +6,8 @@ import numpy as np
 import pytest
 
 from wmr_model import kinematics as kin
-from wmr_model import terrain as tr
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.generators import diff_drive_caster_spec, random_tree_spec, skid_steer_spec
-from wmr_model.model import FrameSpec, VehicleSpec, compile_vehicle
-from wmr_model.predict import (
+from wmr_model.prediction.predict import (
     TIPOVER_RISK,
     TRACTION_LIMIT,
     WHEEL_LIFTOFF,
@@ -18,6 +15,9 @@ from wmr_model.predict import (
     predict_twist,
     twist_commands,
 )
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.generators import diff_drive_caster_spec, random_tree_spec, skid_steer_spec
+from wmr_model.vehicles.model import FrameSpec, VehicleSpec, compile_vehicle
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def test_bad_inputs_are_named(tree):
 def test_twist_commands_equal_a_control_solve_per_twist(vehicle):
     """Vehicles without steer joints or tracks take the linear path (three solves per joint
     state); each row still equals its own solve_control to round-off (tracks: exactly)."""
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
 
     m = load_vehicle(vehicle)
     rng = np.random.default_rng(4)

@@ -12,16 +12,16 @@
 import numpy as np
 import pytest
 
-from wmr_model import terrain as tr
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.experiments import straight_wheel_rates
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import kernels as K
 from wmr_model.kinematics import loops as L
-from wmr_model.predict import predict
+from wmr_model.kinematics.controllers import straight_wheel_rates
+from wmr_model.prediction.predict import predict
 from wmr_model.spatial import quats_to_euler
-from wmr_model.vehicles import load_vehicle
+from wmr_model.terrain import surface as tr
 
 DT = 0.04
 STEPS = 100  # 4 s at 1 m/s

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from wmr_model.kinematics import kernels as K
-from wmr_model.spatial import quat_to_rot
-from wmr_model.uncertainty import (
+from wmr_model.kinematics.uncertainty import (
     covariance_workspace,
     error_dynamics,
     propagate_covariance,
     propagate_pose_covariance,
 )
+from wmr_model.spatial import quat_to_rot
 
 
 def _spd(rng, n, scale):

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from wmr_model import kinematics as kin
-from wmr_model import terrain as tr
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.generators import diff_drive_caster_spec
-from wmr_model.model import compile_vehicle
-from wmr_model.predict import predict
-from wmr_model.reference_models import (
+from wmr_model.prediction.predict import predict
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.generators import diff_drive_caster_spec
+from wmr_model.vehicles.model import compile_vehicle
+from wmr_model.vehicles.reference_models import (
     diff_drive_plus_twist,
     diff_drive_twist,
     integrate_planar,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from wmr_model.io.synth_bag import SynthConfig, write_synth_bag
-from wmr_model.replay import ReplayOptions, replay
+from wmr_model.pipelines.replay import ReplayOptions, replay
 
 MODELS = ["diff drive", "diff drive+ online", "diff drive+ calibrated", "3D kin.",
           "3D kin.+ online", "3D kin.+ calibrated"]

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from wmr_model import kinematics as kin
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics.kernels import rescale_quaternion
 from wmr_model.spatial import quat_normalize
-from wmr_model.terrain import flat
-from wmr_model.vehicles import load_vehicle
+from wmr_model.terrain.surface import flat
 
 SETTLED = 50  # steps of the initial contact transient (2.5 s at dt 0.05)
 

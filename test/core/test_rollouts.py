@@ -1,6 +1,6 @@
-"""Chunked planner rollouts (:mod:`wmr_model.rollouts`) against the unchunked core.
+"""Chunked planner rollouts (:mod:`wmr_model.prediction.rollouts`) against the unchunked core.
 
-Chunked runs equal one :func:`wmr_model.predict.predict` call bit for bit; flags OR the states
+Chunked runs equal one :func:`wmr_model.prediction.predict.predict` call bit for bit; flags OR the states
 between samples like predict does; a candidate leaving a height map or blowing up is flagged
 INVALID from its exact step; the memory estimate is the documented sum of array sizes; a
 deadline returns the first candidates; a 2D pose is placed on the terrain.
@@ -14,10 +14,10 @@ import time
 import numpy as np
 import pytest
 
-from wmr_model import terrain as tr
 from wmr_model.errors import ParameterError
-from wmr_model.predict import predict
-from wmr_model.rollouts import (
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.prediction.predict import predict
+from wmr_model.prediction.rollouts import (
     INVALID,
     invalid_states,
     or_since_previous,
@@ -27,7 +27,7 @@ from wmr_model.rollouts import (
     sample_steps,
     terrain_extent,
 )
-from wmr_model.vehicles import load_vehicle
+from wmr_model.terrain import surface as tr
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Steady-state skid steering with Janosi-Hanamoto track shear (wmr_model.skid_steer).
+"""Steady-state skid steering with Janosi-Hanamoto track shear (wmr_model.kinematics.skid_steer).
 
 Oracles: the Coulomb limit in closed form (derived here from the Coulomb integrals, not from the
 module), mirror symmetry, straight motion, the balance residuals, and a direct check that the
@@ -12,7 +12,7 @@ import pytest
 from scipy.optimize import brentq
 
 from wmr_model.errors import ParameterError
-from wmr_model.skid_steer import (
+from wmr_model.kinematics.skid_steer import (
     SkidSteerVehicle,
     balance_residual,
     steady_state_motion,

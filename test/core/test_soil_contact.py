@@ -10,9 +10,9 @@ from wmr_model.contact import MODEL_KINDS, contact_force, default_params, roams
 from wmr_model.contact import bekker as bk
 from wmr_model.contact.models import _params_vector
 from wmr_model.errors import ParameterError
-from wmr_model.experiments_soil import sinkage_for_load, wheel_equilibrium, wheel_params
+from wmr_model.experiments.soil import sinkage_for_load, wheel_equilibrium, wheel_params
 from wmr_model.parameters import get_spec
-from wmr_model.soil import SOIL_PARAMETER_NAMES, SOIL_PRESETS, get_soil
+from wmr_model.terrain.soil import SOIL_PARAMETER_NAMES, SOIL_PRESETS, get_soil
 
 R, B = 0.065, 0.05
 

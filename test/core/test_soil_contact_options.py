@@ -5,8 +5,8 @@ import pytest
 
 from wmr_model.contact.models import contact_setup, params_for_model
 from wmr_model.errors import ParameterError
-from wmr_model.soft_soil_sim import drive_straight_on_soil
-from wmr_model.vehicles import load_vehicle
+from wmr_model.experiments.soft_soil import drive_straight_on_soil
+from wmr_model.io.vehicles import load_vehicle
 
 
 def test_flat_params_belong_to_the_sidecar_model_and_per_model_params_to_each():
@@ -39,7 +39,7 @@ def test_hmmwv_drives_on_soil(name):
 def test_footprint_window_equals_a_full_grid_scan():
     """The swept-node mask is computed in the segment's bounding box only: same nodes as
     testing every node of the grid (random segments, some leaving the grid)."""
-    from wmr_model.deformable_terrain import DeformableTerrain
+    from wmr_model.terrain.deformable import DeformableTerrain
 
     dtm = DeformableTerrain.flat((-1.0, 1.0), (-0.5, 0.7), 0.013, 1500.0, 0.6)
     X, Y = dtm.node_xy()
@@ -57,7 +57,7 @@ def test_footprint_window_equals_a_full_grid_scan():
 def test_windowed_relax_equals_the_full_relax_for_a_local_rut():
     """A rut's avalanche stays inside a window with room for its run-out: relaxing the window
     gives the full-grid result bit for bit (the other pairs are at repose: no-ops)."""
-    from wmr_model.deformable_terrain import DeformableTerrain
+    from wmr_model.terrain.deformable import DeformableTerrain
 
     maps = [DeformableTerrain.flat((0.0, 3.0), (-1.0, 1.0), 0.01, 1500.0, 0.6, xi=0.5)
             for _ in range(2)]

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 from wmr_model.errors import ParameterError
-from wmr_model.experiments_soil import (
+from wmr_model.experiments.soil import (
     calibrate_soil,
     max_climbable_slope,
     run_slope,
     slip_vs_slope,
     wheel_params,
 )
-from wmr_model.soil import bekker_params, roams_params
-from wmr_model.vehicles import load_vehicle
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.terrain.soil import bekker_params, roams_params
 
 SOIL = "sandy_loam"
 SHORT = {"duration": 4.0, "settle": 2.0, "window": 1.0}

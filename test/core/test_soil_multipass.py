@@ -11,11 +11,11 @@ import pytest
 
 from wmr_model.dynamics.simulate import simulate_dynamics
 from wmr_model.errors import ParameterError
-from wmr_model.experiments import straight_wheel_rates
-from wmr_model.experiments_soil import sinkage_for_load, start_state, wheel_params
-from wmr_model.soft_soil_sim import drive_straight_on_soil, simulate_on_soil, wheel_rows
-from wmr_model.soil import bekker_params
-from wmr_model.vehicles import load_vehicle
+from wmr_model.experiments.soft_soil import drive_straight_on_soil, simulate_on_soil, wheel_rows
+from wmr_model.experiments.soil import sinkage_for_load, start_state, wheel_params
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.kinematics.controllers import straight_wheel_rates
+from wmr_model.terrain.soil import bekker_params
 
 SOIL = "sandy_loam"
 # Soft (constant-voltage DC motor like) wheel drives: torque = Kp (u - w). With stiff rate
@@ -138,7 +138,7 @@ def test_bad_input(rocky7, first):
 
 
 def test_held_soil_does_not_avalanche():
-    from wmr_model.deformable_terrain import DeformableTerrain
+    from wmr_model.terrain.deformable import DeformableTerrain
 
     dtm = DeformableTerrain.flat((0.0, 0.4), (-0.1, 0.1), 0.01, 1500.0, np.radians(30.0),
                                  z=0.3)

@@ -1,4 +1,4 @@
-"""wmr_model.streams: time-base guard, reorder window and plausibility gates (no ROS)."""
+"""wmr_model.estimation.streams: time-base guard, reorder window and plausibility gates (no ROS)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from wmr_model.errors import ParameterError
-from wmr_model.streams import (
+from wmr_model.estimation.streams import (
     OrderedInput,
     PlausibilityLimits,
     angular_rate_problem,

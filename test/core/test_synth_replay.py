@@ -10,7 +10,7 @@ import pytest
 
 from wmr_model.errors import BagError, ParameterError
 from wmr_model.io.synth_bag import SensorRates, SynthConfig, write_synth_bag
-from wmr_model.replay import ReplayOptions, replay, stale_mask, write_csv
+from wmr_model.pipelines.replay import ReplayOptions, replay, stale_mask, write_csv
 
 WARTHOG_LOG = Path(__file__).resolve().parents[2] / "data" / "warthog_grass_A"  # shipped real field log
 SYSTEMATIC = ["slip.p1", "slip.p2", "slip.p3", "slip.p4", "slip.p6",

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from wmr_model import experiments as ex
-from wmr_model.vehicles import load_vehicle
+from wmr_model.experiments import kinematic as ex
+from wmr_model.io.vehicles import load_vehicle
 
 
 def test_fixed_baumgarte_rate_gives_the_thesis_contact_speed_trend():

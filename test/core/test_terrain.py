@@ -1,4 +1,4 @@
-"""Tests of wmr_model.terrain and wmr_model.io.terrain_files.
+"""Tests of wmr_model.terrain.surface and wmr_model.io.terrain_files.
 
 Oracles: closed forms (plane, linear functions), finite differences of the height for normals,
 scipy's RegularGridInterpolator and np.interp for interpolation, sample autocorrelation for the
@@ -22,10 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.interpolate import RegularGridInterpolator
 
-from wmr_model import terrain as T
 from wmr_model._jit import JIT_ENABLED, njit
 from wmr_model.errors import TerrainError
 from wmr_model.io import terrain_files as TF
+from wmr_model.terrain import surface as T
 
 # The benchmark terrains ship as package data (wmr_model/data/wmrde_terrains): never skipped.
 SHIPPED_TERRAINS = TF.WMRDE_TERRAIN_DIR

@@ -1,6 +1,6 @@
 """Track-slip calibration (issue 9): one parameter set for spins and arcs.
 
-Truth: the Janosi-Hanamoto skid-steer model (wmr_model.skid_steer) with the Absolem's track
+Truth: the Janosi-Hanamoto skid-steer model (wmr_model.kinematics.skid_steer) with the Absolem's track
 length and gauge, whose yaw efficiency changes with the turn radius. IPEM (offline (3.44)) with
 seed 003's gains (slip.p2, slip.p6) cannot fit spins and arcs together; adding the turn-ratio
 yaw slip (slip.p7, slip.p8) does, also on radii it was not fitted on. Errors are measured
@@ -28,12 +28,12 @@ from wmr_model.calibration.track_slip import (
     truth_vehicle,
 )
 from wmr_model.errors import ParameterError
-from wmr_model.generators import skid_steer_spec
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import initialize_contact
-from wmr_model.model import compile_vehicle
-from wmr_model.predict import predict
-from wmr_model.terrain import flat
-from wmr_model.vehicles import load_vehicle
+from wmr_model.prediction.predict import predict
+from wmr_model.terrain.surface import flat
+from wmr_model.vehicles.generators import skid_steer_spec
+from wmr_model.vehicles.model import compile_vehicle
 
 POSE_STD = (0.003, 0.005)  # rotation [rad], position [m]
 

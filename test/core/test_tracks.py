@@ -5,17 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wmr_model import experiments_tracks as ext
 from wmr_model import kinematics as kin
 from wmr_model.errors import ModelError
+from wmr_model.experiments import tracks as ext
 from wmr_model.io.urdf import load_urdf
+from wmr_model.io.vehicles import list_vehicles, load_vehicle, vehicle_files
 from wmr_model.kinematics import kernels as K
-from wmr_model.model import compile_vehicle
-from wmr_model.predict import predict
+from wmr_model.kinematics.describe import describe
+from wmr_model.prediction.predict import predict
 from wmr_model.spatial import quat_to_rot, rot_to_euler
-from wmr_model.terrain import flat, rough
-from wmr_model.tracks import TrackGeometry, contact_path, sample_track
-from wmr_model.vehicles import list_vehicles, load_vehicle, vehicle_files
+from wmr_model.terrain.surface import flat, rough
+from wmr_model.vehicles.model import compile_vehicle
+from wmr_model.vehicles.tracks import TrackGeometry, contact_path, sample_track
 
 # Final states of a 4 s RK4 simulation and of an enhanced prediction (with covariance) on rough
 # terrain, computed with the kinematics as committed before tracks were added (git 88bc754);
@@ -57,7 +58,7 @@ def test_absolem_compiles_with_tracks(absolem):
     left = m.frame_index("left_sprocket")
     assert set(m.track_drive[m.track_of == 2]) == {left}
     assert "absolem" not in list_vehicles() and "absolem" in list_vehicles(include_tracked=True)
-    assert "track left on base_link, driven by left_sprocket, 20 contact patches" in m.describe()
+    assert "track left on base_link, driven by left_sprocket, 20 contact patches" in describe(m)
 
 
 def test_belt_geometry_closed_form():

@@ -21,10 +21,10 @@ from wmr_model.dynamics.simulate import simulate_dynamics
 from wmr_model.dynamics.stiff import simulate_stiff
 from wmr_model.dynamics.track_contact import icr_contact_frames, icr_map, icr_point
 from wmr_model.errors import ParameterError
-from wmr_model.experiments_tracks import FLIPPERS_FLAT, track_rates
+from wmr_model.io.vehicles import load_vehicle, vehicle_files
+from wmr_model.kinematics.controllers import FLIPPERS_FLAT, track_rates
 from wmr_model.spatial import quat_to_rot
-from wmr_model.terrain import flat, inclined_plane
-from wmr_model.vehicles import load_vehicle, vehicle_files
+from wmr_model.terrain.surface import flat, inclined_plane
 
 G = 9.80665
 DT = 0.01
@@ -303,7 +303,7 @@ def test_standing_on_slope_creeps_as_friction_predicts(absolem):
 
 def test_dynamic_suite_flat(absolem):
     """Dynamic variant of the seed-003 flat scenarios (10 s each, as in the suite)."""
-    from wmr_model.experiments_tracks import run_dynamic_scenario
+    from wmr_model.experiments.tracks import run_dynamic_scenario
 
     r = run_dynamic_scenario(absolem, "straight")
     assert r.metrics["d_t"] <= 0.1

@@ -17,13 +17,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wmr_model import experiments_tracks as ext
 from wmr_model import kinematics as kin
+from wmr_model.experiments import tracks as ext
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import kernels as K
 from wmr_model.kinematics.api import DEFAULT_STABILIZATION
 from wmr_model.spatial import quat_to_rot
-from wmr_model.terrain import flat, inclined_plane
-from wmr_model.vehicles import load_vehicle
+from wmr_model.terrain.surface import flat, inclined_plane
 
 SIGMA = DEFAULT_STABILIZATION / ext.DT
 # Rates that vanish by symmetry are checked to 1e-6 [rad/s, m/s]: the raised flippers' faint

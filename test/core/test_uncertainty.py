@@ -13,14 +13,9 @@ from scipy import stats
 
 from wmr_model import kinematics as kin
 from wmr_model import parameters
-from wmr_model import terrain as tr
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.generators import skid_steer_spec
 from wmr_model.kinematics.kernels import integrate_euler
-from wmr_model.model import compile_vehicle
-from wmr_model.predict import predict
-from wmr_model.spatial import quat_from_euler, quat_mul, quat_to_rot, rot_axis_angle, rot_to_quat
-from wmr_model.uncertainty import (
+from wmr_model.kinematics.uncertainty import (
     cholesky_from_qprime,
     error_dynamics,
     from_ros_pose_covariance,
@@ -31,6 +26,11 @@ from wmr_model.uncertainty import (
     qprime_names,
     to_ros_pose_covariance,
 )
+from wmr_model.prediction.predict import predict
+from wmr_model.spatial import quat_from_euler, quat_mul, quat_to_rot, rot_axis_angle, rot_to_quat
+from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.generators import skid_steer_spec
+from wmr_model.vehicles.model import compile_vehicle
 
 
 def _perturb(q, d):

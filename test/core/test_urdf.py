@@ -11,7 +11,7 @@ import pytest
 from wmr_model.errors import ModelError
 from wmr_model.io.sidecar import load_sidecar
 from wmr_model.io.urdf import combine_inertias, load_urdf, rpy_from_rot
-from wmr_model.model import compile_vehicle
+from wmr_model.vehicles.model import compile_vehicle
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "test" / "data"

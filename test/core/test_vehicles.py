@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 from wmr_model.errors import ModelError
-from wmr_model.model import PRISMATIC, REVOLUTE
-from wmr_model.vehicles import (
+from wmr_model.io.vehicles import (
     SHIPPED_VEHICLES,
     list_vehicles,
     load_vehicle,
     load_vehicle_spec,
     vehicle_files,
 )
+from wmr_model.vehicles.model import PRISMATIC, REVOLUTE
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "test" / "data"

@@ -70,7 +70,7 @@ def test_calibrate_on_mutated_bag(synth_bag, tmp_path_factory, kind, fraction, s
        seed=st.integers(0, 100))
 def test_read_and_build_log(synth_bag, tmp_path_factory, kind, fraction, seed):
     from wmr_model.calibration.logs import log_from_bag
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
 
     bag = rewrite(synth_bag, tmp_path_factory.mktemp("m") / "b", _mutator(kind, fraction, seed))
     try:

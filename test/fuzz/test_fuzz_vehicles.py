@@ -41,7 +41,7 @@ def _check(tmp_path: Path, urdf: str | bytes, sidecar: str | bytes) -> None:
     u.write_bytes(urdf.encode() if isinstance(urdf, str) else urdf)
     s.write_bytes(sidecar.encode() if isinstance(sidecar, str) else sidecar)
     run_wmr("check", u, "--sidecar", s)  # asserts the contract
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
 
     try:
         model = load_vehicle(str(u), sidecar=str(s))

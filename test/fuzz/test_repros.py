@@ -341,9 +341,9 @@ def test_dt_1e_300_is_a_budget_error(synth_bag, command, steps):
 def test_predict_candidate_budget_names_the_number():
     from wmr_model.budgets import MAX_CANDIDATES
     from wmr_model.errors import ParameterError
-    from wmr_model.predict import predict
-    from wmr_model.terrain import flat
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.prediction.predict import predict
+    from wmr_model.terrain.surface import flat
 
     m = load_vehicle("diffdrive")
     q0 = np.broadcast_to(m.neutral_state(), (MAX_CANDIDATES + 1, m.nq))
@@ -356,9 +356,9 @@ def test_predict_output_budget_before_allocating():
     """20,000 candidates x 2,000 steps with covariance would allocate ~10 GB: refused at once,
     naming the bytes and the way out (every=k)."""
     from wmr_model.errors import ParameterError
-    from wmr_model.predict import predict, prediction_bytes
-    from wmr_model.terrain import flat
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.prediction.predict import predict, prediction_bytes
+    from wmr_model.terrain.surface import flat
 
     m = load_vehicle("diffdrive")
     q0 = np.broadcast_to(m.neutral_state(), (20_000, m.nq))
@@ -376,9 +376,9 @@ def test_predict_output_budget_before_allocating():
 def test_prediction_bytes_is_what_predict_allocates(every, cov):
     """prediction_bytes = the returned arrays + the (N, T, nv) command scratch and (N, T, na)
     rate copy, counted from the arrays themselves."""
-    from wmr_model.predict import predict, prediction_bytes
-    from wmr_model.terrain import flat
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.prediction.predict import predict, prediction_bytes
+    from wmr_model.terrain.surface import flat
 
     m = load_vehicle("diffdrive")
     N, T, na = 3, 7, len(m.actuated_joints)
@@ -396,9 +396,9 @@ def test_odometry_and_recorded_streams_share_the_position_rule():
     """Odometry3D (per message) and differentiate_positions (whole stream) give the same joint
     rates for an encoder stream with velocities missing (NaN) in some messages: one rule,
     streams.rate_or_difference."""
-    from wmr_model.odometry import Odometry3D
-    from wmr_model.streams import differentiate_positions
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.estimation.odometry import Odometry3D
+    from wmr_model.estimation.streams import differentiate_positions
+    from wmr_model.io.vehicles import load_vehicle
 
     m = load_vehicle("diffdrive")
     names = [m.joint_names[int(k)] for k in m.actuated_joints]

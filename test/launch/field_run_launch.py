@@ -184,12 +184,12 @@ def _call_predict(client):
 
 def _oracle_end(values: dict[str, float]) -> np.ndarray:
     """The same request computed in this process by the core, with ``values`` applied."""
-    from wmr_model.model_parameters import with_parameters
+    from wmr_model.io.vehicles import load_vehicle
     from wmr_model.parameters import SLIP_NAMES
-    from wmr_model.predict import predict, twist_commands
-    from wmr_model.rollouts import place_on_terrain
-    from wmr_model.terrain import flat
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.prediction.predict import predict, twist_commands
+    from wmr_model.prediction.rollouts import place_on_terrain
+    from wmr_model.terrain.surface import flat
+    from wmr_model.vehicles.parameters import with_parameters
 
     model = with_parameters(load_vehicle("warthog"),
                             {k: v for k, v in values.items() if k.startswith("wheel.")})

@@ -52,7 +52,6 @@ def _qos(depth=1000):
 @pytest.fixture(scope="module")
 def synthetic():
     """The synthetic run and the offline (batch) calibration of the same log."""
-    from wmr_model import terrain as tr
     from wmr_model.calibration import (
         IntervalPolicy,
         ModelPredictor,
@@ -60,9 +59,10 @@ def synthetic():
         select_intervals,
         synthetic_log,
     )
-    from wmr_model.model_parameters import with_parameters
-    from wmr_model.odometry import DEFAULT_QPRIME_U
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.terrain import surface as tr
+    from wmr_model.vehicles.parameters import with_parameters
 
     nominal = load_vehicle("warthog")
     dims = {RADIUS: 0.315}
@@ -235,7 +235,7 @@ def _trigger(ros, service):
 def _play(feed, run, iv):
     """Publish the run's encoders, gyro and Odometry poses in stamp order, paced so that at
     most ~2 intervals are in flight; wait for one state per interval."""
-    from wmr_model.uncertainty import to_ros_pose_covariance
+    from wmr_model.kinematics.uncertainty import to_ros_pose_covariance
 
     log = run.log
     # gyro: true yaw rate from the true states (the calibrator buffers it)
@@ -474,7 +474,7 @@ def test_reorder_window_follows_a_stream_delivered_ahead(ros, synthetic, tmp_pat
     waiting for the encoders (max_wait 5 s) and are skipped; with an 8 s window the poses wait
     in stamp order, nothing is skipped or rejected, and the estimates equal the batch filter's
     interval by interval."""
-    from wmr_model.uncertainty import to_ros_pose_covariance
+    from wmr_model.kinematics.uncertainty import to_ros_pose_covariance
 
     run, iv, batch = synthetic
     log = run.log
@@ -605,9 +605,9 @@ LEVER_STD0 = {"slip.p6": 0.5, "sensor.gps.x": 0.3, "sensor.gps.y": 0.3,
 def gps_run():
     """60 s of a Warthog whose GPS antenna is at GPS_TRUE (built through the vehicle spec, as
     ``wmr synth`` does), poses of the antenna."""
-    from wmr_model import terrain as tr
     from wmr_model.calibration import IntervalPolicy, select_intervals, synthetic_log
     from wmr_model.io.synth_bag import synth_models
+    from wmr_model.terrain import surface as tr
 
     _, true, dims = synth_models("warthog", (0.0, 0.0, GPS_TRUE[2]), GPS_TRUE)
     run = synthetic_log(true, tr.flat(), duration=60.0, dt=0.02, slip={"slip.p6": -0.3},
@@ -643,7 +643,7 @@ def test_navsatfix_source_equals_odometry_and_calibrates_the_lever_arm(ros, gps_
         got = _get_parameters(ros, f"/{ns}/calibrator_node", ["sensor.gps.x", "sensor.gps.z"])
         assert got == {"sensor.gps.x": 0.0, "sensor.gps.z": GPS_TRUE[2]}
 
-    from wmr_model.uncertainty import to_ros_pose_covariance
+    from wmr_model.kinematics.uncertainty import to_ros_pose_covariance
 
     cov_ros = to_ros_pose_covariance(log.pose_covariance)
     P = log.pose[:, 4:7]

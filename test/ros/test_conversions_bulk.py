@@ -84,13 +84,13 @@ def test_stamp_lists_match_the_scalar_conversions():
 
 
 def test_fill_response_matches_the_per_element_fill_on_the_wire():
-    from wmr_model import terrain as tr
-    from wmr_model.odometry import DEFAULT_QPRIME_U
-    from wmr_model.predict import predict
+    from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.kinematics.uncertainty import qprime_from_parameters
+    from wmr_model.prediction.predict import predict
     from wmr_model.ros.prediction_node import fill_response, prediction_inputs
     from wmr_model.srv import PredictTrajectory
-    from wmr_model.uncertainty import qprime_from_parameters
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.terrain import surface as tr
 
     sys.path.insert(0, str(REPO / "bench"))
     try:

@@ -1,7 +1,7 @@
 """The odometry node as a real process over DDS: its output equals the core's offline result.
 
 Synthetic JointState and Imu streams are published from the test process; the offline reference
-is :class:`wmr_model.odometry.Odometry3D` fed the same samples (same stamp conversion). Also:
+is :class:`wmr_model.estimation.odometry.Odometry3D` fed the same samples (same stamp conversion). Also:
 bad messages show up in /diagnostics and do not stop the node, a bag-loop time jump resets
 once confirmed, runtime parameter updates apply from the next step, and the vehicle can come from
 the robot_description topic. Issue 19: per-wheel joint states (``wmr synth``), a stamp-ordered
@@ -115,8 +115,8 @@ def _sec(ns_total):
 
 
 def test_output_equals_the_core_offline_result(ros):
-    from wmr_model.odometry import Odometry3D
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.estimation.odometry import Odometry3D
+    from wmr_model.io.vehicles import load_vehicle
 
     feed = _start(ros, "odo_eq", "vehicle:=diffdrive", "reorder_window:=0.0")
     offline = Odometry3D(load_vehicle("diffdrive"))
@@ -242,7 +242,7 @@ def test_per_wheel_joint_states_of_wmr_synth_are_accepted(ros):
     """The warthog sidecar maps left/right_wheel_joint; ``wmr synth`` writes the four wheel
     joints. Both are accepted; empty velocity arrays differentiate the positions."""
     from wmr_model.io.synth_bag import encoder_joint_names
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
 
     model = load_vehicle("warthog")
     names = encoder_joint_names(model)
@@ -283,8 +283,8 @@ def _skewed_run(T=1.0, enc_dt=0.004, imu_dt=0.002, chunk=0.2):
 
 
 def test_reorder_window_loses_no_imu_sample_and_tf_follows_odom(ros):
-    from wmr_model.odometry import Odometry3D
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.estimation.odometry import Odometry3D
+    from wmr_model.io.vehicles import load_vehicle
 
     by_stamp, delivery = _skewed_run()
     offline = Odometry3D(load_vehicle("diffdrive"))
@@ -326,8 +326,8 @@ def test_reorder_window_loses_no_imu_sample_and_tf_follows_odom(ros):
 
 
 def test_stray_stamps_and_absurd_samples_are_rejected_and_counted(ros):
-    from wmr_model.odometry import Odometry3D
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.estimation.odometry import Odometry3D
+    from wmr_model.io.vehicles import load_vehicle
 
     offline = Odometry3D(load_vehicle("diffdrive"))
     # A loaded machine can let the IMU queue lag the encoders' by several steps or stall the

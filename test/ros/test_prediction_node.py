@@ -1,7 +1,7 @@
 """The prediction node as a real process: its answers equal the core run in this process.
 
 Valid JOINT_RATES and BODY_TWIST requests are compared array by array with
-:func:`wmr_model.predict.predict` on the same inputs (DYNAMIC ones with
+:func:`wmr_model.prediction.predict.predict` on the same inputs (DYNAMIC ones with
 :func:`wmr_model.dynamics.simulate.simulate_dynamics` per candidate), for every request option
 (sampling stride, outputs, float32, 2D poses, time budget); invalid requests and requests over
 the memory budget get ``success = false`` with a clear status and the node keeps serving;
@@ -89,11 +89,11 @@ def _q0(m):
 
 
 def _core(req, commands, every=1, q0=None, model=None):
-    from wmr_model.odometry import DEFAULT_QPRIME_U
-    from wmr_model.predict import predict
-    from wmr_model.terrain import flat
-    from wmr_model.uncertainty import qprime_from_parameters
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.kinematics.uncertainty import qprime_from_parameters
+    from wmr_model.prediction.predict import predict
+    from wmr_model.terrain.surface import flat
 
     m = model or load_vehicle("diffdrive")
     fid = "kinematic" if req.fidelity == 0 else "enhanced"
@@ -214,9 +214,9 @@ def test_sampling_stride_precision_and_output_selection(ros, server):
 def test_body_twist_request_equals_the_core(ros, server):
     from geometry_msgs.msg import Twist
 
-    from wmr_model.controllers import open_loop_rates, twist_profile
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.kinematics.controllers import open_loop_rates, twist_profile
     from wmr_model.srv import PredictTrajectory
-    from wmr_model.vehicles import load_vehicle
 
     req = _request(C=2, T=30, dt=0.1)
     req.command_type = PredictTrajectory.Request.BODY_TWIST
@@ -342,8 +342,8 @@ def test_use_latest_odometry(ros, server):
 def _dynamic_core(req, commands, q0=None):
     """simulate_dynamics per candidate on the inputs of ``_request`` (diffdrive, flat)."""
     from wmr_model.dynamics.simulate import simulate_dynamics
-    from wmr_model.terrain import flat
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.terrain.surface import flat
 
     m = load_vehicle("diffdrive")
     tw = req.initial_twist
@@ -393,9 +393,9 @@ def test_blown_up_candidates_are_flagged_invalid_at_the_step(ros, server, spin):
     """DYNAMIC spinning in place at +-spin rad/s: the states become NaN (the issue's case);
     the node answers success with FLAG_INVALID from that step and its exact index, also with
     every = 10, and never a non-finite pose without the flag."""
-    from wmr_model.rollouts import place_on_terrain
+    from wmr_model.prediction.rollouts import place_on_terrain
     from wmr_model.srv import PredictTrajectory
-    from wmr_model.terrain import flat
+    from wmr_model.terrain.surface import flat
 
     Req = PredictTrajectory.Request
     T = 80
@@ -408,7 +408,7 @@ def test_blown_up_candidates_are_flagged_invalid_at_the_step(ros, server, spin):
     u[0, :, 0], u[0, :, 1] = spin, -spin
     u[1] = 0.5  # a sane candidate in the same batch
     req.joint_commands = u[:, :, ::-1].ravel().tolist()
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
 
     m = load_vehicle("diffdrive")
     q = m.neutral_state()
@@ -518,10 +518,10 @@ def test_two_d_initial_poses_on_flat_and_sloped_terrain(ros):
     """A planner's 2D pose (z = 0, level) is put on the terrain by contact initialization for
     every fidelity: the start state equals the core's, and standing or driving gently raises
     no flag (before: DYNAMIC flagged WHEEL_LIFTOFF and TIPOVER_RISK from z = 0)."""
-    from wmr_model import terrain as tr
-    from wmr_model.rollouts import place_on_terrain
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.prediction.rollouts import place_on_terrain
     from wmr_model.srv import PredictTrajectory
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.terrain import surface as tr
 
     Req = PredictTrajectory.Request
     m = load_vehicle("diffdrive")
@@ -569,10 +569,10 @@ def test_flat_ground_two_d_pose_raises_no_flags(ros, server):
 
 def test_client_builds_requests_from_arrays(ros, server):
     """The NumPy client: request from arrays, (N, S, ...) arrays back, equal to the core."""
-    from wmr_model.predict import twist_commands
-    from wmr_model.rollouts import place_on_terrain
+    from wmr_model.prediction.predict import twist_commands
+    from wmr_model.prediction.rollouts import place_on_terrain
     from wmr_model.ros.client import PredictionClient, build_request
-    from wmr_model.terrain import flat
+    from wmr_model.terrain.surface import flat
 
     client = PredictionClient(ros.node, SERVICE)
     assert client.wait_for_service(30)
@@ -595,9 +595,9 @@ def test_client_builds_requests_from_arrays(ros, server):
                          executor=ros.executor)
     assert res.success and res.poses.dtype == np.float32 and res.poses.shape == (3, 2, 7)
     q0 = place_on_terrain(m, flat(), m.neutral_state())
-    from wmr_model.odometry import DEFAULT_QPRIME_U
-    from wmr_model.predict import predict
-    from wmr_model.uncertainty import qprime_from_parameters
+    from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
+    from wmr_model.kinematics.uncertainty import qprime_from_parameters
+    from wmr_model.prediction.predict import predict
 
     seg = np.concatenate([tw, np.full((3, 1, 1), 1.5)], axis=2)
     rates = twist_commands(m, seg, 0.05, q=q0)

@@ -3,7 +3,7 @@
 The offsets of (3.57)-(3.58) need a sensor frame in the model. A URDF often has none for the
 antenna (or has it in the wrong place); :func:`with_lever_arm` sets it without editing the
 description: an existing sensor frame gets the new translation (its parent and rotation kept,
-as :func:`wmr_model.model_parameters.with_parameters` does), a missing one is added rigidly
+as :func:`wmr_model.vehicles.parameters.with_parameters` does), a missing one is added rigidly
 on the body frame with the body's orientation. The result is calibratable like a URDF sensor:
 ``sensor.<name>.x/y/z`` are then model parameters of the returned model.
 """
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from wmr_model.model import VehicleModel
-from wmr_model.model_parameters import with_parameters
 from wmr_model.parameters import check_value
+from wmr_model.vehicles.model import VehicleModel
+from wmr_model.vehicles.parameters import with_parameters
 
 __all__ = ["lever_arm", "with_lever_arm"]
 

@@ -7,7 +7,7 @@ time stamps; it is built from bag streams (:func:`log_from_streams`, :func:`log_
 
 Poses are ``(M, 7)`` rows ``[qw, qx, qy, qz, x, y, z]`` of the pose sensor frame in the world
 (``pose_sensor``, or the body frame when None), with covariances ``(M, 6, 6)`` in the package's
-``[dtheta; dp]`` world-axes convention (:mod:`wmr_model.uncertainty`).
+``[dtheta; dp]`` world-axes convention (:mod:`wmr_model.kinematics.uncertainty`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from wmr_model.errors import BagError, ParameterError, ShapeError
-from wmr_model.model import VehicleModel
+from wmr_model.kinematics.uncertainty import from_ros_pose_covariance
 from wmr_model.spatial import quats_to_euler
-from wmr_model.uncertainty import from_ros_pose_covariance
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "DEFAULT_POSE_STD",
@@ -156,8 +156,8 @@ def log_from_streams(model: VehicleModel, streams: Mapping[str, object], *,
         encoders, pose, imu: roles of the joint-state, pose and (optional) IMU streams.
         pose_sensor: sensor frame of ``model`` the poses are of (None: the body).
     """
+    from wmr_model.estimation.streams import PlausibilityLimits, differentiate_positions
     from wmr_model.io.bags import usable_poses
-    from wmr_model.streams import PlausibilityLimits, differentiate_positions
 
     enc = streams[encoders]
     ps = streams[pose]

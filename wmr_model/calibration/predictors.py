@@ -7,8 +7,8 @@ pose-sensor poses plus the covariance map of the nominal prediction
 (:func:`~wmr_model.calibration.residuals.covariance_map`).
 
 * :class:`ModelPredictor` - 3D kinematic or enhanced kinematic model (§2.2-2.3) through
-  :func:`wmr_model.predict.predict`: **one batched call** over all candidates that share the
-  model geometry. Slip coefficients are batched natively; a wheel radius is batched by scaling
+  :func:`wmr_model.prediction.predict.predict`: **one batched call** over all candidates that share
+  the model geometry. Slip coefficients are batched natively; a wheel radius is batched by scaling
   that wheel's logged rate (the contact velocity is ``r * omega``; the small change of wheel
   centre height is neglected in the perturbed candidates only); sensor offsets change the
   candidate's initial body pose (3.57) and final sensor pose (3.58); a time offset re-samples
@@ -38,12 +38,12 @@ from wmr_model.calibration.residuals import (
     yaw_of,
 )
 from wmr_model.errors import ParameterError
-from wmr_model.model import VehicleModel
-from wmr_model.model_parameters import get_parameter, with_parameters
 from wmr_model.parameters import SLIP_NAMES, get_spec
-from wmr_model.predict import predict
-from wmr_model.reference_models import integrate_planar
-from wmr_model.terrain import Terrain, flat
+from wmr_model.prediction.predict import predict
+from wmr_model.terrain.surface import Terrain, flat
+from wmr_model.vehicles.model import VehicleModel
+from wmr_model.vehicles.parameters import get_parameter, with_parameters
+from wmr_model.vehicles.reference_models import integrate_planar
 
 __all__ = [
     "IntervalPrediction",
@@ -106,7 +106,7 @@ class ModelPredictor:
         fidelity: ``"kinematic"`` or ``"enhanced"``.
         dt: nominal step [s] (each interval uses whole steps of about this size).
         base: values of named parameters not being estimated (slip, sensor, time offsets...).
-        integrator, stabilization: passed to :func:`wmr_model.predict.predict`.
+        integrator, stabilization: passed to :func:`wmr_model.prediction.predict.predict`.
         inputs: measured quantities imposed during the prediction (§3.3, "roll and pitch
             measurements can optionally be treated as inputs"; see :data:`PREDICTION_INPUTS`):
             ``"roll_pitch"`` - the log's roll/pitch replace the predicted attitude after every
@@ -308,7 +308,8 @@ def planar_interval(pose0: np.ndarray, vx: np.ndarray, wz: np.ndarray,
 
     ``pose0`` (7,) logged body pose at the interval start; ``vx``, ``wz`` (N, T) forward speed
     [m/s] and yaw rate [rad/s] per candidate and step, integrated by
-    :func:`wmr_model.reference_models.integrate_planar`. The covariance map is candidate 0's.
+    :func:`wmr_model.vehicles.reference_models.integrate_planar`. The covariance map is candidate
+    0's.
     """
     N = vx.shape[0]
     start = np.array([pose0[4], pose0[5], float(yaw_of(pose0[:4]))])

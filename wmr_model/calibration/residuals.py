@@ -3,8 +3,8 @@
 
 Poses are ``(..., 7)`` rows ``[qw, qx, qy, qz, x, y, z]``. The residual of an interval is the
 measured minus the predicted final pose of the pose sensor, in the package's error convention
-(:mod:`wmr_model.uncertainty`): ``r = [Log(R_meas R_pred^T); p_meas - p_pred]`` (world axes),
-restricted to the selected components (:data:`COMPONENTS`; default x, y, yaw). For a nearly
+(:mod:`wmr_model.kinematics.uncertainty`): ``r = [Log(R_meas R_pred^T); p_meas - p_pred]`` (world
+axes), restricted to the selected components (:data:`COMPONENTS`; default x, y, yaw). For a nearly
 level vehicle the ``yaw`` component equals the yaw-angle difference.
 
 Covariance (3.21): ``R = Sigma_meas(t) + P(t)`` with ``P(t)`` propagated from

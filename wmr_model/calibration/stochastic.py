@@ -5,7 +5,7 @@
 * covariance ``R_sigma`` by the Bohrnstedt-Goldberger rule (3.35)-(3.38):
   ``C[ab, cd] = C[a, c] C[b, d] + C[a, d] C[b, c]`` for zero-mean Gaussian entries;
 * parameters ``s``: entries of the upper-triangular Cholesky factor ``U`` of ``Q' = U^T U``
-  (3.40)-(3.41), named ``noise.U.<a>_<b>`` (:func:`wmr_model.uncertainty.qprime_names`);
+  (3.40)-(3.41), named ``noise.U.<a>_<b>`` (:func:`wmr_model.kinematics.uncertainty.qprime_names`);
 * Jacobian ``H_sigma = d vec(R_mu) / ds`` (3.42), exact because ``R_mu`` is linear in ``Q'``
   for a given predicted trajectory (:class:`~wmr_model.calibration.residuals.CovarianceMap`):
   ``dQ'/dU_ij = E_ji U + U^T E_ij``.
@@ -19,7 +19,7 @@ import numpy as np
 
 from wmr_model.calibration.residuals import CovarianceMap
 from wmr_model.errors import ParameterError
-from wmr_model.uncertainty import TWIST_COMPONENTS
+from wmr_model.kinematics.uncertainty import TWIST_COMPONENTS
 
 __all__ = [
     "vec",

@@ -12,7 +12,7 @@ interval waits until the encoders cover its end (DDS delivers the streams indepe
 is then simulated over a window of the buffered encoder rates (:class:`CalibrationLog` with
 two poses).
 
-Robustness, as in :class:`wmr_model.odometry.Odometry3D`:
+Robustness, as in :class:`wmr_model.estimation.odometry.Odometry3D`:
 
 * non-finite values, missing joints, unusable quaternions: the sample is rejected (counted);
 * duplicate stamps and stamps older than the newest of their stream: rejected, unless older by

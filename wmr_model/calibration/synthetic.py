@@ -14,7 +14,7 @@ twist commands that steer back toward the origin, and records what a real log wo
   them as inputs.
 
 The truth is simulated with the same model structure the calibration uses (enhanced kinematics
-of :func:`wmr_model.predict.predict`), so a correct calibration must recover it.
+of :func:`wmr_model.prediction.predict.predict`), so a correct calibration must recover it.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import numpy as np
 from wmr_model import kinematics as kin
 from wmr_model.calibration.logs import CalibrationLog
 from wmr_model.calibration.residuals import quat_multiply, sensor_pose
-from wmr_model.model import VehicleModel
 from wmr_model.parameters import slip_vector
-from wmr_model.predict import predict
+from wmr_model.prediction.predict import predict
 from wmr_model.spatial import quats_to_euler
-from wmr_model.terrain import Terrain
+from wmr_model.terrain.surface import Terrain
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["SyntheticRun", "synthetic_log", "inject_outliers"]
 
@@ -73,7 +73,7 @@ def synthetic_log(model: VehicleModel, terrain: Terrain, *, duration: float = 30
 
     Args:
         model: the *true* vehicle (apply true dimensions with
-            :func:`wmr_model.model_parameters.with_parameters` first).
+            :func:`wmr_model.vehicles.parameters.with_parameters` first).
         terrain: ground; keep the run inside it with ``box`` [m] (half-size steered toward).
         slip: true ``slip.p*`` values; Qprime: (6, 6) true spectral density (default zero).
         pose_sensor: sensor of ``model`` whose pose is logged (None: body).

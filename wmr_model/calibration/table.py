@@ -47,8 +47,8 @@ from wmr_model.calibration.online import OnlineCalibrator
 from wmr_model.calibration.predictors import DiffDrivePredictor, ModelPredictor
 from wmr_model.calibration.vehicle_sets import physical_bounds, physical_warnings
 from wmr_model.errors import ParameterError
-from wmr_model.model import VehicleModel
-from wmr_model.terrain import Terrain, flat
+from wmr_model.terrain.surface import Terrain, flat
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["TableRow", "DEFAULT_3D_PARAMS", "DEFAULT_NOISE", "compare_models", "initial_std"]
 

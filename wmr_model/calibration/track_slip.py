@@ -1,8 +1,8 @@
 """Track-slip calibration: one parameter set for spins and arcs (issue 9).
 
 Synthetic IPEM runs of a tracked vehicle whose ground truth is the Janosi-Hanamoto skid-steer
-model of :mod:`wmr_model.skid_steer` (turn-radius-dependent yaw efficiency), calibrated with
-the offline IPEM (:func:`wmr_model.calibration.offline.fit_systematic`, (3.44)) and the 3D
+model of :mod:`wmr_model.kinematics.skid_steer` (turn-radius-dependent yaw efficiency), calibrated
+with the offline IPEM (:func:`wmr_model.calibration.offline.fit_systematic`, (3.44)) and the 3D
 enhanced-kinematics predictor (:class:`~wmr_model.calibration.predictors.ModelPredictor`):
 
 * :func:`truth_vehicle` - the skid-steer truth with the track length and gauge of a compiled
@@ -19,7 +19,7 @@ Parameter sets compared (:data:`SEED_003_SET`, :data:`TURN_RATIO_SET`): seed 003
 a linear gain and an angular gain (steering efficiency) per vehicle, which in the thesis'
 vocabulary are ``slip.p2`` (forward speed scaled by 1 + p2) and ``slip.p6`` (yaw rate scaled by
 1 + p6); the extended set adds the turn-ratio yaw slip ``slip.p7``, ``slip.p8``
-(:func:`wmr_model.enhanced.cg_slip_velocity`).
+(:func:`wmr_model.kinematics.enhanced.cg_slip_velocity`).
 """
 
 from __future__ import annotations
@@ -39,14 +39,14 @@ from wmr_model.calibration.residuals import (
     quat_multiply,
 )
 from wmr_model.calibration.synthetic import _exp_quat
-from wmr_model.enhanced import DEFAULT_SLIP_AXES, STANDARD_GRAVITY, cg_slip_velocity
 from wmr_model.errors import ModelError, ParameterError
-from wmr_model.experiments_tracks import FLIPPERS_FLAT, track_rates
-from wmr_model.model import VehicleModel
+from wmr_model.kinematics.controllers import FLIPPERS_FLAT, track_rates
+from wmr_model.kinematics.enhanced import DEFAULT_SLIP_AXES, STANDARD_GRAVITY, cg_slip_velocity
+from wmr_model.kinematics.skid_steer import SkidSteerVehicle, steady_state_motion
 from wmr_model.parameters import get_spec, slip_vector
-from wmr_model.reference_models import integrate_planar_step
-from wmr_model.skid_steer import SkidSteerVehicle, steady_state_motion
-from wmr_model.terrain import flat
+from wmr_model.terrain.surface import flat
+from wmr_model.vehicles.model import VehicleModel
+from wmr_model.vehicles.reference_models import integrate_planar_step
 
 __all__ = [
     "SEED_003_SET",
@@ -215,8 +215,8 @@ def track_slip_log(model: VehicleModel, manoeuvres: Sequence[Manoeuvre],
     :func:`truth_vehicle` of ``model``).
 
     Each manoeuvre holds its no-slip belt speeds (:func:`belt_speeds`); the body follows the
-    truth's steady-state twist (:func:`wmr_model.skid_steer.steady_state_motion`), switching
-    instantly between manoeuvres. Body poses are sampled at ``pose_rate`` [Hz] (height and
+    truth's steady-state twist (:func:`wmr_model.kinematics.skid_steer.steady_state_motion`),
+    switching instantly between manoeuvres. Body poses are sampled at ``pose_rate`` [Hz] (height and
     attitude of ``model`` resting on flat ground) with independent Gaussian noise of standard
     deviations ``pose_std = (rotation [rad], position [m])`` on every axis; sprocket rates at
     ``joint_rate`` [Hz] and just before each switch; the flipper joints are held at
@@ -282,11 +282,11 @@ class PlanarSlipPredictor:
 
     The no-slip motion is the ideal differential drive of the belts (3.64)-(3.65):
     ``v = (V_l + V_r)/2``, ``omega = (V_r - V_l)/B``; the body slip of (2.48)-(2.49) with p7,
-    p8 (:func:`wmr_model.enhanced.cg_slip_velocity`, cg at the body origin, level ground so the
-    only force is the weight) is added to it, and each step is the exact arc of that twist
-    (:func:`wmr_model.reference_models.integrate_planar`). It isolates the slip law from the 3D
-    track contact kinematics: the same parameters as :class:`ModelPredictor`'s ``slip.*`` with
-    the differential drive as the no-slip solution (seed 003's gains act on it).
+    p8 (:func:`wmr_model.kinematics.enhanced.cg_slip_velocity`, cg at the body origin, level ground
+    so the only force is the weight) is added to it, and each step is the exact arc of that twist
+    (:func:`wmr_model.vehicles.reference_models.integrate_planar`). It isolates the slip law from
+    the 3D track contact kinematics: the same parameters as :class:`ModelPredictor`'s ``slip.*``
+    with the differential drive as the no-slip solution (seed 003's gains act on it).
 
     Attributes:
         left, right: log joint names of the left and right drive (sprocket) joints.

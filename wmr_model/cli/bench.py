@@ -106,8 +106,8 @@ def _terrains(quick: bool):
 
 
 def _kinematic(quick: bool, method: str = "dae") -> dict:
-    from wmr_model import experiments as ex
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.experiments import kinematic as ex
+    from wmr_model.io.vehicles import load_vehicle
 
     terrains = _terrains(quick)
     rows = ex.zoe_kinematic_benchmark(load_vehicle("zoe"), terrains, step_sizes=_KIN_STEPS,
@@ -120,8 +120,8 @@ def _enhanced(quick: bool) -> dict:
 
 
 def _dynamic(quick: bool) -> dict:
-    from wmr_model.dynamics import scenarios as sc
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.experiments import dynamic as sc
+    from wmr_model.io.vehicles import load_vehicle
 
     terrains = _terrains(quick)
     model = load_vehicle("zoe")
@@ -147,9 +147,9 @@ def _dynamic(quick: bool) -> dict:
 
 
 def _batch(quick: bool) -> dict:
-    from wmr_model import experiments as ex
-    from wmr_model import terrain as tr
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.experiments import kinematic as ex
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.terrain import surface as tr
 
     dt, duration = 0.04, 5.0
     model = load_vehicle("zoe")
@@ -169,13 +169,13 @@ def _batch(quick: bool) -> dict:
 
 
 def _odometry(quick: bool) -> dict:
-    from wmr_model import experiments as ex
+    from wmr_model.experiments import kinematic as ex
 
     return ex.odometry_latency(1000.0, 1000.0, seconds=2.0 if quick else 20.0)
 
 
 def _calibration(quick: bool) -> dict:
-    from wmr_model import experiments as ex
+    from wmr_model.experiments import kinematic as ex
 
     return ex.online_calibration_update_time(duration=10.0 if quick else 120.0)
 

@@ -118,7 +118,7 @@ def _checks(info: dict) -> list[str]:
 def _options(args: argparse.Namespace):
     """The fit options of the flags (checked; ParameterError naming the flag)."""
     from wmr_model.errors import ParameterError
-    from wmr_model.fleet import FitOptions
+    from wmr_model.pipelines.fleet import FitOptions
 
     for flag, v, lo in (("--dt", args.dt, 0.0), ("--interval", args.interval, 0.0)):
         if not (math.isfinite(v) and v > lo):
@@ -155,7 +155,7 @@ def _options(args: argparse.Namespace):
 
 def _is_fleet(args: argparse.Namespace) -> bool:
     """Many bags (folder, glob, manifest) or any fleet flag: the fleet path."""
-    from wmr_model.fleet import is_bag
+    from wmr_model.pipelines.fleet import is_bag
 
     p = Path(args.bag).expanduser()
     flags = (args.group_by, args.library, args.workers, args.ray_address, args.cache_dir)
@@ -169,11 +169,11 @@ def _is_fleet(args: argparse.Namespace) -> bool:
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
-    """Fleet calibration (wmr_model.fleet) on the runner; 0, or 1 when a fit failed."""
+    """Fleet calibration (wmr_model.pipelines.fleet) on the runner; 0, or 1 when a fit failed."""
     from wmr_model.cli._output import emit
     from wmr_model.errors import ParameterError
-    from wmr_model.fleet import calibrate_fleet, discover_bags, fleet_text, write_library
-    from wmr_model.runner import Runner
+    from wmr_model.pipelines.fleet import calibrate_fleet, discover_bags, fleet_text, write_library
+    from wmr_model.pipelines.runner import Runner
 
     for flag, bad in (("--overlay", args.overlay), ("--offline", args.offline)):
         if bad:
@@ -212,8 +212,8 @@ def run(args: argparse.Namespace) -> int:
     from wmr_model.calibration.table import compare_models
     from wmr_model.cli._output import emit
     from wmr_model.errors import ParameterError
-    from wmr_model.fleet import default_params, prepare_bag
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.pipelines.fleet import default_params, prepare_bag
 
     if _is_fleet(args):
         return _run_fleet(args)

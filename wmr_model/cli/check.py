@@ -41,11 +41,12 @@ def run(args: argparse.Namespace) -> int:
     propagates (main prints it and exits 2)."""
     from wmr_model.cli._output import emit
     from wmr_model.cli.vehicles import vehicle_summary
-    from wmr_model.vehicles import load_vehicle, require_ground_contact
+    from wmr_model.io.vehicles import load_vehicle, require_ground_contact
+    from wmr_model.kinematics.describe import describe
 
     model = load_vehicle(args.vehicle, args.sidecar)
     require_ground_contact(model)
     data = {"valid": True, **vehicle_summary(model)}
     data["joint_constraint_names"] = list(model.joint_constraint_names)
-    emit(args, data, model.describe())
+    emit(args, data, describe(model))
     return 0

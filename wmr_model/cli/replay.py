@@ -78,7 +78,7 @@ def register(subparsers: Any) -> None:
 
 def results_dict(res) -> dict:
     """The numbers of a replay (results.json; no wall-clock values)."""
-    from wmr_model.replay import RESULTS_VERSION
+    from wmr_model.pipelines.replay import RESULTS_VERSION
 
     return {
         "version": RESULTS_VERSION, "bag": res.bag, "vehicle": res.vehicle,
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
 
     from wmr_model.cli._output import emit, to_jsonable
     from wmr_model.errors import ParameterError
-    from wmr_model.replay import ReplayOptions, replay, write_csv, write_output_bag
+    from wmr_model.pipelines.replay import ReplayOptions, replay, write_csv, write_output_bag
 
     if not (math.isfinite(args.split) and 0 <= args.split <= 1):
         raise ParameterError(f"--split: must be a fraction in [0, 1], got {args.split}")

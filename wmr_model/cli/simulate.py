@@ -2,8 +2,8 @@
 
 Commands are either a body twist (``--speed``/``--yaw-rate``, turned into actuated joint rates
 at every step by the vehicle's controller, ``--controller``: the sidecar's ``controller:``
-section, :mod:`wmr_model.controllers`; ``naive`` is the open-loop control-context solve of
-(2.37) on flat ground), explicit actuated joint rates
+section, :mod:`wmr_model.kinematics.controllers`; ``naive`` is the open-loop control-context solve
+of (2.37) on flat ground), explicit actuated joint rates
 (``--joint-rates``), or a CSV script (``--commands``: a ``time`` column plus one column per
 actuated joint, zero-order hold). Writes the trajectory as CSV and prints a summary.
 """
@@ -123,11 +123,15 @@ def run(args: argparse.Namespace) -> int:
     from wmr_model import kinematics as kin
     from wmr_model.budgets import MAX_STEPS, check_budget
     from wmr_model.cli._output import emit
-    from wmr_model.controllers import open_loop_rates, predict_controlled, vehicle_controller
     from wmr_model.errors import ParameterError
     from wmr_model.io.terrain_spec import parse_terrain_spec
+    from wmr_model.io.vehicles import load_vehicle, require_ground_contact
+    from wmr_model.kinematics.controllers import (
+        open_loop_rates,
+        predict_controlled,
+        vehicle_controller,
+    )
     from wmr_model.spatial import quat_from_euler
-    from wmr_model.vehicles import load_vehicle, require_ground_contact
 
     if not (math.isfinite(args.dt) and args.dt > 0):
         raise ParameterError(f"--dt: must be > 0 s, got {args.dt}")
@@ -241,11 +245,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_rates(model: Any, names: list[str], rates: Any) -> None:
     """Raise ParameterError for a non-finite rate or a wheel rim speed above the odometry's
-    plausibility gate (:func:`wmr_model.streams.wheel_rate_problem`)."""
+    plausibility gate (:func:`wmr_model.estimation.streams.wheel_rate_problem`)."""
     import numpy as np
 
     from wmr_model.errors import ParameterError
-    from wmr_model.streams import PlausibilityLimits, wheel_rate_problem
+    from wmr_model.estimation.streams import PlausibilityLimits, wheel_rate_problem
 
     rates = np.asarray(rates, dtype=float)
     if not np.all(np.isfinite(rates)):

@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
 
 def vehicle_summary(model: Any) -> dict[str, Any]:
     """Key numbers of a compiled model (used by ``wmr vehicles`` and ``wmr check``)."""
-    from wmr_model.vehicles import vehicle_kind
+    from wmr_model.io.vehicles import vehicle_kind
 
     return {
         "name": model.name,
@@ -62,7 +62,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 def run(args: argparse.Namespace) -> int:
     """Compile every shipped vehicle, tracked ones included, and print the table (or JSON)."""
     from wmr_model.cli._output import emit
-    from wmr_model.vehicles import list_vehicles, load_vehicle
+    from wmr_model.io.vehicles import list_vehicles, load_vehicle
 
     rows = [vehicle_summary(load_vehicle(n)) for n in list_vehicles(include_tracked=True)]
     emit(args, rows, _table)

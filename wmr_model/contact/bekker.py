@@ -12,7 +12,7 @@ below the local surface, with :math:`k = k_c / b + k_\\phi`:
 
 the second form being Wong's repetitive-loading response (ch. 2): soil already pressed down by
 ``zc`` by earlier wheels reloads along a stiff linear branch of modulus ``ku`` until it reaches
-the virgin curve again. ``zc`` is the multipass state (:mod:`wmr_model.deformable_terrain`).
+the virgin curve again. ``zc`` is the multipass state (:mod:`wmr_model.terrain.deformable`).
 
 Normal stress (Wong-Reece): in front of the maximum-stress angle
 :math:`\\theta_m = (c_1 + c_2 s)\\theta_1`, :math:`\\sigma(\\theta) = p(R(\\cos\\theta -

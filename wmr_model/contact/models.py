@@ -45,7 +45,6 @@ from typing import Any
 
 import numpy as np
 
-from wmr_model import soil as _soil
 from wmr_model._jit import njit
 from wmr_model.contact import bekker as _bek
 from wmr_model.contact import ishigami as _ish
@@ -53,7 +52,8 @@ from wmr_model.contact import pacejka as _pac
 from wmr_model.contact import piecewise_linear as _pl
 from wmr_model.contact import roams as _roams
 from wmr_model.errors import ParameterError
-from wmr_model.model import VehicleModel
+from wmr_model.terrain import soil as _soil
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["PIECEWISE_LINEAR", "PACEJKA", "ISHIGAMI", "ISHIGAMI_DIRECT", "ROAMS", "BEKKER",
            "MODEL_KINDS", "ContactSetup", "contact_force", "default_params", "contact_setup"]

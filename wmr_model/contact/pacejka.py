@@ -34,7 +34,7 @@ Peak of the force-slip curve (Table C.1, straight driving). (C.13) peaks where
 whose maximum, 0.961, lies at ``|s| = 0.381`` (the curve is flat within 1 % for 0.30-0.50). The
 "critical value (approximately 0.2)" quoted with Fig. 2.15 of the thesis is the Brach and Brach
 pneumatic-tire measurement, not a property of Table C.1: the dynamics' force-slip curve
-(Fig. 2.17, :func:`wmr_model.dynamics.scenarios.force_slip_curve`) therefore peaks near 0.3-0.4,
+(Fig. 2.17, :func:`wmr_model.experiments.dynamic.force_slip_curve`) therefore peaks near 0.3-0.4,
 with the slip ratio of (C.10), ``s = -v_x/V_x`` (normalized by the wheel-centre speed; the same
 curve over ``(R w - V)/(R w)`` peaks at 0.23 without and 0.28 with the coupling).
 """

@@ -24,7 +24,7 @@ otherwise (eq. 13), θ the angle between terrain normal and vertical. The spread
 where the slope equals the friction angle and largest on flat ground or far steeper slopes.
 The kernel is deterministic and takes s as a parameter (default 1, the plain model);
 :func:`traction_scale_std` and :func:`sample_traction_scale` draw it, seeded, once per wheel per
-simulation segment (see :mod:`wmr_model.experiments_soil`).
+simulation segment (see :mod:`wmr_model.experiments.soil`).
 
 ``params`` layout (:data:`PARAM_NAMES`): ``[kN N/m^n, alphaN s/m, n, dT N s/m, c Pa, phi rad,
 b m, R m, s]``. Analytic Jacobian.

@@ -9,8 +9,8 @@ import numpy as np
 from wmr_model.dynamics import crba as _crba
 from wmr_model.dynamics import rnea as _rnea
 from wmr_model.errors import ParameterError, check_shape
-from wmr_model.inertia import model_frame_inertias
-from wmr_model.model import VehicleModel
+from wmr_model.vehicles.inertia import model_frame_inertias
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["DynamicsData", "create_data", "gravity_of", "crba", "rnea", "bias_force"]
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.inertia import composite_inertias, composite_workspace, relative_transform
 from wmr_model.kinematics.kernels import forward_kinematics
-from wmr_model.model import REVOLUTE
+from wmr_model.vehicles.inertia import composite_inertias, composite_workspace, relative_transform
+from wmr_model.vehicles.model import REVOLUTE
 
 __all__ = ["motion_subspace", "relative_transforms", "force_to_parent", "crba", "crba_workspace",
            "crba_into"]
@@ -46,8 +46,8 @@ def motion_subspace(jtype, axis, i, S):
 def relative_transforms(parent, T_world, R_up, p_up):
     """Rotation ``R_up`` (nf, 3, 3) and origin ``p_up`` (nf, 3) of each frame in its parent's
     coordinates, :math:`T_i^{p(i)} = (T_{p(i)}^w)^{-1} T_i^w = [R, p; 0, 1]` from Algorithm 1's
-    world transforms (:func:`wmr_model.inertia.relative_transform`, as the composite-inertia
-    pass). Index 0 is left untouched."""
+    world transforms (:func:`wmr_model.vehicles.inertia.relative_transform`, as the
+    composite-inertia pass). Index 0 is left untouched."""
     for i in range(1, parent.shape[0]):
         relative_transform(T_world, parent[i], i, R_up[i], p_up[i])
 
@@ -97,11 +97,11 @@ def crba_into(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M, ws):
     """Joint-space inertia ``M`` (nv, nv), Algorithm 3 (modified CRBA), in the scratch ``ws``
     of :func:`crba_workspace` (nothing allocated).
 
-    Lines 1-4 (composite inertias) are :func:`wmr_model.inertia.composite_inertias`; lines 5-22
-    walk from each joint to the body carrying the force ``f^c = I_i^c S_i`` needed to accelerate
-    that joint alone by one unit, transforming it to each ancestor with :math:`(X_{p}^{i})^T`
-    (B.12, :func:`force_to_parent`) and reading off ``S_j . f^c`` (line 18) or the whole 6-vector
-    at the body (line 15).
+    Lines 1-4 (composite inertias) are :func:`wmr_model.vehicles.inertia.composite_inertias`; lines
+    5-22 walk from each joint to the body carrying the force ``f^c = I_i^c S_i`` needed to
+    accelerate that joint alone by one unit, transforming it to each ancestor with
+    :math:`(X_{p}^{i})^T` (B.12, :func:`force_to_parent`) and reading off ``S_j . f^c`` (line 18) or
+    the whole 6-vector at the body (line 15).
     Line 12 as printed transforms with :math:`X_{p(i)}^i` at every level; the transform of the
     current frame *j* (:math:`X_{p(j)}^j`) is meant and used here.
 

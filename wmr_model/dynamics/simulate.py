@@ -45,7 +45,6 @@ from wmr_model.dynamics.track_contact import (
     track_shares,
 )
 from wmr_model.errors import ParameterError, check_shape
-from wmr_model.inertia import model_frame_inertias
 from wmr_model.kinematics.kernels import (
     CONTACT_FAN_HALF_SPAN,
     CONTACT_FAN_POINTS,
@@ -59,8 +58,9 @@ from wmr_model.kinematics.kernels import (
     wheel_contact,
 )
 from wmr_model.kinematics.loops import _row
-from wmr_model.model import VehicleModel
-from wmr_model.terrain import Terrain
+from wmr_model.terrain.surface import Terrain
+from wmr_model.vehicles.inertia import model_frame_inertias
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["DynamicsTrajectory", "dynamics_step", "step_workspace", "constraint_cache",
            "simulate_loop", "simulate_range", "simulate_batch", "loop_arguments",

@@ -48,10 +48,10 @@ from wmr_model.dynamics.crba import crba
 from wmr_model.dynamics.rnea import bias_force
 from wmr_model.dynamics.simulate import _actuators, check_dynamics_inputs, joint_spring_dampers
 from wmr_model.errors import ParameterError
-from wmr_model.inertia import model_frame_inertias
 from wmr_model.kinematics.kernels import holonomic_constraints, state_derivative, wheel_contact
-from wmr_model.model import VehicleModel
-from wmr_model.terrain import Terrain
+from wmr_model.terrain.surface import Terrain
+from wmr_model.vehicles.inertia import model_frame_inertias
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["STIFF_METHODS", "StiffTrajectory", "stiff_derivative", "stiff_jacobian",
            "simulate_stiff"]

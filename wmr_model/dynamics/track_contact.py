@@ -1,7 +1,7 @@
 """Track patches as contacts of the dynamics (thesis §4.2 with the contact models of §2.4.3).
 
-A track patch (:mod:`wmr_model.tracks`) enters the force balance exactly like a wheel: three
-rows of the constraint matrix (2.55), the velocity ``v_c`` of the *belt material* at its
+A track patch (:mod:`wmr_model.vehicles.tracks`) enters the force balance exactly like a wheel:
+three rows of the constraint matrix (2.55), the velocity ``v_c`` of the *belt material* at its
 contact point in contact coordinates (:func:`wmr_model.kinematics.kernels.track_point_jacobian`:
 the rigid-body part plus the belt sliding over the track frame, the contact surface motion of
 seed 003), and a contact model (2.71) evaluated from ``v_c``, a "rolling speed" and Δz. The
@@ -22,7 +22,7 @@ point velocity and at its *mean* penetration over the belt length it has below t
     -P_k / l_k), \\qquad \\sigma_k = \\frac{l_k}{\\sum_{j \\in track} l_j}
 
 with ``l_k`` the length of the patch's belt below the terrain surface and ``P_k`` the integral
-of the penetration along it (sub-points of :mod:`wmr_model.tracks`, linear between them:
+of the penetration along it (sub-points of :mod:`wmr_model.vehicles.tracks`, linear between them:
 :func:`patch_contact_length`). The shares of a track in contact sum to 1, so its slip gains,
 rolling resistance and friction are those of the whole track; for a normal force linear in
 penetration, ``f = K p``, the track carries ``K`` times its mean penetration over its contact
@@ -68,7 +68,7 @@ from wmr_model.kinematics.kernels import (
     forward_kinematics,
     track_point_jacobian,
 )
-from wmr_model.model import VehicleModel
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["ICR_MAX_RADIUS", "FRICTION_DIRECTIONS", "patch_contact_length", "track_shares",
            "icr_point", "icr_contact_frames", "assemble_track_rows", "icr_map",

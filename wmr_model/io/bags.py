@@ -6,7 +6,7 @@ kept beside it. Reading streams: every message is turned into a row of floats as
 (no message object is kept), so memory grows by the arrays only (tens of bytes per message).
 
 Order (:func:`read_streams` ``reorder_window``): header stamps are put in order per stream by
-the shared policy of :class:`wmr_model.streams.WindowedOrder` - disorder shorter than the
+the shared policy of :class:`wmr_model.estimation.streams.WindowedOrder` - disorder shorter than the
 window (jittered stamps, a reversed stretch) is undone, a repeated stamp keeps its first
 message, a lone stray stamp is dropped, and a lasting backward jump of the stamps (a clock reset
 while recording) is stitched: the stamps after it are shifted so that their stream's stamp minus
@@ -211,7 +211,7 @@ def read_streams(path: str | Path, topics: Mapping[str, str], kinds: Mapping[str
         BagError: the bag is unreadable or corrupt, a required topic is missing (the message
             lists the bag's topics and types) or has a type the kind does not accept.
     """
-    from wmr_model.streams import WindowedOrder
+    from wmr_model.estimation.streams import WindowedOrder
 
     reader = open_bag(path)
     try:

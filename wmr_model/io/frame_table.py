@@ -68,7 +68,7 @@ from wmr_model.io.sidecar import (
     parse_sensors,
     read_yaml,
 )
-from wmr_model.model import FrameSpec, JointConstraintSpec, SensorSpec, VehicleSpec
+from wmr_model.vehicles.model import FrameSpec, JointConstraintSpec, SensorSpec, VehicleSpec
 
 __all__ = [
     "FRAME_TABLE_VERSION",

@@ -255,7 +255,7 @@ def _savefig(fig, path: Path, **kw) -> None:
 
 
 def write_report(result, out_dir: str | Path, *, plots: bool = True) -> dict[str, Path]:
-    """Write :data:`REPORT_FILES` for a :class:`wmr_model.replay.ReplayResult` into
+    """Write :data:`REPORT_FILES` for a :class:`wmr_model.pipelines.replay.ReplayResult` into
     ``out_dir``; returns name -> path."""
     from wmr_model.io.files import prepare_output_dir, write_text_atomically
 
@@ -275,7 +275,7 @@ LANE_CHANGE_PLOTS = ("lane_change_speed.png", "lane_change_attitude.png",
 
 
 def write_lane_change_plots(runs, out_dir: str | Path) -> dict[str, Path]:
-    """Scenario 2 plots of seed 002 for one or more :class:`wmr_model.hmmwv.HmmwvRun`.
+    """Scenario 2 plots of seed 002 for one or more :class:`wmr_model.experiments.hmmwv.HmmwvRun`.
 
     Speed (Fig. 11), roll/pitch/yaw (Fig. 12), lateral acceleration (Fig. 13), yaw rate
     (Fig. 14), plus wheel loads and suspension travel; each run (e.g. the closed-chain and

@@ -42,11 +42,13 @@ Sidecar schema, ``version: 1`` (the only version so far; a missing ``version`` m
     encoder_map:                    # robot encoder joint -> model wheel joints it drives
       left_wheel_joint: [front_left_wheel, rear_left_wheel]
     controller: {type: passive_steer, steer_joints: [s1, s2]}   # how body twist commands
-                                    #   become actuated joint rates (wmr_model.controllers);
-                                    #   default: the open-loop flat-ground "naive" controller
+                                    #   become actuated joint rates
+                                    (wmr_model.kinematics.controllers); #   default: the open-loop
+                                    flat-ground "naive" controller
     options: {baumgarte_gain: 10}   # free-form model options (mapping)
     parameters: {slip.p1: 0.0}      # nominal values of named (dotted) calibratable parameters
-    tracks:                         # belt tracks (wmr_model.tracks); geometry in `link` coords [m]
+    tracks:                         # belt tracks (wmr_model.vehicles.tracks); geometry in `link`
+    coords [m]
       left:
         link: base_link             # link carrying the belt; default: sprocket's parent link
         sprocket: left_sprocket     # drive joint: belt speed = sprocket_radius * its rate
@@ -64,8 +66,8 @@ Sidecar schema, ``version: 1`` (the only version so far; a missing ``version`` m
 Where the URDF gives a wheel radius (cylinder or sphere collision of the wheel link) and the
 sidecar gives one too, the sidecar wins. ``encoder_map`` is stored in
 ``options["encoder_map"]``, ``parameters`` in ``options["parameters"]`` and ``controller`` in
-``options["controller"]`` (checked by :func:`wmr_model.controllers.vehicle_controller`). A
-sensor ``parent`` may name a link or a model frame (joint name, or the body link).
+``options["controller"]`` (checked by :func:`wmr_model.kinematics.controllers.vehicle_controller`).
+A sensor ``parent`` may name a link or a model frame (joint name, or the body link).
 
 Sprocket joints of ``tracks`` are not wheels by default and are actuated by default.
 
@@ -85,7 +87,7 @@ from typing import Any
 import yaml
 
 from wmr_model.errors import ModelError
-from wmr_model.model import LoopClosureSpec
+from wmr_model.vehicles.model import LoopClosureSpec
 
 __all__ = [
     "SIDECAR_VERSION",

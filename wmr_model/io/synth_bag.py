@@ -212,7 +212,7 @@ def _preset(name: str) -> TerrainPreset:
 
 def synth_terrain(preset: str, seed: int, box: float = 20.0):
     """Rough terrain of ``preset`` around the origin (covers the route's ``box`` [m])."""
-    from wmr_model import terrain as tr
+    from wmr_model.terrain import surface as tr
 
     p = _preset(preset)
     half = box + 15.0
@@ -227,9 +227,9 @@ def _first_wheel_radius_name(model) -> str:
 def synth_models(vehicle: str, gps_nominal, gps_true=None, radius_error: float = 1.0):
     """``(nominal, true, truth_dims)``: the vehicle with a ``gps`` antenna sensor as the
     description believes it and as it is (first wheel radius times ``radius_error``)."""
-    from wmr_model.model import SensorSpec, compile_vehicle
-    from wmr_model.model_parameters import with_parameters
-    from wmr_model.vehicles import load_vehicle_spec
+    from wmr_model.io.vehicles import load_vehicle_spec
+    from wmr_model.vehicles.model import SensorSpec, compile_vehicle
+    from wmr_model.vehicles.parameters import with_parameters
 
     spec = load_vehicle_spec(vehicle)
     if GPS_SENSOR not in {s.name for s in spec.sensors}:
@@ -245,8 +245,8 @@ def synth_models(vehicle: str, gps_nominal, gps_true=None, radius_error: float =
 
 def encoder_joint_names(model) -> list[str]:
     """Joint names of the synthetic ``/joint_states``: every actuated joint by its own name (the
-    ``per_wheel`` layout of :func:`wmr_model.odometry.encoder_layouts`)."""
-    from wmr_model.odometry import encoder_layouts
+    ``per_wheel`` layout of :func:`wmr_model.estimation.odometry.encoder_layouts`)."""
+    from wmr_model.estimation.odometry import encoder_layouts
 
     return list(encoder_layouts(model, {})["per_wheel"])
 
@@ -270,8 +270,8 @@ def _rotvec_quat(q: np.ndarray):
 def _simulate(cfg: SynthConfig) -> dict:
     """Truth and sensor arrays of ``cfg`` (no bag I/O)."""
     from wmr_model.calibration.synthetic import synthetic_log
+    from wmr_model.estimation.odometry import Odometry3D
     from wmr_model.kinematics import api as kapi
-    from wmr_model.odometry import Odometry3D
 
     if not (math.isfinite(cfg.duration) and cfg.duration > 0):
         raise ParameterError(f"duration: must be > 0 s, got {cfg.duration}")
@@ -366,7 +366,7 @@ def _time(typestore, t: float):
 
 def _messages(sim: dict, typestore):
     """Yield ``(topic, type, bag time [ns], message)`` in time order (per topic in order)."""
-    from wmr_model.uncertainty import to_ros_pose_covariance
+    from wmr_model.kinematics.uncertainty import to_ros_pose_covariance
 
     T = typestore.types
     Header = T["std_msgs/msg/Header"]

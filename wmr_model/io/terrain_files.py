@@ -1,8 +1,8 @@
 """Height-map files: NumPy, CSV, grayscale PNG and the wmrde ``gridsurfdata`` text format.
 
-All loaders return a ``GRID`` :class:`~wmr_model.terrain.Terrain` (see
-:func:`wmr_model.terrain.height_map`). For the array formats (``.npy``, ``.csv``, ``.png``) the
-file's 2-D array is read as ``heights[j, i]`` at ``(x0 + i dx, y0 + j dy)``: row j of the file
+All loaders return a ``GRID`` :class:`~wmr_model.terrain.surface.Terrain` (see
+:func:`wmr_model.terrain.surface.height_map`). For the array formats (``.npy``, ``.csv``, ``.png``)
+the file's 2-D array is read as ``heights[j, i]`` at ``(x0 + i dx, y0 + j dy)``: row j of the file
 is y index j (so an image viewer shows +y pointing down), and the caller supplies the grid
 placement (``resolution``, ``origin``), which those files do not store.
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.errors import TerrainError
-from wmr_model.terrain import Terrain, height_map
+from wmr_model.terrain.surface import Terrain, height_map
 
 __all__ = [
     "load_height_map",

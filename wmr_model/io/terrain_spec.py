@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from wmr_model import terrain as tr
 from wmr_model.errors import TerrainError
+from wmr_model.terrain import surface as tr
 
 __all__ = ["parse_terrain_spec"]
 
@@ -44,7 +44,7 @@ def _numbers(spec: str, body: str, lo: int, hi: int) -> list[float]:
 
 def parse_terrain_spec(spec: str, *, resolution: float | Sequence[float] | None = None,
                        origin: Sequence[float] | None = None) -> tr.Terrain:
-    """Build a :class:`~wmr_model.terrain.Terrain` from ``spec`` (grammar in the module doc)."""
+    """Build a :class:`~wmr_model.terrain.surface.Terrain` from ``spec`` (grammar: module doc)."""
     kind, _, body = spec.strip().partition(":")
     kind = kind.lower()
     if kind == "flat":

@@ -1,4 +1,4 @@
-"""URDF + YAML sidecar -> :class:`~wmr_model.model.VehicleSpec`.
+"""URDF + YAML sidecar -> :class:`~wmr_model.vehicles.model.VehicleSpec`.
 
 The URDF (a file, or the XML text a ROS node receives as ``robot_description``) is parsed with
 yourdfpy (no meshes are loaded). Mapping to the thesis' frame list (§2.2.1):
@@ -41,7 +41,8 @@ import numpy as np
 
 from wmr_model.errors import ModelError
 from wmr_model.io.sidecar import Sidecar, WheelEntry, load_sidecar
-from wmr_model.model import (
+from wmr_model.spatial import euler_to_rot
+from wmr_model.vehicles.model import (
     FrameSpec,
     JointConstraintSpec,
     LoopClosureSpec,
@@ -49,7 +50,6 @@ from wmr_model.model import (
     TrackSpec,
     VehicleSpec,
 )
-from wmr_model.spatial import euler_to_rot
 
 __all__ = ["load_urdf", "read_urdf_text", "combine_inertias", "rpy_from_rot"]
 
@@ -192,7 +192,7 @@ def load_urdf(
     -------
     VehicleSpec
         ``source`` is the URDF path (``"<string>"`` for XML text); pass it to
-        :func:`~wmr_model.model.compile_vehicle`.
+        :func:`~wmr_model.vehicles.model.compile_vehicle`.
     """
     import yourdfpy
 

@@ -21,9 +21,9 @@ import numpy as np
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics import kernels as K
 from wmr_model.kinematics import loops as L
-from wmr_model.model import REVOLUTE, VehicleModel
 from wmr_model.spatial import quats_to_euler
-from wmr_model.terrain import Terrain, flat
+from wmr_model.terrain.surface import Terrain, flat
+from wmr_model.vehicles.model import REVOLUTE, VehicleModel
 
 __all__ = [
     "KinematicsData",
@@ -321,7 +321,7 @@ class Trajectory:
 
 @dataclass(frozen=True)
 class BatchInputs:
-    """Validated inputs shared by :func:`simulate` and :func:`wmr_model.predict.predict`.
+    """Validated inputs shared by :func:`simulate` and :func:`wmr_model.prediction.predict.predict`.
 
     Attributes:
         N: batch size (largest of the inputs' batch sizes).
@@ -402,7 +402,7 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
         stabilization: Baumgarte gain as sigma*dt in [0, 1] (2.35); 0 disables it.
         vc_xy: (T, nc, 2) or (N, T, nc, 2) contact slip velocities (enhanced kinematics).
         warm_start: warm-start collision detection from the previous step (default); False
-            runs the full fan search every step (:func:`wmr_model.predict.predict`).
+            runs the full fan search every step (:func:`wmr_model.prediction.predict.predict`).
 
     Returns:
         :class:`Trajectory`, batched when ``q0`` or ``joint_rates`` is.

@@ -15,18 +15,18 @@ Argument names used below:
     (ncj, nv), (ncj,): holonomic joint constraints (2.26), c = A_joint[:, 6:] theta - offset.
 ``loop_closure``
     (nlc, LOOP_WIDTH): loop closures between two frames of the tree
-    (:class:`wmr_model.model.LoopClosureSpec`); with the joint constraints they make the nhc
-    holonomic rows of :func:`holonomic_constraints`.
+    (:class:`wmr_model.vehicles.model.LoopClosureSpec`); with the joint constraints they make the
+    nhc holonomic rows of :func:`holonomic_constraints`.
 ``track_frame, track_drive, track_path, track_act``
-    track contact patches (:mod:`wmr_model.tracks`): (ntp,) carrying frame, (ntp,) drive joint
-    frame, (ntp, M, 6) sub-point positions and belt velocity per unit drive rate in the carrying
-    frame, (3,) activation rule. Empty (ntp = 0) for wheeled vehicles.
+    track contact patches (:mod:`wmr_model.vehicles.tracks`): (ntp,) carrying frame, (ntp,) drive
+    joint frame, (ntp, M, 6) sub-point positions and belt velocity per unit drive rate in the
+    carrying frame, (3,) activation rule. Empty (ntp = 0) for wheeled vehicles.
 
 Contacts are the nw wheels followed by the ntp track patches (nc = nw + ntp): ``T_contact``
 (nc, 4, 4), ``dz`` (nc,), ``contact_angle`` (nc,) (for a patch: its fractional sub-point
 coordinate in [0, M-1]), ``vc_xy`` (nc, 2), rows 3k..3k+2 of ``A`` for contact k.
 ``tkind, tparams, tgrid``
-    terrain kernel arguments (:func:`wmr_model.terrain.terrain_height_normal`).
+    terrain kernel arguments (:func:`wmr_model.terrain.surface.terrain_height_normal`).
 ``q``
     state (nq,) = [quaternion w x y z, position (3), joints (nj)].
 ``qdot``
@@ -41,7 +41,6 @@ import math
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.model import LOOP_DISTANCE, LOOP_POINT, PRISMATIC, REVOLUTE
 from wmr_model.spatial import (
     omega_euler_rates_inv,
     quat_exp_body_into,
@@ -50,10 +49,11 @@ from wmr_model.spatial import (
     quat_normalize,
     quat_rot_entries,
     quat_to_rot,
-    quat_to_rot_into,
     rot_to_euler,
 )
-from wmr_model.terrain import terrain_height_normal
+from wmr_model.terrain.surface import terrain_height_normal
+from wmr_model.vehicles.model import LOOP_DISTANCE, LOOP_POINT, PRISMATIC, REVOLUTE
+from wmr_model.vehicles.tree import compose_column, forward_kinematics
 
 # Collision detection samples the lower wheel arc at CONTACT_FAN_POINTS contact angles spread
 # +-CONTACT_FAN_HALF_SPAN about the direction opposite the terrain normal, then refines the
@@ -66,68 +66,6 @@ CONTACT_FAN_HALF_SPAN = math.radians(80.0)
 # minimum [m]: 2 mm is below the activation band (tracks.TRACK_CONTACT_ON) and well above the
 # Δz differences rounding or a slight pitch make along a flat patch (micrometres).
 TRACK_PATCH_TOL = 0.002
-
-
-@njit
-def _compose_column(Ta, Tb, c):
-    """Rows 0-2 of column ``c`` of ``Ta @ Tb`` for rigid 4x4 transforms, as a 3-tuple."""
-    b0, b1, b2 = Tb[0, c], Tb[1, c], Tb[2, c]
-    x = Ta[0, 0] * b0 + Ta[0, 1] * b1 + Ta[0, 2] * b2
-    y = Ta[1, 0] * b0 + Ta[1, 1] * b1 + Ta[1, 2] * b2
-    z = Ta[2, 0] * b0 + Ta[2, 1] * b1 + Ta[2, 2] * b2
-    if c == 3:
-        x += Ta[0, 3]
-        y += Ta[1, 3]
-        z += Ta[2, 3]
-    return x, y, z
-
-
-@njit
-def _joint_motion(jtype, axis, i, theta):
-    """Joint motion transform of frame ``i``: rotation by theta about the unit axis (Rodrigues)
-    or translation along it. Rows 0-2 of the 4x4 transform as a 12-tuple, row-major."""
-    x, y, z = axis[i, 0], axis[i, 1], axis[i, 2]
-    if jtype == REVOLUTE:
-        c, s = math.cos(theta), math.sin(theta)
-        t = 1.0 - c
-        return (c + t * x * x, t * x * y - s * z, t * x * z + s * y, 0.0,
-                t * x * y + s * z, c + t * y * y, t * y * z - s * x, 0.0,
-                t * x * z - s * y, t * y * z + s * x, c + t * z * z, 0.0)
-    return (1.0, 0.0, 0.0, x * theta, 0.0, 1.0, 0.0, y * theta, 0.0, 0.0, 1.0, z * theta)
-
-
-@njit
-def forward_kinematics(parent, jtype, axis, T0, q, T_world):
-    """Homogeneous transforms of every frame to the world frame, Algorithm 1 / (2.11).
-
-    ``T_world`` (nf, 4, 4) is written in place: ``T_world[0]`` from the body pose in ``q``;
-    ``T_world[i] = T_world[parent[i]] @ T0[i] @ Joint(axis[i], q[6 + i])`` (T0 is the transform
-    at zero displacement, precomputed in the model: Alg. 1 line 4). No allocation: ``T0 @ Joint``
-    goes to ``T_world[i]``, which the parent's transform then multiplies in place, column by
-    column.
-    """
-    nf = parent.shape[0]
-    quat_to_rot_into(q, T_world[0])
-    for r in range(3):
-        T_world[0, r, 3] = q[4 + r]
-        T_world[0, 3, r] = 0.0
-    T_world[0, 3, 3] = 1.0
-    for i in range(1, nf):
-        J = _joint_motion(jtype[i], axis, i, q[6 + i])
-        for r in range(3):
-            a0, a1, a2 = T0[i, r, 0], T0[i, r, 1], T0[i, r, 2]
-            T_world[i, r, 0] = a0 * J[0] + a1 * J[4] + a2 * J[8]
-            T_world[i, r, 1] = a0 * J[1] + a1 * J[5] + a2 * J[9]
-            T_world[i, r, 2] = a0 * J[2] + a1 * J[6] + a2 * J[10]
-            T_world[i, r, 3] = a0 * J[3] + a1 * J[7] + a2 * J[11] + T0[i, r, 3]
-        Tp = T_world[parent[i]]
-        Ti = T_world[i]
-        for c in range(4):
-            Ti[0, c], Ti[1, c], Ti[2, c] = _compose_column(Tp, Ti, c)
-        T_world[i, 3, 0] = 0.0
-        T_world[i, 3, 1] = 0.0
-        T_world[i, 3, 2] = 0.0
-        T_world[i, 3, 3] = 1.0
 
 
 # Fan offsets (j - half) * step as cosines/sines: each fan point's angle is the reference angle
@@ -350,10 +288,10 @@ def _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid,
         # wheel frame without its spin rotation: axes and centre (world)
         Tp = T_world[parent[i]]
         Ti = T0[i]
-        xw = _compose_column(Tp, Ti, 0)
-        yw = _compose_column(Tp, Ti, 1)
-        zw = _compose_column(Tp, Ti, 2)
-        p = _compose_column(Tp, Ti, 3)
+        xw = compose_column(Tp, Ti, 0)
+        yw = compose_column(Tp, Ti, 1)
+        zw = compose_column(Tp, Ti, 2)
+        p = compose_column(Tp, Ti, 3)
         done = False
         if warm and contact_ws[k, 0] > 0.0:
             ex = p[0] - contact_ws[k, 1]
@@ -570,7 +508,7 @@ def _patch_height_error(tkind, tparams, tgrid, T, pl):
 @njit
 def _belt_adjacent(track_frame, track_path, k):
     """True when patches k and k + 1 follow each other along one belt (same frame, shared end
-    sub-point, as :func:`wmr_model.tracks.sample_track` lays them out)."""
+    sub-point, as :func:`wmr_model.vehicles.tracks.sample_track` lays them out)."""
     M = track_path.shape[1]
     if track_frame[k] != track_frame[k + 1]:
         return False
@@ -707,8 +645,8 @@ def track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_pa
     The point is fixed in the track frame, so its rigid-body part is Algorithm 2 from that
     frame up to the body (:func:`wheel_jacobian` applied to the track frame). The belt slides
     over the frame along its own surface at the belt speed ``|b| theta_dot_s`` (``b`` the belt
-    velocity per unit drive rate, :mod:`wmr_model.tracks`), the contact surface motion of seed
-    003; it enters the column of the drive joint ``s`` along the contact's longitudinal axis x
+    velocity per unit drive rate, :mod:`wmr_model.vehicles.tracks`), the contact surface motion of
+    seed 003; it enters the column of the drive joint ``s`` along the contact's longitudinal axis x
     (the belt direction where the belt meets the terrain, :func:`track_contact`), signed as
     the belt moves there:
 
@@ -920,7 +858,7 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, l
     (2.35) where ``vc_xy`` (nc, 2) holds the commanded contact slip velocities (zero for
     no-slip kinematics; nonzero from enhanced kinematics, 2.52). Track patches follow the
     wheels (rows ``3(nw + k)``, :func:`track_point_jacobian`) with the same right-hand side and
-    the activation rule of :mod:`wmr_model.tracks`: tangential rows scaled by ``w_t``
+    the activation rule of :mod:`wmr_model.vehicles.tracks`: tangential rows scaled by ``w_t``
     (:func:`track_activation`), the normal row by ``w_n = w_min + (1 - w_min) w_t`` with its
     Δz capped at ``d_off`` (a patch clear of the terrain keeps only a faint pull of its rigid
     point). The normal row holds the rigid motion of the point only (the belt changes no gap),
@@ -1224,8 +1162,8 @@ def resolve_partitioned(A, v, known, qdot_known, qdot, ws):
     ``known`` as the last solve that used ``ws``: the right-hand side is rebuilt (2.37) and the
     kept Cholesky factor back-substituted (2.38), without refactoring. Bit for bit the result of
     a fresh :func:`solve_partitioned` (same sums in the same order). Enhanced kinematics'
-    second solve (:mod:`wmr_model.enhanced`). Returns the residual norm (NaN with a workspace
-    made with ``residual=False``).
+    second solve (:mod:`wmr_model.kinematics.enhanced`). Returns the residual norm (NaN with a
+    workspace made with ``residual=False``).
     """
     idx, rhs, N, x, info = ws
     m = A.shape[0]

@@ -2,22 +2,24 @@
 
 Each loop runs a whole trajectory inside numba; the batch versions run N trajectories over both
 cores (``prange``). They compose the per-step kernels of :mod:`.kernels`, the enhanced-kinematics
-kernels of :mod:`wmr_model.enhanced` and the covariance step of :mod:`wmr_model.uncertainty`, and
-contain no physics of their own. :func:`predict_trajectory` is the one prediction loop;
-:func:`simulate_trajectory` is it with the enhanced, stability and covariance options off.
+kernels of :mod:`wmr_model.kinematics.enhanced` and the covariance step of
+:mod:`wmr_model.kinematics.uncertainty`, and contain no physics of their own.
+:func:`predict_trajectory` is the one prediction loop; :func:`simulate_trajectory` is it with the
+enhanced, stability and covariance options off.
 
 Wheeled and tracked vehicles run through the same loops: "wheel" sizes ``nw`` in the per-contact
 arrays below (``vc_xy``, ``vc_norm``, ``dz_traj``, ``vc_slip_traj``) count all contacts, nc =
-wheels followed by track patches (:mod:`wmr_model.tracks`); for wheeled vehicles nc = nw.
+wheels followed by track patches (:mod:`wmr_model.vehicles.tracks`); for wheeled vehicles nc = nw.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-# Module import (not ``from``): wmr_model.enhanced imports this package's kernels, so when it is
-# imported first it is only partially initialized here; numba resolves E.* at compile time.
-import wmr_model.enhanced as E
+# Module import (not ``from``): wmr_model.kinematics.enhanced imports this package's kernels, so
+# when it is imported first it is only partially initialized here; numba resolves E.* at compile
+# time.
+import wmr_model.kinematics.enhanced as E
 from wmr_model._jit import njit, prange
 from wmr_model.kinematics.kernels import (
     CONTACT_WS_WIDTH,
@@ -32,13 +34,14 @@ from wmr_model.kinematics.kernels import (
     solve_workspace,
     state_derivative,
 )
+from wmr_model.kinematics.uncertainty import covariance_workspace, propagate_pose_covariance
 from wmr_model.spatial import euler_from_quat, quat_from_euler, quat_mul, quat_to_rot
-from wmr_model.uncertainty import covariance_workspace, propagate_pose_covariance
 
 EULER = 0
 RK4 = 1
 
-# Flag bits of a predicted state (the values of wmr_model.predict's TIPOVER_RISK, WHEEL_LIFTOFF).
+# Flag bits of a predicted state (the values of wmr_model.prediction.predict's TIPOVER_RISK,
+# WHEEL_LIFTOFF).
 TIPOVER_RISK = 1
 WHEEL_LIFTOFF = 4
 
@@ -61,14 +64,14 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
     ``vc_xy`` (T, nw, 2) contact slip velocities per step (zeros for no-slip); ``dt`` [s];
     ``sigma`` Baumgarte gain [1/s] (2.35); ``integrator`` EULER or RK4.
 
-    Enhanced kinematics and stability (:mod:`wmr_model.enhanced`): ``I_frame`` (nf, 6, 6)
+    Enhanced kinematics and stability (:mod:`wmr_model.kinematics.enhanced`): ``I_frame`` (nf, 6, 6)
     per-frame spatial inertias, ``gravity`` (3,) world gravity [m/s^2], ``slip_p`` (6,) p1..p6,
     ``slip_axes`` (4, 3); ``enhanced`` adds body-level slip (2.44)-(2.52) in every velocity
     solve (each RK4 stage too); ``assess`` (implied by ``enhanced``) computes f_cg and the
     stability margin.
 
-    Uncertainty (:mod:`wmr_model.uncertainty`): ``body_noise`` (T, 6) added to the body twist
-    each step (or (0, 6) for none); with ``propagate`` the pose covariance starts at ``P0``
+    Uncertainty (:mod:`wmr_model.kinematics.uncertainty`): ``body_noise`` (T, 6) added to the body
+    twist each step (or (0, 6) for none); with ``propagate`` the pose covariance starts at ``P0``
     (6, 6) and follows (3.22)-(3.24) with spectral density ``Qprime`` (6, 6).
 
     Outputs: ``q_traj`` (T+1, nq), ``qdot_traj`` (T, nv) joint-space velocity integrated in
@@ -246,9 +249,9 @@ def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joi
 
 @njit
 def _state_flags(margin, dz, nwheel, tipover_margin, liftoff_threshold):
-    """Flag bits of one state (:mod:`wmr_model.predict`): 1 when the stability margin is below
-    ``tipover_margin`` (never for NaN), 4 when one of the first ``nwheel`` contact height errors
-    ``dz`` exceeds ``liftoff_threshold``."""
+    """Flag bits of one state (:mod:`wmr_model.prediction.predict`): 1 when the stability
+    margin is below ``tipover_margin`` (never for NaN), 4 when one of the first ``nwheel`` contact
+    height errors ``dz`` exceeds ``liftoff_threshold``."""
     out = 0
     if margin < tipover_margin:
         out |= TIPOVER_RISK

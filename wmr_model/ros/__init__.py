@@ -1,8 +1,8 @@
 """ROS 2 adapters of wmr_model: message conversion, parameter declaration and the nodes.
 
 No physics lives here (style.md §7): the nodes convert messages to arrays, call the core
-(:mod:`wmr_model.odometry`, :mod:`wmr_model.predict`) and publish the results. Importing this
-package needs rclpy and the message packages; the core never imports it.
+(:mod:`wmr_model.estimation.odometry`, :mod:`wmr_model.prediction.predict`) and publish the results.
+Importing this package needs rclpy and the message packages; the core never imports it.
 
 Modules: :mod:`.conversions` (message <-> array), :mod:`.params` (parameter declaration with
 descriptors and ranges, set-time validation, vehicle loading), :mod:`.odometry_node`,

@@ -50,7 +50,7 @@ description's sensor frame, which is added on the body when the URDF has none), 
 by listing it in ``params``.
 
 Input order: encoder, IMU and pose messages pass the time-base guard and stamp-ordered reorder
-window of :class:`wmr_model.streams.OrderedInput` (``reorder_window``, ``reorder_idle``,
+window of :class:`wmr_model.estimation.streams.OrderedInput` (``reorder_window``, ``reorder_idle``,
 ``time_base_confirm``, ``time_jump_threshold``): a lone stray stamp is dropped and counted
 (``rejected stray_stamp``), a jump confirmed by ``time_base_confirm`` messages (or ``/clock``
 under ``use_sim_time``) is followed, and messages arriving out of order within the window reach
@@ -126,10 +126,10 @@ from wmr_model.calibration.predictors import ModelPredictor
 from wmr_model.calibration.stream import IntervalOutcome, StreamCalibrator
 from wmr_model.calibration.table import initial_std
 from wmr_model.errors import ParameterError, WmrError
+from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
+from wmr_model.estimation.streams import DEFAULT_CONFIRM_COUNT, OrderedInput
 from wmr_model.io.calibration_file import save_calibration, write_text_atomically
-from wmr_model.model import VehicleModel
-from wmr_model.model_parameters import split_parameters, with_parameters
-from wmr_model.odometry import DEFAULT_QPRIME_U
+from wmr_model.kinematics.uncertainty import from_ros_pose_covariance
 from wmr_model.parameters import get_spec
 from wmr_model.ros import conversions as cv
 from wmr_model.ros.calibration_file import declare_calibration_file, unused_calibration_names
@@ -145,8 +145,8 @@ from wmr_model.ros.params import (
     validate_parameters,
 )
 from wmr_model.ros.runner import reliable_service, spin_node, steady_timer
-from wmr_model.streams import DEFAULT_CONFIRM_COUNT, OrderedInput
-from wmr_model.uncertainty import from_ros_pose_covariance
+from wmr_model.vehicles.model import VehicleModel
+from wmr_model.vehicles.parameters import split_parameters, with_parameters
 
 __all__ = ["CalibratorNode", "main", "write_text_atomically"]  # the writer: re-exported
 

@@ -6,8 +6,8 @@ Conventions bridged here, once:
 * covariances: REP-145 marks "not provided" with ``-1`` in element 0; an all-zero covariance
   means "unknown" (sensor_msgs/Imu comment) - both become ``None``;
 * pose covariance order ``(x, y, z, rx, ry, rz)`` and twist order ``(vx, vy, vz, wx, wy, wz)``
-  are produced by the core (:func:`wmr_model.uncertainty.to_ros_pose_covariance`,
-  :func:`wmr_model.odometry.twist_covariance_ros`);
+  are produced by the core (:func:`wmr_model.kinematics.uncertainty.to_ros_pose_covariance`,
+  :func:`wmr_model.estimation.odometry.twist_covariance_ros`);
 * stamps: ``builtin_interfaces/Time`` <-> float seconds.
 
 Bulk builders (:func:`pose_stamped_list`, :func:`trajectory_points`) fill tens of thousands of

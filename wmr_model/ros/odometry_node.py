@@ -1,4 +1,5 @@
-"""ROS 2 node: 3D kinematic odometry (thin adapter over :class:`wmr_model.odometry.Odometry3D`).
+"""ROS 2 node: 3D kinematic odometry (thin adapter over
+:class:`wmr_model.estimation.odometry.Odometry3D`).
 
 Topics (relative names; remap as needed)
 -----------------------------------------
@@ -21,12 +22,13 @@ Topics (relative names; remap as needed)
                                                              messages, resets
 ==========================  ===============================  ======================================
 
-All integration uses message stamps (:mod:`wmr_model.odometry`); the node clock (``use_sim_time``
-honoured) only paces the diagnostics and, under sim time, confirms time-base jumps.
+All integration uses message stamps (:mod:`wmr_model.estimation.odometry`); the node clock
+(``use_sim_time`` honoured) only paces the diagnostics and, under sim time, confirms time-base
+jumps.
 
-Input order and time base (:class:`wmr_model.streams.OrderedInput`): encoder and IMU messages
-pass a time-base guard (a stamp more than ``time_jump_threshold`` from the time base is held and
-only followed when ``time_base_confirm`` consecutive messages agree with it, or, under
+Input order and time base (:class:`wmr_model.estimation.streams.OrderedInput`): encoder and IMU
+messages pass a time-base guard (a stamp more than ``time_jump_threshold`` from the time base is
+held and only followed when ``time_base_confirm`` consecutive messages agree with it, or, under
 ``use_sim_time``, ``/clock`` does; a lone stray stamp is dropped and counted as
 ``stray_stamp``) and a stamp-ordered reorder window (a merge of the two streams: a message
 leaves once both inputs delivered a stamp at or past it; an input silent for ``reorder_idle``
@@ -58,7 +60,15 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
 
 from wmr_model.errors import WmrError
-from wmr_model.odometry import DEFAULT_QPRIME_U, Odometry3D
+from wmr_model.estimation.odometry import DEFAULT_QPRIME_U, Odometry3D
+from wmr_model.estimation.streams import (
+    DEFAULT_CONFIRM_COUNT,
+    DEFAULT_MAX_ANGULAR_RATE,
+    DEFAULT_MAX_WHEEL_ACCELERATION,
+    DEFAULT_MAX_WHEEL_SPEED,
+    OrderedInput,
+    PlausibilityLimits,
+)
 from wmr_model.ros import conversions as cv
 from wmr_model.ros.calibration_file import declare_calibration_file
 from wmr_model.ros.conversions import publish_status
@@ -75,14 +85,6 @@ from wmr_model.ros.params import (
     validate_parameters,
 )
 from wmr_model.ros.runner import spin_node, steady_timer
-from wmr_model.streams import (
-    DEFAULT_CONFIRM_COUNT,
-    DEFAULT_MAX_ANGULAR_RATE,
-    DEFAULT_MAX_WHEEL_ACCELERATION,
-    DEFAULT_MAX_WHEEL_SPEED,
-    OrderedInput,
-    PlausibilityLimits,
-)
 
 __all__ = ["OdometryNode", "main"]
 

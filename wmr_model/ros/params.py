@@ -38,10 +38,10 @@ from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from wmr_model.io.terrain_spec import parse_terrain_spec
-from wmr_model.model import VehicleModel
+from wmr_model.kinematics.uncertainty import TWIST_COMPONENTS, qprime_names
 from wmr_model.parameters import SLIP_NAMES, check_value, get_spec
-from wmr_model.terrain import Terrain
-from wmr_model.uncertainty import TWIST_COMPONENTS, qprime_names
+from wmr_model.terrain.surface import Terrain
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "declare",
@@ -229,7 +229,7 @@ def _sidecar_for(vehicle: str, sidecar: str) -> str | None:
     if sidecar:
         return sidecar
     if vehicle:
-        from wmr_model.vehicles import SHIPPED_VEHICLES, vehicle_files
+        from wmr_model.io.vehicles import SHIPPED_VEHICLES, vehicle_files
 
         if vehicle in SHIPPED_VEHICLES:
             return str(vehicle_files(vehicle)[1])
@@ -240,7 +240,7 @@ def load_vehicle_from_parameters(values: dict[str, str],
                                  urdf_xml: str | None = None) -> VehicleModel | None:
     """The vehicle model from the parameters (or from ``urdf_xml`` of the topic); None when
     neither gives one. Errors (ModelError) name the file and the fault."""
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
 
     xml = values.get("robot_description") or urdf_xml
     if xml:

@@ -1,5 +1,6 @@
 """ROS 2 node: batched motion prediction as a service for planners (thin adapter over
-:func:`wmr_model.rollouts.rollout`, i.e. :func:`wmr_model.predict.predict` and the dynamics).
+:func:`wmr_model.prediction.rollouts.rollout`, i.e. :func:`wmr_model.prediction.predict.predict` and
+the dynamics).
 
 Interfaces (relative names)
 ---------------------------
@@ -26,7 +27,7 @@ them into NumPy arrays (C, S, ...).
 A request is checked before any computation: unknown or missing command joints, sizes that do
 not match ``num_candidates``/``num_steps``/``len(twist_durations)``, non-finite numbers, a
 horizon over ``max_horizon``, a batch over ``max_candidates``/``max_steps``, and a batch whose
-estimated memory (:func:`wmr_model.rollouts.rollout_bytes`: commands, one chunk's working
+estimated memory (:func:`wmr_model.prediction.rollouts.rollout_bytes`: commands, one chunk's working
 arrays, the kept samples and the response) exceeds ``max_request_memory_mb`` return
 ``success = false`` with a one-line ``status_message`` naming the numbers; the node keeps
 serving. Concurrent requests share that budget: one that does not fit next to those running
@@ -45,18 +46,18 @@ Initial state: the given pose and joints (joints not listed: the model's neutral
 contact initialization (thesis (2.27)-(2.32)) for every fidelity. ``BODY_TWIST`` segments use
 ``linear.x`` and ``angular.z``; the last segment is held to the end of the horizon. They become
 joint rates through the ``controller`` parameter (default ``vehicle``: the vehicle sidecar's
-``controller:`` section, :mod:`wmr_model.controllers`; closed-loop kinds such as Zoe's
+``controller:`` section, :mod:`wmr_model.kinematics.controllers`; closed-loop kinds such as Zoe's
 passive-steer feedback read each candidate's state at every step; ``naive`` or a vehicle
-without a controller: :func:`wmr_model.predict.twist_commands`, open loop).
+without a controller: :func:`wmr_model.prediction.predict.twist_commands`, open loop).
 
 DYNAMIC fidelity runs :func:`wmr_model.dynamics.simulate.simulate_dynamics_batch` with the
 vehicle's contact models and *ideal* actuators (the commanded joint rates are imposed exactly, so
 wheels slip when traction is short); the initial joint-space velocity is
 ``[initial_twist.angular; initial_twist.linear]`` plus ``joint_rates``. There is no
-propagated covariance. Its flags (:func:`wmr_model.rollouts.dynamic_flags`): WHEEL_LIFTOFF,
-TRACTION_LIMIT, TIPOVER_RISK (margin with the inertial load), JOINT_LIMIT. Every fidelity sets
-FLAG_INVALID from the first sample whose state is non-finite or off a height map, with the exact
-step in ``invalid_step``: ``success = true`` never carries a NaN pose without it.
+propagated covariance. Its flags (:func:`wmr_model.prediction.rollouts.dynamic_flags`):
+WHEEL_LIFTOFF, TRACTION_LIMIT, TIPOVER_RISK (margin with the inertial load), JOINT_LIMIT. Every
+fidelity sets FLAG_INVALID from the first sample whose state is non-finite or off a height map, with
+the exact step in ``invalid_step``: ``success = true`` never carries a NaN pose without it.
 
 Parameters are validated at set time (:func:`wmr_model.ros.params.validate_parameters`); the
 model parameters the calibrator pushes (``slip.*``, ``noise.U.*``, ``wheel.<wheel>.radius``)
@@ -87,14 +88,13 @@ from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
-from wmr_model.controllers import CONTROLLER_KINDS, twist_profile, vehicle_controller
 from wmr_model.errors import WmrError
-from wmr_model.model import VehicleModel
-from wmr_model.model_parameters import with_parameters
-from wmr_model.odometry import DEFAULT_QPRIME_U
+from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
+from wmr_model.kinematics.controllers import CONTROLLER_KINDS, twist_profile, vehicle_controller
+from wmr_model.kinematics.uncertainty import qprime_from_parameters
 from wmr_model.parameters import SLIP_NAMES
-from wmr_model.predict import Prediction, twist_commands
-from wmr_model.rollouts import (
+from wmr_model.prediction.predict import Prediction, twist_commands
+from wmr_model.prediction.rollouts import (
     DYNAMIC_ACTUATOR,
     LIFTOFF_FORCE_FRACTION,
     TRACTION_FRACTION,
@@ -122,8 +122,9 @@ from wmr_model.ros.params import (
 )
 from wmr_model.ros.runner import reliable_service, spin_node, steady_timer
 from wmr_model.srv import PredictTrajectory
-from wmr_model.terrain import Terrain, flat
-from wmr_model.uncertainty import qprime_from_parameters
+from wmr_model.terrain.surface import Terrain, flat
+from wmr_model.vehicles.model import VehicleModel
+from wmr_model.vehicles.parameters import with_parameters
 
 __all__ = ["RequestError", "PredictionInputs", "prediction_inputs", "fill_response",
            "fill_messages", "fill_compact", "request_memory", "friction_limits",
@@ -170,8 +171,10 @@ class PredictionInputs:
     frame_id: str
     qdot0: np.ndarray | None = None
     placed: bool = False
-    #: a closed-loop or differential :class:`wmr_model.controllers.Controller`: ``commands``
-    #: are then body twists (C, T, 2) rows (vx, wz) for :func:`wmr_model.rollouts.rollout`
+    #: a closed-loop or differential :class:`wmr_model.kinematics.controllers.Controller`:
+    # ``commands``
+    #: are then body twists (C, T, 2) rows (vx, wz) for
+    # :func:`wmr_model.prediction.rollouts.rollout`
     controller: Any = None
 
 
@@ -224,7 +227,7 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
 
     ``guard(C, T)`` is called once the sizes are checked and before any (C, T) array is made
     (the node's memory budget). A 2D initial pose (``initial_pose_mode``) is placed on
-    ``terrain`` (default flat) by :func:`wmr_model.rollouts.place_on_terrain`.
+    ``terrain`` (default flat) by :func:`wmr_model.prediction.rollouts.place_on_terrain`.
     Raises :class:`RequestError` with the status message for every invalid request.
     """
     if req.fidelity not in FIDELITY_NAMES:
@@ -442,8 +445,8 @@ def request_outputs(req: Any) -> int:
 
 def request_memory(model: VehicleModel, fidelity: str, C: int, T: int, every: int,
                    outputs: int, float32: bool, covariance: bool) -> dict[str, int]:
-    """Estimated peak bytes of one request by part (:func:`wmr_model.rollouts.rollout_bytes`
-    with the response the outputs ask for)."""
+    """Estimated peak bytes of one request by part
+    (:func:`wmr_model.prediction.rollouts.rollout_bytes` with the response the outputs ask for)."""
     nj = model.nq - 7
     values = 0
     if outputs & Req.OUTPUT_POSES:
@@ -564,7 +567,8 @@ class PredictionNode(Node):
         self.controller = declare(self, "controller", "vehicle", "how BODY_TWIST requests "
                                   "become joint rates: vehicle (the sidecar's controller: "
                                   "section, naive without one) or a kind of "
-                                  "wmr_model.controllers", choices=("vehicle", *CONTROLLER_KINDS))
+                                  "wmr_model.kinematics.controllers",
+                                  choices=("vehicle", *CONTROLLER_KINDS))
         self.propagate = declare(self, "propagate_covariance", True, "propagate pose "
                                  "covariances with Q' from noise.U.* (KINEMATIC, ENHANCED)")
         self.publish_path = declare(self, "publish_path", False, "publish candidate 0 of the "

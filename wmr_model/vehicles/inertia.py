@@ -26,8 +26,9 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.errors import ShapeError
-from wmr_model.model import REVOLUTE, VehicleModel
 from wmr_model.spatial import rot_axis_angle, spatial_inertia
+from wmr_model.vehicles.model import REVOLUTE, VehicleModel
+from wmr_model.vehicles.tree import forward_kinematics
 
 __all__ = [
     "frame_spatial_inertias",
@@ -296,8 +297,6 @@ def composite_inertia(model: VehicleModel, q: np.ndarray, *,
     Returns:
         (6, 6) spatial inertia about the body frame origin, in body coordinates.
     """
-    from wmr_model.kinematics.kernels import forward_kinematics
-
     q = np.ascontiguousarray(q, dtype=float)
     if q.shape != (model.nq,):
         raise ShapeError(f"q: expected shape ({model.nq},) for {model.name}, got {q.shape}")

@@ -6,8 +6,8 @@ encoder message closes an interval ``(t0, t1]`` of **message stamps**; the joint
 received for the interval are the *known* elements of the joint-space velocity, (2.37)-(2.38)
 solves for the rest with Baumgarte stabilization (2.35), and one Euler step (2.39) advances the
 state ``q``. The pose covariance is propagated alongside, (3.22)-(3.24) with the error dynamics of
-:mod:`wmr_model.uncertainty`. Wall time is never read: a bag replayed at any speed gives the same
-result.
+:mod:`wmr_model.kinematics.uncertainty`. Wall time is never read: a bag replayed at any speed gives
+the same result.
 
 It is a plain class (no ROS types): the ROS node converts messages to arrays and calls
 :meth:`Odometry3D.update_encoders` and :meth:`Odometry3D.update_imu`; the offline replay tool
@@ -28,7 +28,7 @@ reason              when
                     absent ones of the closer layout)
 ``no_values``       both ``positions`` and ``velocities`` are empty ("not provided")
 ``implausible``     a wheel rim speed or acceleration, or a gyro rate, beyond the plausibility
-                    limits (:mod:`wmr_model.streams`: ``max_wheel_speed``,
+                    limits (:mod:`wmr_model.estimation.streams`: ``max_wheel_speed``,
                     ``max_wheel_acceleration``, ``max_angular_rate``)
 ``duplicate``       same stamp as the previous message of that stream
 ``out_of_order``    stamp older than the previous message of that stream (less than
@@ -42,7 +42,7 @@ Warthog's ``left_wheel_joint`` driving both left wheels) or each actuated joint 
 :func:`match_encoder_layout`; the replay tool uses the same pair). Velocities are used when
 given; an empty ``velocity`` array (valid ROS: "not provided") makes the odometry differentiate
 the positions over the interval (the first such message only sets the time base); the rule is
-:func:`wmr_model.streams.rate_or_difference`, shared with the offline calibration log.
+:func:`wmr_model.estimation.streams.rate_or_difference`, shared with the offline calibration log.
 
 Time jumps: an encoder stamp more than ``time_jump_threshold`` seconds *behind* the integration
 front (a bag loop, a ``/clock`` reset) resets the odometry to its initial state and restarts from
@@ -68,15 +68,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wmr_model.enhanced import STANDARD_GRAVITY, enhanced_joint_space_velocity, slip_axes_array
 from wmr_model.errors import ParameterError
-from wmr_model.inertia import model_frame_inertias
-from wmr_model.kinematics import api as kin
-from wmr_model.kinematics import kernels as K
-from wmr_model.model import VehicleModel
-from wmr_model.parameters import SLIP_NAMES, check_value, slip_vector
-from wmr_model.spatial import eulers_to_quat, quat_to_rot, quats_to_euler, rot_to_quat
-from wmr_model.streams import (
+from wmr_model.estimation.streams import (
     DEFAULT_MAX_ANGULAR_RATE,
     DEFAULT_MAX_WHEEL_ACCELERATION,
     DEFAULT_MAX_WHEEL_SPEED,
@@ -85,8 +78,14 @@ from wmr_model.streams import (
     rate_or_difference,
     wheel_rate_problem,
 )
-from wmr_model.terrain import Terrain, flat
-from wmr_model.uncertainty import (
+from wmr_model.kinematics import api as kin
+from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics.enhanced import (
+    STANDARD_GRAVITY,
+    enhanced_joint_space_velocity,
+    slip_axes_array,
+)
+from wmr_model.kinematics.uncertainty import (
     TWIST_COMPONENTS,
     check_covariance,
     covariance_workspace,
@@ -95,6 +94,11 @@ from wmr_model.uncertainty import (
     qprime_names,
     to_ros_pose_covariance,
 )
+from wmr_model.parameters import SLIP_NAMES, check_value, slip_vector
+from wmr_model.spatial import eulers_to_quat, quat_to_rot, quats_to_euler, rot_to_quat
+from wmr_model.terrain.surface import Terrain, flat
+from wmr_model.vehicles.inertia import model_frame_inertias
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "DEFAULT_QPRIME_U",
@@ -265,7 +269,7 @@ class Odometry3D:
         late_tolerance: IMU samples up to this much [s] older than an interval's start still
             count for it.
         max_wheel_speed, max_wheel_acceleration, max_angular_rate: plausibility gates
-            (:class:`wmr_model.streams.PlausibilityLimits`) [m/s, m/s^2, rad/s].
+            (:class:`wmr_model.estimation.streams.PlausibilityLimits`) [m/s, m/s^2, rad/s].
         parameters: initial named parameters (see :meth:`set_parameters`).
     """
 
@@ -389,7 +393,7 @@ class Odometry3D:
         """Update named parameters; they take effect on the next step.
 
         Accepted names: ``slip.p1`` .. ``slip.p6`` (enhanced fidelity), ``noise.U.<a>_<b>``
-        (Cholesky entries of Q', :func:`wmr_model.uncertainty.qprime_names`) and
+        (Cholesky entries of Q', :func:`wmr_model.kinematics.uncertainty.qprime_names`) and
         ``wheel.<wheel name>.radius`` [m]. Raises ParameterError naming the bad one (nothing is
         applied then).
         """

@@ -20,8 +20,8 @@ Each scenario starts from the vehicle placed on its terrain (:func:`wmr_model.ki
 .initialize_contact`) and left to come to rest for :data:`SETTLE_TIME` with zero command
 (:func:`settle`).
 
-Terrains (all 2.5-D profiles along +x, :func:`wmr_model.terrain.profile`; dimensions are ours,
-the seed's obstacles are described only as 1:1 models of real ones):
+Terrains (all 2.5-D profiles along +x, :func:`wmr_model.terrain.surface.profile`; dimensions are
+ours, the seed's obstacles are described only as 1:1 models of real ones):
 
 * **ramp**: rises 0.40 m over 1.5 m (15 deg), 1.0 m flat top, then down over 1.5 m; starts
   0.6 m ahead of the robot's origin.
@@ -54,17 +54,16 @@ import numpy as np
 
 from wmr_model import kinematics as kin
 from wmr_model.kinematics.api import DEFAULT_STABILIZATION
-from wmr_model.model import VehicleModel
-from wmr_model.terrain import Terrain, flat, profile
+from wmr_model.kinematics.controllers import FLIPPERS_FLAT, sprocket_radius, track_rates
+from wmr_model.terrain.surface import Terrain, flat, profile
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "DT",
-    "FLIPPERS_FLAT",
     "ScenarioResult",
     "ramp_terrain",
     "staircase_terrain",
     "pallet_terrain",
-    "track_rates",
     "body_from_track_speeds",
     "run_scenario",
     "run_suite",
@@ -87,7 +86,6 @@ SEED_003_CSM_CPU_TIME = 38.9
 #: any tipping onto the next edge with margin.
 SETTLE_TIME = 2.0
 
-FLIPPERS_FLAT = -0.6
 _FLIPPERS = {"flat": (FLIPPERS_FLAT,) * 4, "ramp": (0.0,) * 4, "stairs": (0.0,) * 4,
              "pallet": (-0.35, -0.35, 0.0, 0.0)}
 
@@ -123,13 +121,6 @@ def pallet_terrain(near: float = 0.55) -> Terrain:
     return profile(s, [0.0, H, H, 0.0], name="eur_pallet")
 
 
-def _sprocket_radius(model: VehicleModel) -> float:
-    t = int(np.flatnonzero(np.array(model.track_names) == "left")[0])
-    k = int(np.flatnonzero(model.track_of == t)[0])
-    M = model.track_path.shape[1]
-    return float(np.linalg.norm(model.track_path[k, M // 2, 3:6]))
-
-
 # Belt speed [m/s] at which body_from_track_speeds probes the model: the suite's scale. With
 # one-sided track contacts the response is linear only while the set of released hovering
 # patches does not change with speed (on flat ground it holds to 4 digits up to ~0.2 m/s).
@@ -154,7 +145,7 @@ def body_from_track_speeds(model: VehicleModel, flippers: tuple[float, ...],
     q = settle(model, terrain, q)
     sigma = DEFAULT_STABILIZATION / DT  # as in the scenarios: same contacts released
     data = kin.create_data(model)
-    r = _sprocket_radius(model)
+    r = sprocket_radius(model)
     out = np.empty((2, 2))
     for c, (sl, sr) in enumerate(((_MAP_SPEED, 0.0), (0.0, _MAP_SPEED))):
         qk = np.zeros(model.nv)
@@ -164,15 +155,6 @@ def body_from_track_speeds(model: VehicleModel, flippers: tuple[float, ...],
                                       sigma)
         out[:, c] = (qd[3] / _MAP_SPEED, qd[2] / _MAP_SPEED)
     return out
-
-
-def track_rates(model: VehicleModel, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Actuated joint rates (T, 6): sprockets from belt speeds [m/s], flippers held."""
-    r = _sprocket_radius(model)
-    u = np.zeros((len(left), len(model.actuated_joints)))
-    u[:, 0] = np.asarray(left) / r
-    u[:, 1] = np.asarray(right) / r
-    return u
 
 
 @dataclass(frozen=True)
@@ -197,7 +179,7 @@ def settle(model: VehicleModel, terrain: Terrain, q: np.ndarray, dt: float = DT,
 
     :func:`wmr_model.kinematics.initialize_contact` (2.27)-(2.32) puts the belts on the terrain
     but can leave the body balanced on a single edge (a stair nosing); the faint pull of the
-    clear patches (:mod:`wmr_model.tracks`) then tips it onto the next edge, the kinematic
+    clear patches (:mod:`wmr_model.vehicles.tracks`) then tips it onto the next edge, the kinematic
     stand-in for settling under gravity. Scenarios start from the settled state.
     """
     rest = np.zeros((max(1, round(duration / dt)), len(model.actuated_joints)))

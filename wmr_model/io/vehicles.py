@@ -4,7 +4,7 @@ Shipped vehicles are a URDF ``urdf/<name>.urdf`` plus its sidecar ``config/vehic
 (thesis vehicles: ``rocky7`` Table 2.2; ``landtamer``, ``zoe``, ``crusher``, ``recbot`` Tables
 E.1-E.4; plus ``diffdrive``, ``warthog``, and the HMMWV-class ``hmmwv`` with closed-chain
 suspension and steering and its one-joint-per-corner form ``hmmwv_embedded``,
-:mod:`wmr_model.hmmwv`). They are looked up, in order, in
+:mod:`wmr_model.experiments.hmmwv`). They are looked up, in order, in
 
 1. the source tree (``<repo>/urdf``, ``<repo>/config/vehicles``),
 2. ``<sys.prefix>/share/wmr_model/`` (pip/colcon install into an environment),
@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from wmr_model.errors import ModelError
-from wmr_model.model import VehicleModel, VehicleSpec, compile_vehicle
+from wmr_model.vehicles.model import VehicleModel, VehicleSpec, compile_vehicle
 
 __all__ = [
     "SHIPPED_VEHICLES",

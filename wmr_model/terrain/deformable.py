@@ -29,9 +29,10 @@ Each column also stores ``js`` [m], the longitudinal shear displacement wheels h
 it (cumulative for following wheels, see :mod:`wmr_model.contact.bekker`).
 
 The multipass state seen by a later wheel is (rut surface ``h``, ``zc``, ``js``):
-:meth:`DeformableTerrain.terrain` gives the surface as a GRID :class:`~wmr_model.terrain.Terrain`
-for any simulation or prediction, and :meth:`DeformableTerrain.compaction_at` the ``zc`` and
-``js`` to pass to the ``bekker`` contact model (its ``zc`` and ``j0``).
+:meth:`DeformableTerrain.terrain` gives the surface as a GRID
+:class:`~wmr_model.terrain.surface.Terrain` for any simulation or prediction, and
+:meth:`DeformableTerrain.compaction_at` the ``zc`` and ``js`` to pass to the ``bekker`` contact
+model (its ``zc`` and ``j0``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.errors import ParameterError, TerrainError
-from wmr_model.terrain import Terrain, height_map
+from wmr_model.terrain.surface import Terrain, height_map
 
 __all__ = ["DeformableTerrain", "relax_to_repose", "RELAX_TOL"]
 

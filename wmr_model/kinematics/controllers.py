@@ -7,7 +7,7 @@ section (``config/vehicles/README.md``), read by :func:`vehicle_controller`. Kin
 
 ===============  ==========================================================================
 ``naive``        open loop: the control context of (2.37) on flat ground with a level body
-                 (:func:`wmr_model.predict.twist_commands`, §2.5.1's "naive controller");
+                 (:func:`wmr_model.prediction.predict.twist_commands`, §2.5.1's "naive controller");
                  the default when the sidecar has no ``controller:`` section
 ``differential`` skid / differential drive: wheel ``k`` at ``(vx - wz y_k) / r_k``
                  (:func:`differential_rates`); no state feedback
@@ -38,10 +38,14 @@ import numpy as np
 
 from wmr_model.errors import ModelError, ParameterError, ShapeError
 from wmr_model.kinematics.kernels import forward_kinematics
-from wmr_model.model import REVOLUTE, VehicleModel
-from wmr_model.terrain import Terrain
+from wmr_model.terrain.surface import Terrain
+from wmr_model.vehicles.model import REVOLUTE, VehicleModel
 
 __all__ = [
+    "FLIPPERS_FLAT",
+    "straight_wheel_rates",
+    "track_rates",
+    "sprocket_radius",
     "CONTROLLER_KINDS",
     "CONTROLLER_KEYS",
     "PASSIVE_STEER_GAIN",
@@ -270,9 +274,9 @@ def twist_profile(segments: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarr
 
     ``segments`` (S, 3) or (N, S, 3) rows ``(vx, wz, duration [s])``; a segment lasts
     ``round(duration / dt)`` steps; shorter candidates are padded with zero twist (stopped),
-    as in :func:`wmr_model.predict.twist_commands`.
+    as in :func:`wmr_model.prediction.predict.twist_commands`.
     """
-    from wmr_model.predict import segment_steps
+    from wmr_model.prediction.predict import segment_steps
 
     seg, steps, T = segment_steps(segments, dt)
     vx = np.zeros((seg.shape[0], T))
@@ -434,7 +438,7 @@ def controller_rates(ctrl: Controller, q: np.ndarray, vx: np.ndarray, wz: np.nda
     if ctrl.kind == "passive_steer":
         return passive_steer_rates(ctrl, q, vx, wz)
     raise ParameterError(f"controller_rates: the {ctrl.kind!r} controller is open loop; use "
-                         "wmr_model.predict.twist_commands")
+                         "wmr_model.prediction.predict.twist_commands")
 
 
 def _controller(model: VehicleModel, controller: Controller | str | None) -> Controller:
@@ -447,7 +451,7 @@ def open_loop_rates(model: VehicleModel, controller: Controller | str | None,
                     twist: np.ndarray, dt: float, q: np.ndarray | None = None) -> np.ndarray:
     """Actuated rates (N, T, na) of an open-loop controller (naive, differential) for the
     per-step twists ``twist`` (N, T, 2); ``q`` (nq,) seeds the naive solve's joints."""
-    from wmr_model.predict import twist_commands
+    from wmr_model.prediction.predict import twist_commands
 
     ctrl = _controller(model, controller)
     tw = np.asarray(twist, dtype=float)
@@ -473,22 +477,22 @@ def _rows(a: Any, t0: int, t1: int, tail: int) -> Any:
 def predict_controlled(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                        segments: np.ndarray, dt: float, *,
                        controller: Controller | str | None = None, **kwargs: Any):
-    """:func:`wmr_model.predict.predict` driven by twist segments through a controller.
+    """:func:`wmr_model.prediction.predict.predict` driven by twist segments through a controller.
 
     Args:
         q0: (nq,) or (N, nq) start states.
         segments: (S, 3) or (N, S, 3) rows ``(vx [m/s], wz [rad/s], duration [s])``.
         controller: a :class:`Controller`, a kind of :data:`CONTROLLER_KINDS`, or None / the
             string ``"vehicle"`` for the vehicle's own (sidecar ``controller:``).
-        kwargs: keywords of :func:`~wmr_model.predict.predict`.
+        kwargs: keywords of :func:`~wmr_model.prediction.predict.predict`.
 
-    ``naive`` is :func:`~wmr_model.predict.predict_twist` (open loop); ``differential`` is one
-    :func:`predict` call with its rates; the closed-loop kinds run one step per call, the
+    ``naive`` is :func:`~wmr_model.prediction.predict.predict_twist` (open loop); ``differential``
+    is one :func:`predict` call with its rates; the closed-loop kinds run one step per call, the
     controller reading each candidate's state before each step. The result is a
-    :class:`~wmr_model.predict.Prediction` like :func:`predict`'s (``every`` subsamples the
-    same way; covariance continues across the steps).
+    :class:`~wmr_model.prediction.predict.Prediction` like :func:`predict`'s (``every`` subsamples
+    the same way; covariance continues across the steps).
     """
-    from wmr_model.predict import predict_twist
+    from wmr_model.prediction.predict import predict_twist
 
     ctrl = _controller(model, controller)
     if ctrl.kind == "naive":
@@ -503,7 +507,7 @@ def predict_twist_steps(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                         controller: Controller | str | None = None, **kwargs: Any):
     """:func:`predict_controlled` for a commanded twist per step: ``twist`` (T, 2) or (N, T, 2)
     rows ``(vx [m/s], wz [rad/s])`` (the naive controller converts it as one-step segments)."""
-    from wmr_model.predict import Prediction, predict, predict_twist
+    from wmr_model.prediction.predict import Prediction, predict, predict_twist
 
     ctrl = _controller(model, controller)
     tw = np.asarray(twist, dtype=float)
@@ -585,9 +589,9 @@ def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.n
 
     ``vx``, ``wz`` (T,) are the commanded twist per step [m/s, rad/s]; ``options`` are the
     keywords of :func:`simulate_dynamics`. Open-loop kinds compute all T commands first (naive:
-    :func:`wmr_model.predict.twist_commands` from ``q0``'s joints) and run one call; closed-loop
-    kinds run the compiled step loop one step at a time, the controller reading the state
-    before each step (the force-balance warm start restarts from the current constraint
+    :func:`wmr_model.prediction.predict.twist_commands` from ``q0``'s joints) and run one call;
+    closed-loop kinds run the compiled step loop one step at a time, the controller reading the
+    state before each step (the force-balance warm start restarts from the current constraint
     velocities each step; converged steps agree to the force-balance tolerance).
     """
     from wmr_model.dynamics.simulate import (
@@ -605,7 +609,7 @@ def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.n
         raise ShapeError(f"vx, wz: expected two (T,) arrays, got {vx.shape} and {wz.shape}")
     T = vx.size
     if ctrl.kind == "naive":
-        from wmr_model.predict import twist_commands
+        from wmr_model.prediction.predict import twist_commands
 
         seg = np.stack([vx, wz, np.full(T, dt)], axis=1)
         U = twist_commands(model, seg, dt, q=np.asarray(q0, dtype=float))[0]
@@ -636,3 +640,35 @@ def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.n
         Q[t + 1], QD[t + 1] = q1[0, 1], qd1[0, 1]
         IT[t], COST[t], FC[t], DZ[t] = it1[0, 0], c1[0, 0], fc1[0, 0], dz1[0, 0]
     return DynamicsTrajectory(np.arange(T + 1) * dt, Q, QD, IT, COST, FC, DZ, names)
+
+
+# Command generators of the experiments and of the track-slip calibration (open loop).
+
+def straight_wheel_rates(model: VehicleModel, speed: float) -> np.ndarray:
+    """Actuated-joint rates (na,) of the naive flat-ground controller: every wheel at speed/r.
+
+    Non-wheel actuated joints (steering) are held still; §2.5.1 "drove all wheels at equal
+    speeds".
+    """
+    wheel_rate = {int(j): speed / r for j, r in zip(model.wheel_joints, model.wheel_radius)}
+    return np.array([wheel_rate.get(int(k), 0.0) for k in model.actuated_joints])
+
+
+# Absolem flipper angle [rad] that lifts the flippers off flat ground: only the main tracks touch.
+FLIPPERS_FLAT = -0.6
+
+
+def sprocket_radius(model: VehicleModel) -> float:
+    t = int(np.flatnonzero(np.array(model.track_names) == "left")[0])
+    k = int(np.flatnonzero(model.track_of == t)[0])
+    M = model.track_path.shape[1]
+    return float(np.linalg.norm(model.track_path[k, M // 2, 3:6]))
+
+
+def track_rates(model: VehicleModel, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Actuated joint rates (T, 6): sprockets from belt speeds [m/s], flippers held."""
+    r = sprocket_radius(model)
+    u = np.zeros((len(left), len(model.actuated_joints)))
+    u[:, 0] = np.asarray(left) / r
+    u[:, 1] = np.asarray(right) / r
+    return u

@@ -1,16 +1,16 @@
 """Parametric vehicle generators for tests, benchmarks and quick experiments.
 
-Like Featherstone's ``autoTree``: small functions that build :class:`~wmr_model.model.VehicleSpec`
-objects from a few dimensions, including random trees with arbitrary joint axes, prismatic
-joints and holonomic constraints, so algorithms can be checked against each other on vehicles
-nobody wrote by hand.
+Like Featherstone's ``autoTree``: small functions that build
+:class:`~wmr_model.vehicles.model.VehicleSpec` objects from a few dimensions, including random trees
+with arbitrary joint axes, prismatic joints and holonomic constraints, so algorithms can be checked
+against each other on vehicles nobody wrote by hand.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from wmr_model.model import FrameSpec, JointConstraintSpec, VehicleSpec
+from wmr_model.vehicles.model import FrameSpec, JointConstraintSpec, VehicleSpec
 
 __all__ = ["skid_steer_spec", "diff_drive_caster_spec", "random_tree_spec"]
 

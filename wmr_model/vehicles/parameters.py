@@ -1,7 +1,7 @@
 """Apply named vehicle parameters to a compiled model (design.md §4; IPEM, thesis §3.3.1).
 
-A :class:`~wmr_model.model.VehicleModel` is frozen; :func:`with_parameters` returns a new one
-(``dataclasses.replace`` with new arrays) in which the named dimensions take the given values.
+A :class:`~wmr_model.vehicles.model.VehicleModel` is frozen; :func:`with_parameters` returns a new
+one (``dataclasses.replace`` with new arrays) in which the named dimensions take the given values.
 Names and their schema rows (:mod:`wmr_model.parameters`):
 
 ==============================  =====  =========================================================
@@ -29,8 +29,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from wmr_model.errors import ParameterError
-from wmr_model.model import VehicleModel
 from wmr_model.parameters import check_value
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "MODEL_PREFIXES",
@@ -87,7 +87,7 @@ def _sensor(model: VehicleModel, name: str) -> tuple[str, int]:
 
 def _cg(model: VehicleModel) -> np.ndarray:
     """Whole-vehicle centre of gravity (3,) in body coordinates at the neutral state."""
-    from wmr_model.inertia import composite_inertia, inertia_mass_com
+    from wmr_model.vehicles.inertia import composite_inertia, inertia_mass_com
 
     if not model.total_mass > 0:
         raise ParameterError(f"vehicle.cg: {model.name} has no mass; the cg is undefined")

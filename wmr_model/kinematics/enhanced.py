@@ -44,7 +44,7 @@ of the contact points projected on that plane), positive inside, negative outsid
 the force does not point into the ground. A margin below zero means liftoff/rollover is imminent.
 
 Kernels take explicit arrays (numba); :mod:`wmr_model.kinematics.loops` composes them inside the
-compiled simulation loops, and :mod:`wmr_model.predict` is the Python entry point.
+compiled simulation loops, and :mod:`wmr_model.prediction.predict` is the Python entry point.
 """
 
 from __future__ import annotations
@@ -55,18 +55,18 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.inertia import (
-    body_composite_inertia,
-    composite_inertias,
-    composite_workspace,
-    fold_spinning_leaves,
-    mass_com_into,
-)
 from wmr_model.kinematics.kernels import (
     joint_space_velocity,
     resolve_partitioned,
     solve_workspace,
     track_activation,
+)
+from wmr_model.vehicles.inertia import (
+    body_composite_inertia,
+    composite_inertias,
+    composite_workspace,
+    fold_spinning_leaves,
+    mass_com_into,
 )
 
 __all__ = [
@@ -202,7 +202,8 @@ def cg_force_into(c, f_b, out):
 
 #: Reference length b [m] of the turn ratio of ``p7``, ``p8`` in :func:`cg_slip_velocity`: the
 #: turn ratio is 1/2 at a turn radius of b. Chosen from the Janosi-Hanamoto skid-steer truth
-#: (:mod:`wmr_model.skid_steer`; L = 0.5 m, B = 0.4 m, K = 5-20 mm), whose yaw efficiency moves
+#: (:mod:`wmr_model.kinematics.skid_steer`; L = 0.5 m, B = 0.4 m, K = 5-20 mm), whose yaw efficiency
+# moves
 #: from its spin value to its wide-arc value over radii of about 0.5-5 m.
 TURN_RATIO_LENGTH = 1.0
 
@@ -224,8 +225,8 @@ def cg_slip_velocity(v_cg, f_cg, p, slip_axes, min_load):
     depend on the turn radius ``R = |V_lon / V_ang|`` through the dimensionless turn ratio
     ``rho = b / (R + b)`` (1 spinning in place, 0 driving straight; ``b`` =
     :data:`TURN_RATIO_LENGTH`): track friction that builds up with shear displacement
-    (Janosi-Hanamoto, :mod:`wmr_model.skid_steer`) gives a yaw efficiency that changes with R,
-    which the constant ratio p6 cannot express.
+    (Janosi-Hanamoto, :mod:`wmr_model.kinematics.skid_steer`) gives a yaw efficiency that changes
+    with R, which the constant ratio p6 cannot express.
 
     ``v_cg``, ``f_cg`` (6,); ``p`` (6,) = p1..p6 or (8,) = p1..p8 (p7 = p8 = 0 and a (6,)
     ``p`` give the same result bit for bit); ``slip_axes`` (4, 3) rows lon, lat, ang, z;
@@ -340,9 +341,9 @@ def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_ra
 @njit
 def enhanced_workspace():
     """Scratch of :func:`enhanced_joint_space_velocity`: the composite-inertia scratch
-    (:func:`wmr_model.inertia.composite_workspace`), ``g_b``, ``f_b``, ``v_cg``, ``s_cg`` (6,)
-    each, and no reduced tree (``keep`` (0,): the composite inertia comes from ``I_frame``,
-    :func:`wmr_model.inertia.composite_inertias`)."""
+    (:func:`wmr_model.vehicles.inertia.composite_workspace`), ``g_b``, ``f_b``, ``v_cg``, ``s_cg``
+    (6,) each, and no reduced tree (``keep`` (0,): the composite inertia comes from ``I_frame``,
+    :func:`wmr_model.vehicles.inertia.composite_inertias`)."""
     return (composite_workspace(), np.zeros(6), np.empty(6), np.empty(6), np.empty(6),
             np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.empty((0, 6, 6)),
             np.empty((0, 4, 4)), np.empty((0, 6, 6)))
@@ -351,9 +352,9 @@ def enhanced_workspace():
 @njit
 def folded_enhanced_workspace(parent, jtype, axis, T0, I_frame):
     """:func:`enhanced_workspace` with the model's spinning leaves (rigid axisymmetric wheels)
-    folded into their parents (:func:`wmr_model.inertia.fold_spinning_leaves`, from the
+    folded into their parents (:func:`wmr_model.vehicles.inertia.fold_spinning_leaves`, from the
     ``I_frame`` (nf, 6, 6) later passed to the kernel): the body composite inertia then comes
-    from the reduced tree (:func:`wmr_model.inertia.body_composite_inertia`; equal to
+    from the reduced tree (:func:`wmr_model.vehicles.inertia.body_composite_inertia`; equal to
     round-off) and ``Ic`` is not written. The simulation loops make one per trajectory."""
     keep, parent_k, I_k = fold_spinning_leaves(parent, jtype, axis, T0, I_frame)
     nk = keep.shape[0]

@@ -384,8 +384,8 @@ def rate_or_difference(velocity, position, previous_position, dt):
     only (an empty ``velocity`` array means "not provided" in ROS). NaN where neither is
     available (a NaN position or no previous one).
 
-    Used per message by :class:`wmr_model.odometry.Odometry3D` and over a whole recorded stream
-    by :func:`differentiate_positions`.
+    Used per message by :class:`wmr_model.estimation.odometry.Odometry3D` and over a whole recorded
+    stream by :func:`differentiate_positions`.
 
     Args:
         velocity, position, previous_position: (..., nj) [rad/s or m/s], [rad or m], [rad or m];

@@ -20,10 +20,11 @@ Scenarios (seed 002, "Scenarios"):
 * :func:`steady_turn` with :func:`quasi_static_roll` - constant rack offset at constant speed;
   the steady roll angle against the quasi-static roll-stiffness estimate.
 * :func:`off_road` - scenario 3: joystick-like driving (speed and steer set points held for a
-  few seconds, smoothed) over rough terrain (:func:`wmr_model.terrain.rough`) at several speeds.
+  few seconds, smoothed) over rough terrain (:func:`wmr_model.terrain.surface.rough`) at several
+  speeds.
 
 Every run returns a :class:`HmmwvRun` with the planner-facing quantities: suspension travel,
-wheel loads and a tip-over margin (:func:`wmr_model.predict.dynamic_stability_margin`).
+wheel loads and a tip-over margin (:func:`wmr_model.prediction.predict.dynamic_stability_margin`).
 """
 
 from __future__ import annotations
@@ -38,14 +39,15 @@ import numpy as np
 
 from wmr_model.contact.models import contact_setup
 from wmr_model.dynamics.simulate import simulate_dynamics
-from wmr_model.inertia import composite_inertias, inertia_mass_com, model_frame_inertias
+from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import initialize_contact
+from wmr_model.kinematics.describe import holonomic_jacobian
 from wmr_model.kinematics.kernels import forward_kinematics, project_loop_closures
-from wmr_model.model import VehicleModel
-from wmr_model.predict import dynamic_stability_margin
+from wmr_model.prediction.predict import dynamic_stability_margin
 from wmr_model.spatial import quat_to_rot, quats_to_euler
-from wmr_model.terrain import Terrain, flat, rough
-from wmr_model.vehicles import load_vehicle
+from wmr_model.terrain.surface import Terrain, flat, rough
+from wmr_model.vehicles.inertia import composite_inertias, inertia_mass_com, model_frame_inertias
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "CORNERS",
@@ -90,7 +92,8 @@ class HmmwvRun:
         travel: (T+1, 4) suspension travel of FL, FR, RL, RR, + = bump (wheel up) [m].
         wheel_load: (T, 4) normal contact forces [N].
         tip_margin: (T,) smallest tip-over stability margin [m] of the support polygon
-            (:func:`wmr_model.predict.dynamic_stability_margin`: gravity and inertial load).
+            (:func:`wmr_model.prediction.predict.dynamic_stability_margin`: gravity and inertial
+            load).
         loop_residual: largest |loop-closure residual| over the run [m] (0 when none).
         wall_time: simulation time [s] (compiled, after warm-up); real_time_factor: simulated
             duration / wall_time (> 1 is faster than real time).
@@ -278,7 +281,7 @@ def run(name: str, terrain: Terrain, t: np.ndarray, speed: np.ndarray, steer: np
     s = _series(model, terrain, tr.q, tr.qdot, dt)
     resid = 0.0
     if model.nlc:
-        resid = max(float(np.abs(model.holonomic_jacobian(q)[0][model.ncj:]).max())
+        resid = max(float(np.abs(holonomic_jacobian(model, q)[0][model.ncj:]).max())
                     for q in tr.q[::max(1, len(tr.q) // 600)])
     duration = dt * U.shape[0]
     return HmmwvRun(name, dt, tr.t, tr.q, tr.qdot, s["speed"], s["roll"], s["pitch"], s["yaw"],
@@ -358,7 +361,7 @@ def off_road(name: str = "hmmwv", speeds: Sequence[float] = (3.0, 6.0, 10.0), *,
 
     The "joystick" holds a speed set point and a steer set point for 4 s at a time (steer
     uniformly within +-0.1 rad, seeded), each change smoothed over 1 s like a human hand. The
-    terrain is Gaussian-correlated rough ground (:func:`wmr_model.terrain.rough`), ``rms``
+    terrain is Gaussian-correlated rough ground (:func:`wmr_model.terrain.surface.rough`), ``rms``
     [m] and ``correlation_length`` [m], long enough for the fastest run.
     """
     rng = np.random.default_rng(seed)

@@ -8,8 +8,8 @@
   0.8 m); normalized computation time.
 * Performance figures (timed, never asserted): :func:`predict_throughput` (batched prediction
   of :func:`random_twist_candidates`), :func:`odometry_latency` (per-message cost of
-  :class:`wmr_model.odometry.Odometry3D`) and :func:`online_calibration_update_time` (one IPEM
-  online update).
+  :class:`wmr_model.estimation.odometry.Odometry3D`) and :func:`online_calibration_update_time` (one
+  IPEM online update).
 
 Used by ``bench/`` (full tables) and by the tests (fewer seeds, qualitative findings).
 """
@@ -25,13 +25,13 @@ import numpy as np
 
 from wmr_model import kinematics as kin
 from wmr_model.kinematics.api import DEFAULT_STABILIZATION
-from wmr_model.model import VehicleModel
+from wmr_model.kinematics.controllers import straight_wheel_rates
 from wmr_model.spatial import quat_from_euler
-from wmr_model.terrain import Terrain, rough
+from wmr_model.terrain.surface import Terrain, rough
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "RunResult",
-    "straight_wheel_rates",
     "run_straight",
     "rocky7_rough_terrain",
     "summarize_rocky7",
@@ -104,16 +104,6 @@ class RunResult:
         return asdict(self)
 
 
-def straight_wheel_rates(model: VehicleModel, speed: float) -> np.ndarray:
-    """Actuated-joint rates (na,) of the naive flat-ground controller: every wheel at speed/r.
-
-    Non-wheel actuated joints (steering) are held still; §2.5.1 "drove all wheels at equal
-    speeds".
-    """
-    wheel_rate = {int(j): speed / r for j, r in zip(model.wheel_joints, model.wheel_radius)}
-    return np.array([wheel_rate.get(int(k), 0.0) for k in model.actuated_joints])
-
-
 def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: float, dt: float,
                  method: str = "dae", seed: int = 0, integrator: str = "euler",
                  start: Sequence[float] = (0.0, 0.0, 0.0),
@@ -125,8 +115,8 @@ def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: 
     ``method``: ``"dae"`` (kinematics, §2.2), ``"enhanced"`` (enhanced kinematics with the
     stability margin, §2.3, slip :data:`BATCH_SLIP`) or ``"unconstrained"`` (§2.5.1 baseline).
     ``controller``: ``"naive"`` (default: every wheel at ``speed / r``, open loop, §2.5.1) or a
-    kind / ``"vehicle"`` of :mod:`wmr_model.controllers` (``dae`` and ``enhanced``; closed-loop
-    kinds run step by step, so their wall time includes that overhead).
+    kind / ``"vehicle"`` of :mod:`wmr_model.kinematics.controllers` (``dae`` and ``enhanced``;
+    closed-loop kinds run step by step, so their wall time includes that overhead).
     ``stabilization_rate``: Baumgarte gain sigma [1/s] fixed in time (``sigma dt`` capped at 1;
     :data:`THESIS_STABILIZATION_RATE`); default None: the per-step gain
     :data:`wmr_model.kinematics.api.DEFAULT_STABILIZATION` (2.35).
@@ -142,7 +132,7 @@ def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: 
         1.0, float(stabilization_rate) * dt)
     t0 = time.perf_counter()
     if controller != "naive" and method in ("dae", "enhanced"):
-        from wmr_model.controllers import predict_controlled
+        from wmr_model.kinematics.controllers import predict_controlled
 
         kw = ({"fidelity": "enhanced", "slip_params": BATCH_SLIP} if method == "enhanced"
               else {})
@@ -156,7 +146,7 @@ def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: 
     elif method == "unconstrained":
         traj = kin.simulate_unconstrained(model, terrain, q0, u, dt)
     elif method == "enhanced":
-        from wmr_model.predict import predict
+        from wmr_model.prediction.predict import predict
 
         pr = predict(model, terrain, q0, u, dt, fidelity="enhanced", slip_params=BATCH_SLIP,
                      integrator=integrator, stabilization=stab)
@@ -278,10 +268,10 @@ def random_twist_candidates(model: VehicleModel, terrain: Terrain, n: int, dt: f
     """``n`` constant-twist candidates (vx in [0.5, 1.5] m/s, wz in [-0.5, 0.5] rad/s).
 
     Returns ``(q0, commands, init_rms)``: the start state placed on ``terrain`` at the origin,
-    actuated-joint commands (n, T, na) from :func:`wmr_model.predict.twist_commands`, and the
-    contact residual of the placement.
+    actuated-joint commands (n, T, na) from :func:`wmr_model.prediction.predict.twist_commands`, and
+    the contact residual of the placement.
     """
-    from wmr_model.predict import twist_commands
+    from wmr_model.prediction.predict import twist_commands
 
     q0, err = kin.initialize_contact(model, terrain)
     rng = np.random.default_rng(seed)
@@ -293,13 +283,14 @@ def random_twist_candidates(model: VehicleModel, terrain: Terrain, n: int, dt: f
 def predict_throughput(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                        commands: np.ndarray, dt: float, repeat: int = 3,
                        **predict_kwargs) -> dict:
-    """Time :func:`wmr_model.predict.predict` on ``commands`` (n, T, na); best of ``repeat``.
+    """Time :func:`~wmr_model.prediction.predict.predict` on ``commands`` (n, T, na), best of
+    ``repeat``.
 
     A warm-up call on two candidates (compilation) is excluded. Returns wall time, candidate
     steps per second, real-time factor (simulated candidate-seconds per wall second) and the
     number of candidates flagged for tip-over (bit 1) and liftoff (bit 4).
     """
-    from wmr_model.predict import predict
+    from wmr_model.prediction.predict import predict
 
     n, T = commands.shape[:2]
     predict(model, terrain, q0, commands[:2], dt, **predict_kwargs)
@@ -320,7 +311,7 @@ def predict_throughput(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
 
 def odometry_latency(rate: float, imu_rate: float, seconds: float = 20.0,
                      vehicle: str = "warthog") -> dict:
-    """Per-message wall time of :class:`wmr_model.odometry.Odometry3D` (gyro known).
+    """Per-message wall time of :class:`wmr_model.estimation.odometry.Odometry3D` (gyro known).
 
     ``vehicle`` (a skid steer with ``left_wheel_joint``/``right_wheel_joint`` encoders, e.g. the
     Warthog) drives ``seconds`` of synthetic commands over rough terrain (RMS 0.05 m,
@@ -328,9 +319,9 @@ def odometry_latency(rate: float, imu_rate: float, seconds: float = 20.0,
     ``imu_rate`` Hz. Returns median and 99th percentile of ``update_encoders`` and
     ``update_imu`` [µs] and CPU time per simulated second (% of one core).
     """
-    from wmr_model.odometry import Odometry3D
-    from wmr_model.terrain import rough as rough_terrain
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.estimation.odometry import Odometry3D
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.terrain.surface import rough as rough_terrain
 
     model = load_vehicle(vehicle)
     terrain = rough_terrain(0.05, 1.0, seed=0, x_range=(-10, 40), y_range=(-20, 20))
@@ -385,8 +376,8 @@ def online_calibration_update_time(duration: float = 120.0, interval: float = 2.
         select_intervals,
         synthetic_log,
     )
-    from wmr_model.terrain import rough as rough_terrain
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
+    from wmr_model.terrain.surface import rough as rough_terrain
 
     slip = [f"slip.p{i}" for i in range(1, 7)]
     noise = ["noise.U.wz_wz", "noise.U.vx_vx", "noise.U.vy_vy"]

@@ -6,10 +6,10 @@
 * :func:`max_climbable_slope` - quasi-static estimate of the steepest slope a vehicle with nw
   equally loaded driven wheels climbs: :math:`n_w\\,DP_{max}(m g\\cos\\alpha / n_w) =
   m g \\sin\\alpha`.
-* :func:`multipass` - single-wheel testbed on a :class:`~wmr_model.deformable_terrain.
+* :func:`multipass` - single-wheel testbed on a :class:`~wmr_model.terrain.deformable.
   DeformableTerrain`: each pass reads the rut surface and compaction left by the earlier ones.
   The vehicle-level coupling (a full dynamics simulation pressing the map segment by
-  segment, later wheels in the ruts) is :mod:`wmr_model.soft_soil_sim`.
+  segment, later wheels in the ruts) is :mod:`wmr_model.experiments.soft_soil`.
 * :func:`slip_vs_slope` - seed 001's test matrix (Sohl and Jain 2005, Figs. 6-11): a
   Rocky-7-class rocker-bogie driving uphill, downhill and cross-hill at 0, 2.5, 5, 10, 15 and
   20°, constrained dynamics (Seegmiller 2014, §2.4) with a soft-soil contact model.
@@ -42,18 +42,18 @@ from wmr_model._jit import njit
 from wmr_model.contact import bekker as bk
 from wmr_model.contact.models import _params_vector, contact_setup, default_params
 from wmr_model.contact.roams import sample_traction_scale
-from wmr_model.deformable_terrain import DeformableTerrain
 from wmr_model.dynamics.api import crba, create_data, gravity_of
-from wmr_model.dynamics.scenarios import contact_kinematics
 from wmr_model.dynamics.simulate import DynamicsTrajectory, simulate_dynamics
 from wmr_model.errors import ParameterError
-from wmr_model.experiments import straight_wheel_rates
-from wmr_model.inertia import composite_inertia, inertia_mass_com
+from wmr_model.experiments.dynamic import contact_kinematics
 from wmr_model.kinematics import initialize_contact
-from wmr_model.model import VehicleModel
-from wmr_model.soil import Soil, bekker_params, get_soil
+from wmr_model.kinematics.controllers import straight_wheel_rates
 from wmr_model.spatial import quat_from_euler, quat_to_rot
-from wmr_model.terrain import Terrain, inclined_plane
+from wmr_model.terrain.deformable import DeformableTerrain
+from wmr_model.terrain.soil import Soil, bekker_params, get_soil
+from wmr_model.terrain.surface import Terrain, inclined_plane
+from wmr_model.vehicles.inertia import composite_inertia, inertia_mass_com
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["SLOPES_DEG", "DIRECTIONS", "WheelState", "wheel_params", "sinkage_for_load",
            "wheel_equilibrium",
@@ -424,13 +424,13 @@ def slip_vs_slope(model: VehicleModel, slopes_deg: Sequence[float] = SLOPES_DEG,
                   seeds: Sequence[int] = (0,), runner: Any = None,
                   **kw: Any) -> list[SlopeRun]:
     """The slip matrix: :func:`run_slope` per direction and slope, window slips pooled over
-    ``seeds`` (only matters with ``variability``). With a :class:`wmr_model.runner.Runner`
+    ``seeds`` (only matters with ``variability``). With a :class:`wmr_model.pipelines.runner.Runner`
     the cells run as its tasks (in-process or on Ray, cached); a failed cell raises."""
     cells = [(d, a, s) for d in directions for a in slopes_deg for s in seeds]
     if runner is None:
         done = {c: _slope_run(model, c[1], c[0], c[2], kw) for c in cells}
     else:
-        from wmr_model.runner import Task
+        from wmr_model.pipelines.runner import Task
 
         res = runner.run([Task(f"{d} {a:g} deg seed {s}", _slope_run,
                                {"model": model, "slope_deg": a, "direction": d, "seed": s,

@@ -3,7 +3,7 @@
 Issue 12's deformable-terrain coupling. :func:`simulate_on_soil` runs the constrained dynamics
 (:func:`~wmr_model.dynamics.simulate.simulate_dynamics`, Seegmiller 2014 §2.4) with the
 ``bekker`` contact model (:mod:`wmr_model.contact.bekker`) in short segments over a
-:class:`~wmr_model.deformable_terrain.DeformableTerrain`, and between segments
+:class:`~wmr_model.terrain.deformable.DeformableTerrain`, and between segments
 
 1. **imprints** into the map the ground each wheel has passed over: the nodes swept by its
    contact point (``wheel width`` wide), from where the previous imprint ended up to a
@@ -55,16 +55,16 @@ import numpy as np
 
 from wmr_model.contact import bekker as bk
 from wmr_model.contact.models import contact_setup
-from wmr_model.deformable_terrain import DeformableTerrain
-from wmr_model.dynamics.scenarios import contact_kinematics
 from wmr_model.dynamics.simulate import DynamicsTrajectory, simulate_dynamics
 from wmr_model.errors import ParameterError, TerrainError, check_shape
-from wmr_model.experiments import straight_wheel_rates
-from wmr_model.experiments_soil import concatenate_segments, start_state
+from wmr_model.experiments.dynamic import contact_kinematics
+from wmr_model.experiments.soil import concatenate_segments, start_state
 from wmr_model.kinematics.api import create_data, forward_kinematics, wheel_contact
-from wmr_model.model import VehicleModel
-from wmr_model.soil import Soil, bekker_params, get_soil
-from wmr_model.terrain import Terrain
+from wmr_model.kinematics.controllers import straight_wheel_rates
+from wmr_model.terrain.deformable import DeformableTerrain
+from wmr_model.terrain.soil import Soil, bekker_params, get_soil
+from wmr_model.terrain.surface import Terrain
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["SoftSoilRun", "simulate_on_soil", "drive_straight_on_soil", "wheel_rows",
            "SEGMENT_RADII", "MARGIN_NODES", "RELAX_MARGIN_NODES"]
@@ -194,7 +194,7 @@ def simulate_on_soil(model: VehicleModel, soil_map: DeformableTerrain, q0: np.nd
         soil_map: deformable map, updated in place (also returned in the result).
         q0: (nq,) initial state; qdot0: (nv,) initial velocity; commands: (T, na) actuated
             joint rates per step; dt: step [s] (as :func:`simulate_dynamics`).
-        soil: preset or :class:`~wmr_model.soil.Soil` of the ``bekker`` constants;
+        soil: preset or :class:`~wmr_model.terrain.soil.Soil` of the ``bekker`` constants;
             contact_params: further ``bekker`` overrides (not ``zc``/``j0``: the map sets them).
         segment: commanded rim travel between map updates [wheel radii].
         margin: imprint margin behind the contact point [m]; default

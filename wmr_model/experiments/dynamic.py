@@ -28,20 +28,19 @@ from typing import Any
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.controllers import simulate_dynamics_controlled
 from wmr_model.dynamics.simulate import (
     DynamicsTrajectory,
     simulate_dynamics,
     simulate_dynamics_batch,
 )
 from wmr_model.dynamics.stiff import StiffTrajectory, simulate_stiff
-from wmr_model.experiments import straight_wheel_rates
+from wmr_model.io.vehicles import load_vehicle, load_vehicle_spec
 from wmr_model.kinematics import initialize_contact
+from wmr_model.kinematics.controllers import simulate_dynamics_controlled, straight_wheel_rates
 from wmr_model.kinematics.kernels import forward_kinematics, wheel_contact, wheel_jacobian
-from wmr_model.model import VehicleModel, compile_vehicle
 from wmr_model.spatial import quat_from_euler, quat_to_rot, rot_to_euler
-from wmr_model.terrain import Terrain, flat, ramp
-from wmr_model.vehicles import load_vehicle, load_vehicle_spec
+from wmr_model.terrain.surface import Terrain, flat, ramp
+from wmr_model.vehicles.model import VehicleModel, compile_vehicle
 
 __all__ = [
     "DynamicsRun",
@@ -453,11 +452,11 @@ def zoe_dynamics_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
     for the piecewise-linear pyramid at dt 0.10, where a wheel sits on a corner of the friction
     pyramid, C.7-C.8; the Coulomb cone converges there).
 
-    ``controller`` (:mod:`wmr_model.controllers`): ``"naive"`` (default; constant wheel rates,
-    one compiled loop per run: the timing configuration) or ``"vehicle"`` / ``"passive_steer"``
-    (Zoë's steer-angle feedback, as the thesis' C++ library drives Zoë; stepped from Python, so
-    its times include that overhead). With the controller the axles hold their commanded
-    (zero) steer angles and the errors of Table 2.7 are comparable with the thesis'.
+    ``controller`` (:mod:`wmr_model.kinematics.controllers`): ``"naive"`` (default; constant wheel
+    rates, one compiled loop per run: the timing configuration) or ``"vehicle"`` /
+    ``"passive_steer"`` (Zoë's steer-angle feedback, as the thesis' C++ library drives Zoë; stepped
+    from Python, so its times include that overhead). With the controller the axles hold their
+    commanded (zero) steer angles and the errors of Table 2.7 are comparable with the thesis'.
 
     ``options`` are keywords of :func:`simulate_dynamics` for every run (e.g. the speed-ups of
     §2.4.4: ``fused_bias``, ``single_step``, or ``collision="warm"``); each row repeats them

@@ -32,8 +32,7 @@ from wmr_model.contact.models import PIECEWISE_LINEAR, ROAMS, contact_setup
 from wmr_model.dynamics.api import gravity_of
 from wmr_model.errors import ParameterError
 from wmr_model.kinematics import api as kin_api
-from wmr_model.model import VehicleModel
-from wmr_model.predict import (
+from wmr_model.prediction.predict import (
     JOINT_LIMIT,
     TIPOVER_RISK,
     TRACTION_LIMIT,
@@ -43,7 +42,8 @@ from wmr_model.predict import (
     predict,
     prediction_bytes,
 )
-from wmr_model.terrain import GRID, Terrain
+from wmr_model.terrain.surface import GRID, Terrain
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "INVALID",
@@ -85,7 +85,7 @@ RERUN_CHUNK = 64
 
 def sample_steps(T: int, every: int) -> np.ndarray:
     """(S,) steps 0, k, 2k, ..., T kept by ``every = k`` (k capped at T; the last is T), as
-    :func:`wmr_model.predict.predict` keeps them."""
+    :func:`wmr_model.prediction.predict.predict` keeps them."""
     if isinstance(every, bool) or int(every) < 1 or int(T) < 1:
         raise ParameterError(f"every and T must be integers >= 1, got {every!r} and {T!r}")
     k = int(min(int(every), int(T)))
@@ -176,9 +176,9 @@ def dynamic_flags(model: VehicleModel, f_contact: np.ndarray, dz: np.ndarray,
     tangential force reaches :data:`TRACTION_FRACTION` of its friction limit
     (:func:`friction_limits`, pass them as ``limits`` to skip recomputing). With the states
     ``q`` (T+1, nq): JOINT_LIMIT where a passive joint (suspension) is at a stop
-    (:func:`wmr_model.predict.joint_limit_flags`); with the tip-over ``margin`` (T+1,) [m]
-    (:func:`wmr_model.predict.dynamic_stability_margin`): TIPOVER_RISK where it is below
-    ``tipover_margin``.
+    (:func:`wmr_model.prediction.predict.joint_limit_flags`); with the tip-over ``margin`` (T+1,)
+    [m] (:func:`wmr_model.prediction.predict.dynamic_stability_margin`): TIPOVER_RISK where it is
+    below ``tipover_margin``.
     """
     T = f_contact.shape[0]
     g = float(np.linalg.norm(gravity_of(model)))
@@ -293,7 +293,7 @@ def _kinematic_chunk(model, terrain, q0, commands, dt, every, kw, ctrl=None):
     if ctrl is None:
         p = predict(model, terrain, q0, commands, dt, every=every, **kw)
     else:  # closed-loop controller: commands are twists (B, T, 2)
-        from wmr_model.controllers import predict_twist_steps
+        from wmr_model.kinematics.controllers import predict_twist_steps
 
         p = predict_twist_steps(model, terrain, q0, commands, dt, controller=ctrl, every=every,
                                 **kw)
@@ -332,7 +332,7 @@ def _dynamic_chunk(model, terrain, q0, qdot0, commands, dt, steps, limits, ctrl=
     else:  # closed-loop controller: commands are twists (B, T, 2), one run per candidate
         from types import SimpleNamespace
 
-        from wmr_model.controllers import simulate_dynamics_controlled
+        from wmr_model.kinematics.controllers import simulate_dynamics_controlled
 
         rs = [simulate_dynamics_controlled(model, terrain, q0, qdot0, c[:, 0], c[:, 1], dt,
                                            controller=ctrl, actuator=DYNAMIC_ACTUATOR)
@@ -366,7 +366,7 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     Args:
         q0: (nq,) initial state shared by all candidates.
         commands: (C, T, na) actuated joint rates per step (``model.actuated_joints`` order).
-        fidelity: ``"kinematic"``, ``"enhanced"`` (:func:`wmr_model.predict.predict`) or
+        fidelity: ``"kinematic"``, ``"enhanced"`` (:func:`wmr_model.prediction.predict.predict`) or
             ``"dynamic"`` (:func:`~wmr_model.dynamics.simulate.simulate_dynamics_batch` with
             ideal actuators, from the joint-space velocity ``qdot0`` (nv,), default zero;
             no covariance).
@@ -378,10 +378,10 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         slip_params, Qprime, integrator, stabilization: as :func:`predict` (kinematic and
             enhanced only).
         max_chunk: most candidates per chunk (bounds the scratch memory); default C.
-        controller: when given (a :class:`wmr_model.controllers.Controller`, a kind or
+        controller: when given (a :class:`wmr_model.kinematics.controllers.Controller`, a kind or
             ``"vehicle"``), ``commands`` are body twists (C, T, 2) rows ``(vx, wz)`` that the
             controller turns into joint rates, at every step from the state for the
-            closed-loop kinds (:func:`wmr_model.controllers.predict_twist_steps`).
+            closed-loop kinds (:func:`wmr_model.kinematics.controllers.predict_twist_steps`).
 
     Every kept sample equals the unchunked computation's bit for bit (candidates are computed
     independently). A candidate with a non-finite state or one off a height map's extent gets
@@ -397,7 +397,7 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         raise ParameterError(f"commands: expected shape (C, T, na), got {u.shape}")
     ctrl = None
     if controller is not None:
-        from wmr_model.controllers import Controller, open_loop_rates, vehicle_controller
+        from wmr_model.kinematics.controllers import Controller, open_loop_rates, vehicle_controller
 
         ctrl = controller if isinstance(controller, Controller) else vehicle_controller(
             model, controller)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import ndimage
@@ -274,6 +274,15 @@ def _check_finite_grid(where: str, name: str, heights: np.ndarray) -> None:
         )
 
 
+class TerrainArrays(NamedTuple):
+    """A terrain as the numba kernels read it (``t`` in their arguments): the arrays of
+    :func:`terrain_height_normal`, one record; it still unpacks as ``(kind, params, grid)``."""
+
+    kind: int
+    params: np.ndarray
+    grid: np.ndarray
+
+
 @dataclass(frozen=True, eq=False)
 class Terrain:
     """A terrain as plain arrays, queried by :func:`terrain_height_normal`.
@@ -364,9 +373,9 @@ class Terrain:
             f"grid={self.grid.shape}, name={self.name!r})"
         )
 
-    def kernel_args(self) -> tuple[int, np.ndarray, np.ndarray]:
-        """Return ``(kind, params, grid)`` for :func:`terrain_height_normal` in compiled loops."""
-        return self.kind, self.params, self.grid
+    def kernel_args(self) -> TerrainArrays:
+        """The record compiled loops take (:class:`TerrainArrays`: kind, params, grid)."""
+        return TerrainArrays(self.kind, self.params, self.grid)
 
     def height_normal(self, x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         """Terrain height and unit upward normal at many points (eq. 2.8 quantities).

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from wmr_model.errors import ModelError
 from wmr_model.spatial import euler_to_rot
-from wmr_model.tracks import (
+from wmr_model.vehicles.tracks import (
     TRACK_CONTACT_OFF,
     TRACK_CONTACT_ON,
     TRACK_MIN_WEIGHT,
@@ -180,7 +180,7 @@ class SensorSpec:
 
 @dataclass
 class TrackSpec:
-    """A belt track (thesis §4.2; contact surface motion of seed 003), see :mod:`wmr_model.tracks`.
+    """A belt track (thesis §4.2; contact surface motion of seed 003), see :mod:`.tracks`.
 
     Attributes:
         name: track name, unique.
@@ -236,6 +236,31 @@ def _ro(a: np.ndarray) -> np.ndarray:
     return a
 
 
+
+class KernelModel(NamedTuple):
+    """The compiled model as the numba kernels read it: one record of the kinematic arrays.
+
+    Kernels take ``m`` (this record) in place of the arrays spread over their arguments; the
+    fields are the :class:`VehicleModel` attributes of the same names (``jtype`` is
+    ``joint_type``). A NamedTuple of arrays is a numba record type: reading ``m.parent`` in a
+    kernel costs nothing, and the tuple still unpacks in the old argument order.
+    """
+
+    parent: np.ndarray
+    jtype: np.ndarray
+    axis: np.ndarray
+    T0: np.ndarray
+    wheel_frame: np.ndarray
+    wheel_radius: np.ndarray
+    A_joint: np.ndarray
+    joint_offset: np.ndarray
+    loop_closure: np.ndarray
+    track_frame: np.ndarray
+    track_drive: np.ndarray
+    track_path: np.ndarray
+    track_act: np.ndarray
+
+
 @dataclass(frozen=True, eq=False)
 class VehicleModel:
     """Compiled vehicle: immutable arrays and index sets (thesis frame table, §2.2.1).
@@ -269,8 +294,8 @@ class VehicleModel:
         track_frame: (ntp,) int64 frame carrying each contact patch.
         track_drive: (ntp,) int64 frame index of the drive (sprocket) joint of each patch.
         track_path: (ntp, M, 6) sub-point positions and belt velocity per unit drive rate in
-            the track frame (:mod:`wmr_model.tracks`); (0, M, 6) for wheeled vehicles.
-        track_act: (3,) activation rule ``[d_on, d_off, w_min]`` (:mod:`wmr_model.tracks`).
+            the track frame (:mod:`wmr_model.vehicles.tracks`); (0, M, 6) for wheeled vehicles.
+        track_act: (3,) activation rule ``[d_on, d_off, w_min]`` (:mod:`wmr_model.vehicles.tracks`).
     """
 
     name: str
@@ -424,13 +449,13 @@ class VehicleModel:
         q[7:] = np.clip(0.0, self.lower[1:], self.upper[1:])
         return q
 
-    def kinematic_arrays(self) -> tuple[np.ndarray, ...]:
-        """Arrays the compiled kinematics kernels take, in their argument order.
+    def kinematic_arrays(self) -> KernelModel:
+        """The record the compiled kinematics kernels take (:class:`KernelModel`).
 
-        ``(parent, joint_type, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-        loop_closure, track_frame, track_drive, track_path, track_act)``.
+        As a tuple: ``(parent, joint_type, axis, T0, wheel_frame, wheel_radius, A_joint,
+        joint_offset, loop_closure, track_frame, track_drive, track_path, track_act)``.
         """
-        return (
+        return KernelModel(
             self.parent,
             self.joint_type,
             self.axis,
@@ -445,97 +470,6 @@ class VehicleModel:
             self.track_path,
             self.track_act,
         )
-
-    def holonomic_jacobian(self, q: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Holonomic constraint residual c (nhc,) and Jacobian dc/dqdot' (nhc, nv) at ``q``.
-
-        Joint constraint rows (2.25) first, then loop-closure rows; ``q`` (nq,) defaults to the
-        neutral state. See :func:`wmr_model.kinematics.kernels.holonomic_constraints`.
-        """
-        from wmr_model.kinematics.kernels import forward_kinematics, holonomic_constraints
-
-        q = self.neutral_state() if q is None else np.ascontiguousarray(q, dtype=float)
-        T_world = np.empty((self.nf, 4, 4))
-        forward_kinematics(self.parent, self.joint_type, self.axis, self.T0, q, T_world)
-        c = np.empty(self.nhc)
-        J = np.empty((self.nhc, self.nv))
-        holonomic_constraints(self.parent, self.joint_type, self.axis, self.A_joint,
-                              self.joint_offset, self.loop_closure, q, T_world, c, J)
-        return c, J
-
-    def independent_dof(self, q: np.ndarray | None = None, *,
-                        joint_constraints: bool = False) -> int:
-        """Independent degrees of freedom nv - rank(dc/dqdot') at ``q`` (default neutral).
-
-        Counts the loop closures' rows; with ``joint_constraints`` the linear joint constraints
-        too (those are compliant spring-dampers in the dynamics, rigid in the kinematics).
-        Redundant rows (e.g. the out-of-plane row of a planar four-bar's point closure) do not
-        reduce the count. Rank by SVD with relative tolerance 1e-9.
-        """
-        _, J = self.holonomic_jacobian(q)
-        if not joint_constraints:
-            J = J[self.ncj:]
-        if J.shape[0] == 0:
-            return self.nv
-        s = np.linalg.svd(J, compute_uv=False)
-        rank = int(np.sum(s > 1e-9 * max(float(s[0]), 1e-300)))
-        return self.nv - rank
-
-    def describe(self) -> str:
-        """Human-readable tree, wheels, actuated joints and constraints (for ``wmr check``)."""
-        kind = {FREE: "6-DOF", REVOLUTE: "revolute", PRISMATIC: "prismatic"}
-        lines = [f"vehicle {self.name} ({self.source})",
-                 f"  frames {self.nf}, joints {self.nj}, wheels {self.nw}, "
-                 f"joint constraints {self.ncj}, total mass {self.total_mass:.3f} kg",
-                 "  tree:"]
-        children: dict[int, list[int]] = {i: [] for i in range(self.nf)}
-        for i in range(1, self.nf):
-            children[int(self.parent[i])].append(i)
-        wheel_set = {int(w): k for k, w in enumerate(self.wheel_frame)}
-
-        stack = [(0, 0)]  # depth first, children in order; no recursion (deep chains)
-        while stack:
-            i, depth = stack.pop()
-            tag = kind[int(self.joint_type[i])]
-            extra = ""
-            if i > 0:
-                ax = self.axis[i]
-                extra = f" axis [{ax[0]:+.3f} {ax[1]:+.3f} {ax[2]:+.3f}]"
-                extra += " actuated" if self.actuated[i] else " passive"
-            if i in wheel_set:
-                extra += f" WHEEL r={self.wheel_radius[wheel_set[i]]:.4f} m"
-            lines.append(f"    {'  ' * depth}{self.frame_names[i]} [{tag}]{extra}")
-            stack.extend((c, depth + 1) for c in reversed(children[i]))
-        act = ", ".join(self.joint_names[k] for k in self.actuated_joints)
-        lines.append("  actuated joints: " + act)
-        for r, (n, row, b) in enumerate(zip(self.joint_constraint_names, self.A_joint,
-                                            self.joint_offset)):
-            terms = " + ".join(
-                f"{row[6 + k]:g}*{self.joint_names[k]}" for k in np.flatnonzero(row[6:]))
-            spring = ""
-            if self.joint_stiffness.size and not np.isnan(self.joint_stiffness[r]):
-                spring = (f" (spring {self.joint_stiffness[r]:g}, damper "
-                          f"{self.joint_damping[r]:g}, preload {self.joint_preload[r]:g})")
-            lines.append(f"  constraint {n}: {terms} = {b:g}{spring}")
-        kinds = {v: k for k, v in LOOP_TYPES.items()}
-        for n, row in zip(self.loop_closure_names, self.loop_closure):
-            a, b = self.frame_names[int(row[1])], self.frame_names[int(row[2])]
-            extra = f", length {row[15]:.4f} m" if int(row[0]) == LOOP_DISTANCE else ""
-            lines.append(f"  loop closure {n}: {kinds[int(row[0])]} {a} - {b}{extra}")
-        if self.nlc:
-            c, _ = self.holonomic_jacobian()
-            lines.append(
-                f"  independent DOF: {self.independent_dof()} of nv = {self.nv} (loop closures), "
-                f"{self.independent_dof(joint_constraints=True)} with the joint constraints; "
-                f"loop residual at zero joints {np.abs(c[self.ncj:]).max():.2e}")
-        for s, (fi, _) in self.sensor_frame.items():
-            lines.append(f"  sensor {s} on {self.frame_names[fi]}")
-        for t, tn in enumerate(self.track_names):
-            sel = np.flatnonzero(self.track_of == t)
-            fr = self.frame_names[int(self.track_frame[sel[0]])]
-            dr = self.frame_names[int(self.track_drive[sel[0]])]
-            lines.append(f"  track {tn} on {fr}, driven by {dr}, {sel.size} contact patches")
-        return "\n".join(lines)
 
 
 def _default_activation() -> np.ndarray:
@@ -844,7 +778,7 @@ def _compile_loop_closures(spec: VehicleSpec, index: dict[str, int], parent: np.
 
 def _compile_tracks(spec: VehicleSpec, index: dict[str, int], parent: np.ndarray,
                     joint_type: np.ndarray) -> dict[str, Any]:
-    """Validate ``spec.tracks`` and sample their contact patches (:mod:`wmr_model.tracks`)."""
+    """Validate ``spec.tracks`` and sample their contact patches (:mod:`.tracks`)."""
     src = spec.source
     if not spec.tracks:
         return {}

@@ -27,9 +27,10 @@ same reference check and interval filters). A fit over several bags concatenates
   ``folds`` bags); each fold is predicted by a fit on the group's other bags and compared with
   the uncalibrated (nominal) 3D kinematic model. One-bag groups have no fold.
 
-All fits are :class:`~wmr_model.runner.Task` s of one :class:`~wmr_model.runner.Runner` run
-(in-process or on Ray, cached by bag content, vehicle, options and package version); a failed
-fit (e.g. a corrupt bag) is reported in the tables and does not stop the others.
+All fits are :class:`~wmr_model.pipelines.runner.Task` s of one
+:class:`~wmr_model.pipelines.runner.Runner` run (in-process or on Ray, cached by bag content,
+vehicle, options and package version); a failed fit (e.g. a corrupt bag) is reported in the tables
+and does not stop the others.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN
 from wmr_model.calibration.logs import CalibrationLog
 from wmr_model.calibration.table import DEFAULT_NOISE
 from wmr_model.errors import ParameterError
-from wmr_model.runner import Runner, Task, TaskResult, content_id
+from wmr_model.pipelines.runner import Runner, Task, TaskResult, content_id
 
 __all__ = ["FleetBag", "FitOptions", "PreparedBag", "GROUP_KEYS", "BAG_SUFFIXES", "is_bag",
            "discover_bags", "load_manifest", "prepare_bag", "default_params",
@@ -318,7 +319,7 @@ def concatenate_logs(logs: Sequence[CalibrationLog], gap: float = LOG_GAP
 
 
 def _prepared(bags: Sequence[str], vehicle: str, opts: FitOptions):
-    from wmr_model.vehicles import load_vehicle
+    from wmr_model.io.vehicles import load_vehicle
 
     model = load_vehicle(vehicle)
     return model, [prepare_bag(b, model, opts) for b in bags]
@@ -331,7 +332,7 @@ def _fit(model, prepared: Sequence[PreparedBag], opts: FitOptions):
     from wmr_model.calibration.offline import calibrate_offline
     from wmr_model.calibration.predictors import ModelPredictor
     from wmr_model.calibration.table import DEFAULT_NOISE0
-    from wmr_model.terrain import flat
+    from wmr_model.terrain.surface import flat
 
     log, off = concatenate_logs([p.log for p in prepared])
     ivc = np.concatenate([p.calibration_intervals + o for p, o in zip(prepared, off)])
@@ -393,7 +394,7 @@ def cross_validate(train: Sequence[str], test: Sequence[str], vehicle: str,
 
 def _vehicle_id(vehicle: str) -> str:
     """Cache identity of a vehicle: content of its files (shipped or given)."""
-    from wmr_model.vehicles import vehicle_files
+    from wmr_model.io.vehicles import vehicle_files
 
     p = Path(vehicle).expanduser()
     if p.exists():

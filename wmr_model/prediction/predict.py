@@ -41,15 +41,15 @@ import numpy as np
 
 from wmr_model._jit import num_threads
 from wmr_model.budgets import MAX_CANDIDATES, MAX_PREDICTION_BYTES, check_budget
-from wmr_model.enhanced import STANDARD_GRAVITY, slip_axes_array
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.inertia import model_frame_inertias
 from wmr_model.kinematics import api as kin_api
 from wmr_model.kinematics import loops as L
-from wmr_model.model import VehicleModel
+from wmr_model.kinematics.enhanced import STANDARD_GRAVITY, slip_axes_array
+from wmr_model.kinematics.uncertainty import check_covariance, to_ros_pose_covariance
 from wmr_model.parameters import SLIP_NAMES, slip_vector
-from wmr_model.terrain import Terrain, flat
-from wmr_model.uncertainty import check_covariance, to_ros_pose_covariance
+from wmr_model.terrain.surface import Terrain, flat
+from wmr_model.vehicles.inertia import model_frame_inertias
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "TIPOVER_RISK",
@@ -101,11 +101,12 @@ class Prediction(kin_api.Trajectory):
         slip: (N, T, 6) body slip twist ``[w; v]`` added by enhanced kinematics (2.50), body
             coordinates (zeros for ``fidelity="kinematic"``).
         wheel_slip: (N, T, nw, 2) contact x, y slip velocities commanded to the solve (2.52).
-        stability_margin: (N, T+1) signed rollover margin [m] (:mod:`wmr_model.enhanced`);
+        stability_margin: (N, T+1) signed rollover margin [m]
+        (:mod:`wmr_model.kinematics.enhanced`);
             NaN when the model has no mass.
         flags: (N, T+1) uint8 bitmask (TIPOVER_RISK, TRACTION_LIMIT, WHEEL_LIFTOFF).
         covariance: (N, T+1, 6, 6) pose covariance ``[dtheta; dp]`` (world axes,
-            :mod:`wmr_model.uncertainty`), or None when no ``Qprime`` was given.
+            :mod:`wmr_model.kinematics.uncertainty`), or None when no ``Qprime`` was given.
         steps: (S,) step index of each stored state: ``0..T`` unless ``predict(every=k)``
             kept samples only (then ``0, k, 2k, ..., T``; the state arrays have S rows in
             place of T+1, the per-step arrays S-1 rows in place of T, steps ``steps[:-1]``,
@@ -170,7 +171,7 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             mapping of ``slip.p1``.. names (:mod:`wmr_model.parameters`); default zeros. Only
             used by ``"enhanced"``.
         slip_axes: (4, 3) slip directions lon, lat, ang, normal in body coordinates
-            (:func:`wmr_model.enhanced.slip_axes_array`); default body x, y, z, z.
+            (:func:`wmr_model.kinematics.enhanced.slip_axes_array`); default body x, y, z, z.
         Qprime: (6, 6) spectral density of body-twist noise (3.13); when given, pose
             covariance is propagated (3.22)-(3.24) inside the loop.
         P0: (6, 6) or (N, 6, 6) initial pose covariance (default zero); needs ``Qprime``.
@@ -245,7 +246,7 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     k = int(min(every, T))
     S = (T + k - 1) // k + 1  # stored states 0, k, 2k, ..., T
     check_budget("predict: candidates", N, MAX_CANDIDATES, "split the batch "
-                 "(wmr_model.rollouts.rollout runs it in chunks)")
+                 "(wmr_model.prediction.rollouts.rollout runs it in chunks)")
     check_budget(f"predict: bytes for {N} candidates x {S} stored states", prediction_bytes(
         model, N, T, S, covariance=propagate), MAX_PREDICTION_BYTES,
         "keep fewer states (every=k; every=T keeps the end state) or split the batch")
@@ -378,9 +379,9 @@ def twist_commands(model: VehicleModel, segments: np.ndarray, dt: float, *,
     out = np.zeros((seg.shape[0], T, len(act)))
     terrain = flat()
     if model.ntp:
-        # Track patches are weighted by their height error (activation rule, wmr_model.tracks):
-        # belts buried at the neutral height would all count, end arcs included. Rest them on
-        # the flat ground first; wheel contacts do not depend on the height.
+        # Track patches are weighted by their height error (activation rule,
+        # wmr_model.vehicles.tracks): belts buried at the neutral height would all count, end arcs
+        # included. Rest them on the flat ground first; wheel contacts do not depend on the height.
         qn, _ = kin_api.initialize_contact(model, terrain, qn)
     cache: dict[tuple[float, float, bytes], kin_api.ControlSolution] = {}
     basis: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
@@ -452,14 +453,14 @@ def dynamic_stability_margin(model: VehicleModel, terrain: Terrain, q: np.ndarra
     ``q`` (T+1, nq), ``qdot`` (T+1, nv) at step ``dt`` [s]. At each state the cg force is the
     vehicle's weight minus its inertial load ``m a`` (``a`` the body origin's world
     acceleration by central differences of ``R_b v_b``), passed to
-    :func:`wmr_model.enhanced.stability_margin` with the contact frames of that state
+    :func:`wmr_model.kinematics.enhanced.stability_margin` with the contact frames of that state
     (quasi-static: rotational inertia is left out). Negative: the resultant leaves the support
     polygon.
     """
-    from wmr_model.enhanced import stability_margin
-    from wmr_model.inertia import composite_inertias, inertia_mass_com
+    from wmr_model.kinematics.enhanced import stability_margin
     from wmr_model.kinematics.kernels import contact_detection, forward_kinematics
     from wmr_model.spatial import quat_to_rot
+    from wmr_model.vehicles.inertia import composite_inertias, inertia_mass_com
 
     q = np.ascontiguousarray(q, dtype=float)
     qdot = np.ascontiguousarray(qdot, dtype=float)

@@ -3,7 +3,8 @@
 :func:`replay` runs what the robot's nodes run, message by message in stamp order and as fast as
 the CPU allows:
 
-1. **Odometry** - :class:`wmr_model.odometry.Odometry3D` (the odometry node's class) in the
+1. **Odometry** - :class:`wmr_model.estimation.odometry.Odometry3D` (the odometry node's class) in
+the
    variants ``3D kin. (encoders)`` (no gyro), ``3D kin. + gyro`` and ``3D kin.+ + gyro,
    calibrated online`` (enhanced kinematics whose slip, Q' and wheel radius follow the online
    calibration as each interval is processed), and after the run ``3D kin.+ + gyro, converged``
@@ -417,8 +418,8 @@ def _default_params(sensor: str | None, side: dict | None, terrain_flat: bool) -
 
 def _build_model(opt: ReplayOptions, side: dict | None, child_frame: str):
     """Vehicle model with the pose sensor added when the reference is not of the body."""
-    from wmr_model.model import SensorSpec, compile_vehicle
-    from wmr_model.vehicles import load_vehicle_spec
+    from wmr_model.io.vehicles import load_vehicle_spec
+    from wmr_model.vehicles.model import SensorSpec, compile_vehicle
 
     vehicle = opt.vehicle or (side or {}).get("vehicle") or "warthog"
     spec = load_vehicle_spec(vehicle)
@@ -439,8 +440,8 @@ def _build_model(opt: ReplayOptions, side: dict | None, child_frame: str):
 def _encoder_map(model, names: Sequence[str]) -> dict | None:
     """Encoder map for :class:`Odometry3D`: the model's when the bag carries its joints, else
     identity when the bag carries the actuated joints themselves (the layouts and their match
-    are the odometry's own, :func:`wmr_model.odometry.match_encoder_layout`)."""
-    from wmr_model.odometry import encoder_layouts, match_encoder_layout
+    are the odometry's own, :func:`wmr_model.estimation.odometry.match_encoder_layout`)."""
+    from wmr_model.estimation.odometry import encoder_layouts, match_encoder_layout
 
     layouts = encoder_layouts(model)
     layout, _ = match_encoder_layout(layouts, names)
@@ -547,11 +548,11 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
 
     # same priors and starting Q' as ``wmr calibrate`` (calibration.table)
     from wmr_model.calibration.table import DEFAULT_NOISE0, initial_std
+    from wmr_model.estimation.odometry import Odometry3D
     from wmr_model.io.bags import read_streams
     from wmr_model.io.synth_bag import read_synth_sidecar, synth_terrain
     from wmr_model.io.terrain_spec import parse_terrain_spec
-    from wmr_model.odometry import Odometry3D
-    from wmr_model.terrain import flat
+    from wmr_model.terrain.surface import flat
 
     opt = ReplayOptions() if options is None else options
     wall0 = time.perf_counter()
@@ -948,7 +949,7 @@ def write_output_bag(result: ReplayResult, path: str | Path, storage: str = "mca
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-    from wmr_model.uncertainty import to_ros_pose_covariance
+    from wmr_model.kinematics.uncertainty import to_ros_pose_covariance
 
     ts = get_typestore(Stores.ROS2_JAZZY)
     msgdef = _calibration_msgdef()
