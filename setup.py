@@ -13,7 +13,7 @@ HERE = Path(__file__).parent
 
 def _share(folder: str, pattern: str) -> tuple[str, list[str]]:
     """Install repo-root data (vehicle descriptions) into <prefix>/share/wmr_model/<folder>,
-    where wmr_model.vehicles looks for them after a non-editable pip install."""
+    where wmr_model.io.vehicles looks for them after a non-editable pip install."""
     files = sorted(str(p.relative_to(HERE)) for p in (HERE / folder).glob(pattern))
     return f"share/wmr_model/{folder}", files
 
@@ -55,7 +55,8 @@ setup(
     extras_require={
         # sensor_msgs/NavSatFix input of the calibrator node (geodetic -> local ENU)
         "gps": ["pymap3d==3.2.0"],
-        # Ray: `wmr calibrate` over many bags with --workers N / --ray-address (wmr_model.runner)
+        # Ray: `wmr calibrate` over many bags with --workers N / --ray-address
+        # (wmr_model.pipelines.runner)
         "cluster": ["ray==2.60.0"],
         "test": ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.5", "hypothesis>=6.100",
                  "ruff>=0.6"],
