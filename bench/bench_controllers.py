@@ -6,7 +6,7 @@ Prints numbers, asserts nothing (the pass/fail properties are in test/core/test_
    5 s at dt 0.04 s, kinematic prediction) on rough terrain RMS 0.15 m / correlation 0.8 m
    (``rough(0.15, 0.8, seed=0)`` over +-10 m, as ``bench/bench_predict.py``), driven by the
    open-loop naive controller (:func:`wmr_model.prediction.predict.twist_commands`) and by Zoë's
-   passive-steer feedback (:func:`wmr_model.kinematics.controllers.passive_steer_rates`): candidates
+   passive-steer feedback (:func:`wmr_model.prediction.controllers.passive_steer_rates`): candidates
    whose steer angles s1, s2 stay within the joint limits (+-0.6 rad) at every state, the largest
    |steer angle|, and the shares of candidates flagged TIPOVER_RISK and WHEEL_LIFTOFF.
 2. ``table27``: Table 2.7 (Zoë 1 m/s straight for 10 s over the ten wmrde benchmark terrains,
@@ -30,7 +30,7 @@ import numpy as np
 
 from wmr_model import kinematics as kin
 from wmr_model.io.vehicles import load_vehicle
-from wmr_model.kinematics.controllers import predict_controlled
+from wmr_model.prediction.controllers import predict_controlled
 from wmr_model.prediction.predict import TIPOVER_RISK, WHEEL_LIFTOFF
 from wmr_model.terrain import surface as tr
 

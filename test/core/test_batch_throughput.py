@@ -21,12 +21,12 @@ from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import enhanced as E
 from wmr_model.kinematics import kernels as K
-from wmr_model.kinematics.controllers import straight_wheel_rates
 from wmr_model.kinematics.uncertainty import (
     covariance_workspace,
     error_dynamics,
     propagate_covariance,
 )
+from wmr_model.prediction.controllers import straight_wheel_rates
 from wmr_model.prediction.predict import TIPOVER_RISK, WHEEL_LIFTOFF, predict
 from wmr_model.terrain import surface as tr
 from wmr_model.vehicles.inertia import composite_inertias, composite_workspace, model_frame_inertias

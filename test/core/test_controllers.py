@@ -1,4 +1,4 @@
-"""Vehicle controllers (wmr_model.kinematics.controllers): closed forms, closed-loop properties, plumbing."""
+"""Vehicle controllers (wmr_model.prediction.controllers): closed forms, closed-loop properties, plumbing."""
 
 import dataclasses
 import math
@@ -9,7 +9,7 @@ import pytest
 from wmr_model import kinematics as kin
 from wmr_model.errors import ModelError
 from wmr_model.io.vehicles import load_vehicle
-from wmr_model.kinematics.controllers import (
+from wmr_model.prediction.controllers import (
     controller_rates,
     differential_rates,
     passive_steer_rates,

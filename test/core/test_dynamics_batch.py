@@ -19,7 +19,7 @@ from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.experiments import dynamic as sc
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import initialize_contact
-from wmr_model.kinematics.controllers import FLIPPERS_FLAT, track_rates
+from wmr_model.prediction.controllers import FLIPPERS_FLAT, track_rates
 from wmr_model.terrain import surface as tr
 
 DT = 0.04

@@ -22,7 +22,7 @@ from wmr_model.dynamics.simulate import simulate_dynamics
 from wmr_model.experiments import dynamic as sc
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
 from wmr_model.io.vehicles import load_vehicle
-from wmr_model.kinematics.controllers import straight_wheel_rates
+from wmr_model.prediction.controllers import straight_wheel_rates
 
 W, MW, R, B = 500.0, 50.0, 0.325, 0.2
 C1 = pac.TABLE_C1

@@ -18,7 +18,7 @@ from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import kernels as K
 from wmr_model.kinematics import loops as L
-from wmr_model.kinematics.controllers import straight_wheel_rates
+from wmr_model.prediction.controllers import straight_wheel_rates
 from wmr_model.prediction.predict import predict
 from wmr_model.spatial import quats_to_euler
 from wmr_model.terrain import surface as tr

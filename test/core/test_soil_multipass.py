@@ -14,7 +14,7 @@ from wmr_model.errors import ParameterError
 from wmr_model.experiments.soft_soil import drive_straight_on_soil, simulate_on_soil, wheel_rows
 from wmr_model.experiments.soil import sinkage_for_load, start_state, wheel_params
 from wmr_model.io.vehicles import load_vehicle
-from wmr_model.kinematics.controllers import straight_wheel_rates
+from wmr_model.prediction.controllers import straight_wheel_rates
 from wmr_model.terrain.soil import bekker_params
 
 SOIL = "sandy_loam"

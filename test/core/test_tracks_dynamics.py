@@ -22,7 +22,7 @@ from wmr_model.dynamics.stiff import simulate_stiff
 from wmr_model.dynamics.track_contact import icr_contact_frames, icr_map, icr_point
 from wmr_model.errors import ParameterError
 from wmr_model.io.vehicles import load_vehicle, vehicle_files
-from wmr_model.kinematics.controllers import FLIPPERS_FLAT, track_rates
+from wmr_model.prediction.controllers import FLIPPERS_FLAT, track_rates
 from wmr_model.spatial import quat_to_rot
 from wmr_model.terrain.surface import flat, inclined_plane
 

@@ -215,7 +215,7 @@ def test_body_twist_request_equals_the_core(ros, server):
     from geometry_msgs.msg import Twist
 
     from wmr_model.io.vehicles import load_vehicle
-    from wmr_model.kinematics.controllers import open_loop_rates, twist_profile
+    from wmr_model.prediction.controllers import open_loop_rates, twist_profile
     from wmr_model.srv import PredictTrajectory
 
     req = _request(C=2, T=30, dt=0.1)

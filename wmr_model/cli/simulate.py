@@ -2,7 +2,7 @@
 
 Commands are either a body twist (``--speed``/``--yaw-rate``, turned into actuated joint rates
 at every step by the vehicle's controller, ``--controller``: the sidecar's ``controller:``
-section, :mod:`wmr_model.kinematics.controllers`; ``naive`` is the open-loop control-context solve
+section, :mod:`wmr_model.prediction.controllers`; ``naive`` is the open-loop control-context solve
 of (2.37) on flat ground), explicit actuated joint rates
 (``--joint-rates``), or a CSV script (``--commands``: a ``time`` column plus one column per
 actuated joint, zero-order hold). Writes the trajectory as CSV and prints a summary.
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     from wmr_model.errors import ParameterError
     from wmr_model.io.terrain_spec import parse_terrain_spec
     from wmr_model.io.vehicles import load_vehicle, require_ground_contact
-    from wmr_model.kinematics.controllers import (
+    from wmr_model.prediction.controllers import (
         open_loop_rates,
         predict_controlled,
         vehicle_controller,

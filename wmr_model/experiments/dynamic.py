@@ -36,8 +36,8 @@ from wmr_model.dynamics.simulate import (
 from wmr_model.dynamics.stiff import StiffTrajectory, simulate_stiff
 from wmr_model.io.vehicles import load_vehicle, load_vehicle_spec
 from wmr_model.kinematics import initialize_contact
-from wmr_model.kinematics.controllers import simulate_dynamics_controlled, straight_wheel_rates
 from wmr_model.kinematics.kernels import forward_kinematics, wheel_contact, wheel_jacobian
+from wmr_model.prediction.controllers import simulate_dynamics_controlled, straight_wheel_rates
 from wmr_model.spatial import quat_from_euler, quat_to_rot, rot_to_euler
 from wmr_model.terrain.surface import Terrain, flat, ramp
 from wmr_model.vehicles.model import VehicleModel, compile_vehicle
@@ -452,7 +452,7 @@ def zoe_dynamics_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
     for the piecewise-linear pyramid at dt 0.10, where a wheel sits on a corner of the friction
     pyramid, C.7-C.8; the Coulomb cone converges there).
 
-    ``controller`` (:mod:`wmr_model.kinematics.controllers`): ``"naive"`` (default; constant wheel
+    ``controller`` (:mod:`wmr_model.prediction.controllers`): ``"naive"`` (default; constant wheel
     rates, one compiled loop per run: the timing configuration) or ``"vehicle"`` /
     ``"passive_steer"`` (Zoë's steer-angle feedback, as the thesis' C++ library drives Zoë; stepped
     from Python, so its times include that overhead). With the controller the axles hold their

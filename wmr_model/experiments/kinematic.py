@@ -25,7 +25,7 @@ import numpy as np
 
 from wmr_model import kinematics as kin
 from wmr_model.kinematics.api import DEFAULT_STABILIZATION
-from wmr_model.kinematics.controllers import straight_wheel_rates
+from wmr_model.prediction.controllers import straight_wheel_rates
 from wmr_model.spatial import quat_from_euler
 from wmr_model.terrain.surface import Terrain, rough
 from wmr_model.vehicles.model import VehicleModel
@@ -115,7 +115,7 @@ def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: 
     ``method``: ``"dae"`` (kinematics, §2.2), ``"enhanced"`` (enhanced kinematics with the
     stability margin, §2.3, slip :data:`BATCH_SLIP`) or ``"unconstrained"`` (§2.5.1 baseline).
     ``controller``: ``"naive"`` (default: every wheel at ``speed / r``, open loop, §2.5.1) or a
-    kind / ``"vehicle"`` of :mod:`wmr_model.kinematics.controllers` (``dae`` and ``enhanced``;
+    kind / ``"vehicle"`` of :mod:`wmr_model.prediction.controllers` (``dae`` and ``enhanced``;
     closed-loop kinds run step by step, so their wall time includes that overhead).
     ``stabilization_rate``: Baumgarte gain sigma [1/s] fixed in time (``sigma dt`` capped at 1;
     :data:`THESIS_STABILIZATION_RATE`); default None: the per-step gain
@@ -132,7 +132,7 @@ def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: 
         1.0, float(stabilization_rate) * dt)
     t0 = time.perf_counter()
     if controller != "naive" and method in ("dae", "enhanced"):
-        from wmr_model.kinematics.controllers import predict_controlled
+        from wmr_model.prediction.controllers import predict_controlled
 
         kw = ({"fidelity": "enhanced", "slip_params": BATCH_SLIP} if method == "enhanced"
               else {})

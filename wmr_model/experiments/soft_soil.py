@@ -60,7 +60,7 @@ from wmr_model.errors import ParameterError, TerrainError, check_shape
 from wmr_model.experiments.dynamic import contact_kinematics
 from wmr_model.experiments.soil import concatenate_segments, start_state
 from wmr_model.kinematics.api import create_data, forward_kinematics, wheel_contact
-from wmr_model.kinematics.controllers import straight_wheel_rates
+from wmr_model.prediction.controllers import straight_wheel_rates
 from wmr_model.terrain.deformable import DeformableTerrain
 from wmr_model.terrain.soil import Soil, bekker_params, get_soil
 from wmr_model.terrain.surface import Terrain

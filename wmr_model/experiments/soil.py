@@ -47,7 +47,7 @@ from wmr_model.dynamics.simulate import DynamicsTrajectory, simulate_dynamics
 from wmr_model.errors import ParameterError
 from wmr_model.experiments.dynamic import contact_kinematics
 from wmr_model.kinematics import initialize_contact
-from wmr_model.kinematics.controllers import straight_wheel_rates
+from wmr_model.prediction.controllers import straight_wheel_rates
 from wmr_model.spatial import quat_from_euler, quat_to_rot
 from wmr_model.terrain.deformable import DeformableTerrain
 from wmr_model.terrain.soil import Soil, bekker_params, get_soil

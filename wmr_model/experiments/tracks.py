@@ -54,7 +54,7 @@ import numpy as np
 
 from wmr_model import kinematics as kin
 from wmr_model.kinematics.api import DEFAULT_STABILIZATION
-from wmr_model.kinematics.controllers import FLIPPERS_FLAT, sprocket_radius, track_rates
+from wmr_model.prediction.controllers import FLIPPERS_FLAT, sprocket_radius, track_rates
 from wmr_model.terrain.surface import Terrain, flat, profile
 from wmr_model.vehicles.model import VehicleModel
 

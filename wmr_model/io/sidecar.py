@@ -43,7 +43,7 @@ Sidecar schema, ``version: 1`` (the only version so far; a missing ``version`` m
       left_wheel_joint: [front_left_wheel, rear_left_wheel]
     controller: {type: passive_steer, steer_joints: [s1, s2]}   # how body twist commands
                                     #   become actuated joint rates
-                                    (wmr_model.kinematics.controllers); #   default: the open-loop
+                                    (wmr_model.prediction.controllers); #   default: the open-loop
                                     flat-ground "naive" controller
     options: {baumgarte_gain: 10}   # free-form model options (mapping)
     parameters: {slip.p1: 0.0}      # nominal values of named (dotted) calibratable parameters
@@ -66,7 +66,7 @@ Sidecar schema, ``version: 1`` (the only version so far; a missing ``version`` m
 Where the URDF gives a wheel radius (cylinder or sphere collision of the wheel link) and the
 sidecar gives one too, the sidecar wins. ``encoder_map`` is stored in
 ``options["encoder_map"]``, ``parameters`` in ``options["parameters"]`` and ``controller`` in
-``options["controller"]`` (checked by :func:`wmr_model.kinematics.controllers.vehicle_controller`).
+``options["controller"]`` (checked by :func:`wmr_model.prediction.controllers.vehicle_controller`).
 A sensor ``parent`` may name a link or a model frame (joint name, or the body link).
 
 Sprocket joints of ``tracks`` are not wheels by default and are actuated by default.

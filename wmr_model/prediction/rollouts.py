@@ -293,7 +293,7 @@ def _kinematic_chunk(model, terrain, q0, commands, dt, every, kw, ctrl=None):
     if ctrl is None:
         p = predict(model, terrain, q0, commands, dt, every=every, **kw)
     else:  # closed-loop controller: commands are twists (B, T, 2)
-        from wmr_model.kinematics.controllers import predict_twist_steps
+        from wmr_model.prediction.controllers import predict_twist_steps
 
         p = predict_twist_steps(model, terrain, q0, commands, dt, controller=ctrl, every=every,
                                 **kw)
@@ -332,7 +332,7 @@ def _dynamic_chunk(model, terrain, q0, qdot0, commands, dt, steps, limits, ctrl=
     else:  # closed-loop controller: commands are twists (B, T, 2), one run per candidate
         from types import SimpleNamespace
 
-        from wmr_model.kinematics.controllers import simulate_dynamics_controlled
+        from wmr_model.prediction.controllers import simulate_dynamics_controlled
 
         rs = [simulate_dynamics_controlled(model, terrain, q0, qdot0, c[:, 0], c[:, 1], dt,
                                            controller=ctrl, actuator=DYNAMIC_ACTUATOR)
@@ -378,10 +378,10 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         slip_params, Qprime, integrator, stabilization: as :func:`predict` (kinematic and
             enhanced only).
         max_chunk: most candidates per chunk (bounds the scratch memory); default C.
-        controller: when given (a :class:`wmr_model.kinematics.controllers.Controller`, a kind or
+        controller: when given (a :class:`wmr_model.prediction.controllers.Controller`, a kind or
             ``"vehicle"``), ``commands`` are body twists (C, T, 2) rows ``(vx, wz)`` that the
             controller turns into joint rates, at every step from the state for the
-            closed-loop kinds (:func:`wmr_model.kinematics.controllers.predict_twist_steps`).
+            closed-loop kinds (:func:`wmr_model.prediction.controllers.predict_twist_steps`).
 
     Every kept sample equals the unchunked computation's bit for bit (candidates are computed
     independently). A candidate with a non-finite state or one off a height map's extent gets
@@ -397,7 +397,7 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         raise ParameterError(f"commands: expected shape (C, T, na), got {u.shape}")
     ctrl = None
     if controller is not None:
-        from wmr_model.kinematics.controllers import Controller, open_loop_rates, vehicle_controller
+        from wmr_model.prediction.controllers import Controller, open_loop_rates, vehicle_controller
 
         ctrl = controller if isinstance(controller, Controller) else vehicle_controller(
             model, controller)

@@ -46,7 +46,7 @@ Initial state: the given pose and joints (joints not listed: the model's neutral
 contact initialization (thesis (2.27)-(2.32)) for every fidelity. ``BODY_TWIST`` segments use
 ``linear.x`` and ``angular.z``; the last segment is held to the end of the horizon. They become
 joint rates through the ``controller`` parameter (default ``vehicle``: the vehicle sidecar's
-``controller:`` section, :mod:`wmr_model.kinematics.controllers`; closed-loop kinds such as Zoe's
+``controller:`` section, :mod:`wmr_model.prediction.controllers`; closed-loop kinds such as Zoe's
 passive-steer feedback read each candidate's state at every step; ``naive`` or a vehicle
 without a controller: :func:`wmr_model.prediction.predict.twist_commands`, open loop).
 
@@ -90,9 +90,9 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from wmr_model.errors import WmrError
 from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
-from wmr_model.kinematics.controllers import CONTROLLER_KINDS, twist_profile, vehicle_controller
 from wmr_model.kinematics.uncertainty import qprime_from_parameters
 from wmr_model.parameters import SLIP_NAMES
+from wmr_model.prediction.controllers import CONTROLLER_KINDS, twist_profile, vehicle_controller
 from wmr_model.prediction.predict import Prediction, twist_commands
 from wmr_model.prediction.rollouts import (
     DYNAMIC_ACTUATOR,
@@ -171,7 +171,7 @@ class PredictionInputs:
     frame_id: str
     qdot0: np.ndarray | None = None
     placed: bool = False
-    #: a closed-loop or differential :class:`wmr_model.kinematics.controllers.Controller`:
+    #: a closed-loop or differential :class:`wmr_model.prediction.controllers.Controller`:
     # ``commands``
     #: are then body twists (C, T, 2) rows (vx, wz) for
     # :func:`wmr_model.prediction.rollouts.rollout`
@@ -567,7 +567,7 @@ class PredictionNode(Node):
         self.controller = declare(self, "controller", "vehicle", "how BODY_TWIST requests "
                                   "become joint rates: vehicle (the sidecar's controller: "
                                   "section, naive without one) or a kind of "
-                                  "wmr_model.kinematics.controllers",
+                                  "wmr_model.prediction.controllers",
                                   choices=("vehicle", *CONTROLLER_KINDS))
         self.propagate = declare(self, "propagate_covariance", True, "propagate pose "
                                  "covariances with Q' from noise.U.* (KINEMATIC, ENHANCED)")
