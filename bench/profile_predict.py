@@ -46,6 +46,7 @@ from wmr_model.kinematics.uncertainty import (
     propagate_covariance,
 )
 from wmr_model.prediction.predict import predict
+from wmr_model.spatial import STANDARD_GRAVITY
 from wmr_model.terrain import surface as tr
 from wmr_model.vehicles.inertia import (
     composite_inertias,
@@ -291,7 +292,7 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     vc = np.zeros((m.nc, 2))
     mrows = 3 * m.nc + a[6].shape[0] + K.loop_closure_rows(a[8])
     I_frame = model_frame_inertias(m)
-    gravity = np.array([0.0, 0.0, -E.STANDARD_GRAVITY])
+    gravity = np.array([0.0, 0.0, -STANDARD_GRAVITY])
     p = np.ascontiguousarray(ex.BATCH_SLIP, dtype=float)
     axes = E.slip_axes_array()
     states = n * T

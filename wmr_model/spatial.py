@@ -23,6 +23,7 @@ import numpy as np
 from wmr_model._jit import njit
 
 __all__ = [
+    "STANDARD_GRAVITY",
     "skew",
     "rot_x",
     "rot_y",
@@ -56,6 +57,11 @@ __all__ = [
 
 # Below this rotation angle [rad] the quaternion exponential uses its Taylor series: the direct
 # formula sin(a/2)/a loses all digits near a = 0 and the series is exact to double precision.
+#: Standard gravity [m/s^2] (ISO 80000-3), the package's one gravity constant: world gravity is
+#: ``(0, 0, -STANDARD_GRAVITY)`` in the z-up world frame (REP-103) unless a vehicle sets its own
+#: ``options.gravity`` (:func:`wmr_model.dynamics.api.gravity_of`).
+STANDARD_GRAVITY = 9.80665
+
 SMALL_ANGLE = 1e-8
 
 

@@ -40,10 +40,11 @@ from wmr_model.calibration.residuals import (
 )
 from wmr_model.calibration.synthetic import _exp_quat
 from wmr_model.errors import ModelError, ParameterError
-from wmr_model.kinematics.enhanced import DEFAULT_SLIP_AXES, STANDARD_GRAVITY, cg_slip_velocity
+from wmr_model.kinematics.enhanced import DEFAULT_SLIP_AXES, cg_slip_velocity
 from wmr_model.kinematics.skid_steer import SkidSteerVehicle, steady_state_motion
 from wmr_model.parameters import get_spec, slip_vector
 from wmr_model.prediction.controllers import FLIPPERS_FLAT, track_rates
+from wmr_model.spatial import STANDARD_GRAVITY
 from wmr_model.terrain.surface import flat
 from wmr_model.vehicles.model import VehicleModel
 from wmr_model.vehicles.reference_models import integrate_planar_step

@@ -52,6 +52,7 @@ from wmr_model.contact import pacejka as _pac
 from wmr_model.contact import piecewise_linear as _pl
 from wmr_model.contact import roams as _roams
 from wmr_model.errors import ParameterError
+from wmr_model.spatial import STANDARD_GRAVITY
 from wmr_model.terrain import soil as _soil
 from wmr_model.vehicles.model import VehicleModel
 
@@ -239,7 +240,7 @@ def params_for_model(params: Mapping[str, Any] | None, name: str, owner: str | N
 
 def contact_setup(model: VehicleModel, contact_model: str | None = None,
                   contact_params: Mapping[str, Any] | None = None,
-                  gravity: float = 9.80665) -> ContactSetup:
+                  gravity: float = STANDARD_GRAVITY) -> ContactSetup:
     """Per-contact models of ``model`` from ``model.options`` and keyword overrides.
 
     One entry per wheel, then one per track patch (a patch takes its track's parameters,

@@ -38,7 +38,7 @@ from wmr_model.io.vehicles import load_vehicle, load_vehicle_spec
 from wmr_model.kinematics import initialize_contact
 from wmr_model.kinematics.kernels import forward_kinematics, wheel_contact, wheel_jacobian
 from wmr_model.prediction.controllers import simulate_dynamics_controlled, straight_wheel_rates
-from wmr_model.spatial import quat_from_euler, quat_to_rot, rot_to_euler
+from wmr_model.spatial import STANDARD_GRAVITY, quat_from_euler, quat_to_rot, rot_to_euler
 from wmr_model.terrain.surface import Terrain, flat, ramp
 from wmr_model.vehicles.model import VehicleModel, compile_vehicle
 
@@ -251,7 +251,7 @@ def _moving_start(model: VehicleModel, terrain: Terrain, speed: float,
 
 def _run(model: VehicleModel, terrain: Terrain, method: str, q0: np.ndarray, qd0: np.ndarray,
          U: np.ndarray, dt: float, **kw: Any) -> DynamicsRun:
-    mg = model.total_mass * 9.80665
+    mg = model.total_mass * STANDARD_GRAVITY
     duration = U.shape[0] * dt
     t0 = time.perf_counter()
     if method == "dae":
@@ -410,7 +410,7 @@ def rollover(cg_height: float, dt: float = 0.01, duration: float = 4.0,
             else None, "final_roll": float(roll[-1])}
 
 
-def zoe_library_contact_params(model: VehicleModel, gravity: float = 9.80665
+def zoe_library_contact_params(model: VehicleModel, gravity: float = STANDARD_GRAVITY
                                ) -> dict[str, dict[str, float]]:
     """Contact parameters of the thesis' C++ library's Zoë benchmark, per contact model.
 
@@ -491,9 +491,9 @@ def zoe_dynamics_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
                     best = min(best, time.perf_counter() - t0)
                 norm.append(best / (U.shape[0] * dt))
                 its.append(float(tr.iterations.mean()))
-                cost.append(float(np.sqrt(tr.cost).max() / (model.total_mass * 9.80665)))
+                cost.append(float(np.sqrt(tr.cost).max() / (model.total_mass * STANDARD_GRAVITY)))
                 over += int(np.count_nonzero(np.sqrt(tr.cost) > FORCE_BALANCE_TOL * model.total_mass
-                                             * 9.80665))
+                                             * STANDARD_GRAVITY))
                 rolled += int(any(quat_to_rot(q[0:4])[2, 2] <= 0.0 for q in tr.q))
                 pos = tr.q[-1, 4:7]
                 ends.append([float(v) for v in pos])

@@ -44,7 +44,7 @@ from wmr_model.kinematics import initialize_contact
 from wmr_model.kinematics.describe import holonomic_jacobian
 from wmr_model.kinematics.kernels import forward_kinematics, project_loop_closures
 from wmr_model.prediction.predict import dynamic_stability_margin
-from wmr_model.spatial import quat_to_rot, quats_to_euler
+from wmr_model.spatial import STANDARD_GRAVITY, quat_to_rot, quats_to_euler
 from wmr_model.terrain.surface import Terrain, flat, rough
 from wmr_model.vehicles.inertia import composite_inertias, inertia_mass_com, model_frame_inertias
 from wmr_model.vehicles.model import VehicleModel
@@ -76,7 +76,6 @@ LANE_CHANGE_DURATION = 4.0
 #: Wheel-rate P gain [N m s/rad] of the all-wheel drive (ours): 650 N m per wheel (1 m/s^2 for
 #: the whole vehicle) costs 0.1 rad/s of wheel rate, 5 cm/s at the tread.
 WHEEL_KP = 6500.0
-_G = 9.81
 
 
 @dataclass
@@ -339,13 +338,14 @@ def quasi_static_roll(model: VehicleModel, lateral_acceleration: float) -> float
     m, c = inertia_mass_com(composite_inertias(emb.parent, model_frame_inertias(emb), T_world,
                                                Ic))
     h = float(c[2] + q[6])
-    kt = float(contact_setup(emb, None, None, _G).params[0, 0])  # tyre normal stiffness [N/m]
+    # tyre normal stiffness [N/m]
+    kt = float(contact_setup(emb, None, None, STANDARD_GRAVITY).params[0, 0])
     K_phi = 0.0
     for corner in CORNERS:
         k = float(emb.joint_stiffness[emb.joint_constraint_names.index(f"spring_{corner}")])
         y = float(T_world[emb.frame_index(f"wheel_{corner}"), 1, 3])
         K_phi += y * y / (1.0 / k + 1.0 / kt)
-    return m * lateral_acceleration * h / (K_phi - m * _G * h)
+    return m * lateral_acceleration * h / (K_phi - m * STANDARD_GRAVITY * h)
 
 
 def static_loads(name: str, duration: float = 3.0, dt: float = 0.01) -> HmmwvRun:

@@ -48,7 +48,7 @@ from wmr_model.errors import ParameterError
 from wmr_model.experiments.dynamic import contact_kinematics
 from wmr_model.kinematics import initialize_contact
 from wmr_model.prediction.controllers import straight_wheel_rates
-from wmr_model.spatial import quat_from_euler, quat_to_rot
+from wmr_model.spatial import STANDARD_GRAVITY, quat_from_euler, quat_to_rot
 from wmr_model.terrain.deformable import DeformableTerrain
 from wmr_model.terrain.soil import Soil, bekker_params, get_soil
 from wmr_model.terrain.surface import Terrain, inclined_plane
@@ -143,7 +143,7 @@ def _wheel_state(params: np.ndarray, s: float, W: float, stalled: bool) -> Wheel
 
 
 def max_climbable_slope(params: np.ndarray, mass: float, nw: int,
-                        gravity: float = 9.80665) -> float:
+                        gravity: float = STANDARD_GRAVITY) -> float:
     """Quasi-static steepest slope [rad] for ``nw`` equally loaded driven wheels of ``params``.
 
     Solves :math:`n_w \\max_s DP(s; m g\\cos\\alpha/n_w) = m g \\sin\\alpha` (every wheel at its

@@ -55,6 +55,7 @@ import numpy as np
 from wmr_model import kinematics as kin
 from wmr_model.kinematics.api import DEFAULT_STABILIZATION
 from wmr_model.prediction.controllers import FLIPPERS_FLAT, sprocket_radius, track_rates
+from wmr_model.spatial import STANDARD_GRAVITY
 from wmr_model.terrain.surface import Terrain, flat, profile
 from wmr_model.vehicles.model import VehicleModel
 
@@ -268,7 +269,8 @@ def run_dynamic_scenario(model: VehicleModel, name: str, dt: float = DT, *,
     ktr = kin.Trajectory(dt, tr.q, tr.qdot[1:], np.zeros((len(left), model.nc)), tr.dz)
     metrics = _metrics(model, name, ktr, dt)
     metrics["mean_iterations"] = float(tr.iterations.mean())
-    metrics["max_cost_over_mg"] = float(np.sqrt(tr.cost.max()) / (model.total_mass * 9.80665))
+    mg = model.total_mass * STANDARD_GRAVITY
+    metrics["max_cost_over_mg"] = float(np.sqrt(tr.cost.max()) / mg)
     return ScenarioResult(name, len(left) * dt, wall, metrics, tr.q)
 
 

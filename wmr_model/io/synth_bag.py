@@ -57,6 +57,7 @@ import numpy as np
 import yaml
 
 from wmr_model.errors import ParameterError
+from wmr_model.spatial import STANDARD_GRAVITY
 
 __all__ = [
     "EPOCH_NS",
@@ -316,7 +317,7 @@ def _simulate(cfg: SynthConfig) -> dict:
     win = max(1, int(round(0.2 * sim_rate)))
     kern = np.ones(win) / win
     v_s = np.stack([np.convolve(v_world[:, i], kern, mode="same") for i in range(3)], axis=1)
-    a_world = np.gradient(v_s, dt, axis=0) + np.array([0.0, 0.0, 9.80665])
+    a_world = np.gradient(v_s, dt, axis=0) + np.array([0.0, 0.0, STANDARD_GRAVITY])
     accel = (rot[1:].inv().apply(a_world) @ R_body_imu + np.asarray(nz.accel_bias)
              + nz.accel_std * rng.standard_normal((K, 3)))
     R_imu = rot[1:] * _rotvec_quat(_matrix_quat(R_body_imu))

@@ -70,7 +70,6 @@ from wmr_model.vehicles.inertia import (
 )
 
 __all__ = [
-    "STANDARD_GRAVITY",
     "DEFAULT_SLIP_AXES",
     "MIN_NORMAL_LOAD_FRACTION",
     "body_force",
@@ -93,9 +92,6 @@ __all__ = [
     "margin_workspace",
     "slip_axes_array",
 ]
-
-#: Standard gravity [m/s^2] (ISO 80000-3); world gravity is ``(0, 0, -STANDARD_GRAVITY)``.
-STANDARD_GRAVITY = 9.80665
 
 #: Default slip directions in body coordinates: lon = x, lat = y, ang = z, normal = z.
 DEFAULT_SLIP_AXES = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0],

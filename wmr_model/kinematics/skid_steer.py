@@ -62,9 +62,9 @@ import numpy as np
 from scipy.optimize import root
 
 from wmr_model.errors import ParameterError
+from wmr_model.spatial import STANDARD_GRAVITY
 
 __all__ = [
-    "STANDARD_GRAVITY",
     "SkidSteerVehicle",
     "SkidSteerMotion",
     "track_forces",
@@ -73,8 +73,6 @@ __all__ = [
     "yaw_efficiency",
 ]
 
-#: Standard gravity [m/s^2].
-STANDARD_GRAVITY = 9.80665
 #: Relative tolerance of the balance (forces in units of mu m g, moments of mu m g L).
 _BALANCE_TOL = 1e-10
 

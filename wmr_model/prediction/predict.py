@@ -44,9 +44,10 @@ from wmr_model.budgets import MAX_CANDIDATES, MAX_PREDICTION_BYTES, check_budget
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics import api as kin_api
 from wmr_model.kinematics import loops as L
-from wmr_model.kinematics.enhanced import STANDARD_GRAVITY, slip_axes_array
+from wmr_model.kinematics.enhanced import slip_axes_array
 from wmr_model.kinematics.uncertainty import check_covariance, to_ros_pose_covariance
 from wmr_model.parameters import SLIP_NAMES, slip_vector
+from wmr_model.spatial import STANDARD_GRAVITY
 from wmr_model.terrain.surface import Terrain, flat
 from wmr_model.vehicles.inertia import model_frame_inertias
 from wmr_model.vehicles.model import VehicleModel
