@@ -8,7 +8,6 @@ import pytest
 from wmr_model import kinematics as kin
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics.enhanced import (
-    STANDARD_GRAVITY,
     body_force,
     cg_force,
     cg_motion,
@@ -16,7 +15,12 @@ from wmr_model.kinematics.enhanced import (
     support_polygon,
 )
 from wmr_model.prediction.predict import TIPOVER_RISK, predict
-from wmr_model.spatial import crm, plucker_force_from_transform, plucker_from_transform
+from wmr_model.spatial import (
+    STANDARD_GRAVITY,
+    crm,
+    plucker_force_from_transform,
+    plucker_from_transform,
+)
 from wmr_model.terrain import surface as tr
 from wmr_model.vehicles.generators import skid_steer_spec
 from wmr_model.vehicles.inertia import composite_inertia, inertia_mass_com

@@ -80,11 +80,7 @@ from wmr_model.estimation.streams import (
 )
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import kernels as K
-from wmr_model.kinematics.enhanced import (
-    STANDARD_GRAVITY,
-    enhanced_joint_space_velocity,
-    slip_axes_array,
-)
+from wmr_model.kinematics.enhanced import enhanced_joint_space_velocity, slip_axes_array
 from wmr_model.kinematics.uncertainty import (
     TWIST_COMPONENTS,
     check_covariance,
@@ -95,7 +91,13 @@ from wmr_model.kinematics.uncertainty import (
     to_ros_pose_covariance,
 )
 from wmr_model.parameters import SLIP_NAMES, check_value, slip_vector
-from wmr_model.spatial import eulers_to_quat, quat_to_rot, quats_to_euler, rot_to_quat
+from wmr_model.spatial import (
+    STANDARD_GRAVITY,
+    eulers_to_quat,
+    quat_to_rot,
+    quats_to_euler,
+    rot_to_quat,
+)
 from wmr_model.terrain.surface import Terrain, flat
 from wmr_model.vehicles.inertia import model_frame_inertias
 from wmr_model.vehicles.model import VehicleModel
