@@ -27,7 +27,6 @@ from wmr_model.calibration import (
     OnlineCalibrator,
     calibrate_offline,
     evaluate,
-    log_from_bag,
     select_intervals,
 )
 from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE
@@ -39,6 +38,7 @@ from wmr_model.calibration.table import (
     initial_std,
 )
 from wmr_model.experiments import kinematic as ex
+from wmr_model.io.bags import log_from_bag
 from wmr_model.io.vehicles import load_vehicle
 
 BAG = Path(__file__).resolve().parents[1] / "data" / "warthog_grass_A" / "bag"

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wmr_model.calibration import IntervalPolicy, evaluate, log_from_bag, select_intervals
+from wmr_model.calibration import IntervalPolicy, evaluate, select_intervals
 from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN, unwrapped_yaw
 from wmr_model.calibration.predictors import DiffDrivePredictor
 from wmr_model.calibration.table import compare_models
+from wmr_model.io.bags import log_from_bag
 from wmr_model.io.vehicles import load_vehicle
 
 BAG = Path(__file__).resolve().parents[2] / "data" / "warthog_grass_A" / "bag"

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wmr_model.calibration import IntervalPolicy, evaluate, log_from_bag, select_intervals
+from wmr_model.calibration import IntervalPolicy, evaluate, select_intervals
 from wmr_model.calibration.predictors import DiffDrivePredictor
 from wmr_model.calibration.residuals import yaw_of
 from wmr_model.calibration.table import compare_models
-from wmr_model.io.bags import read_streams
+from wmr_model.io.bags import log_from_bag, read_streams
 from wmr_model.io.vehicles import load_vehicle
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "warthog_grass_A"

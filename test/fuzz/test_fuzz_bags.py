@@ -69,7 +69,7 @@ def test_calibrate_on_mutated_bag(synth_bag, tmp_path_factory, kind, fraction, s
 @given(kind=st.sampled_from(MUTATIONS), fraction=st.sampled_from([0.02, 0.1, 0.5, 1.0]),
        seed=st.integers(0, 100))
 def test_read_and_build_log(synth_bag, tmp_path_factory, kind, fraction, seed):
-    from wmr_model.calibration.logs import log_from_bag
+    from wmr_model.io.bags import log_from_bag
     from wmr_model.io.vehicles import load_vehicle
 
     bag = rewrite(synth_bag, tmp_path_factory.mktemp("m") / "b", _mutator(kind, fraction, seed))

@@ -20,7 +20,7 @@ Modules, one concern each:
 
 from wmr_model.calibration.evaluate import Evaluation, evaluate, nees_bounds
 from wmr_model.calibration.intervals import IntervalPolicy, select_intervals
-from wmr_model.calibration.logs import CalibrationLog, log_from_bag, log_from_streams
+from wmr_model.calibration.logs import CalibrationLog, log_from_streams
 from wmr_model.calibration.offline import calibrate_offline, fit_stochastic, fit_systematic
 from wmr_model.calibration.online import OnlineCalibrator, UpdateRecord
 from wmr_model.calibration.overlay import overlay_yaml
@@ -30,7 +30,6 @@ from wmr_model.calibration.systematic import systematic_terms
 
 __all__ = [
     "CalibrationLog",
-    "log_from_bag",
     "log_from_streams",
     "IntervalPolicy",
     "select_intervals",

@@ -2,7 +2,8 @@
 
 Inputs (encoder joint rates, optionally gyro and roll/pitch) are sampled densely; ground-truth
 poses only need to exist at interval ends. :class:`CalibrationLog` holds them with their own
-time stamps; it is built from bag streams (:func:`log_from_streams`, :func:`log_from_bag`) or by
+time stamps; it is built from bag streams (:func:`log_from_streams`;
+:func:`wmr_model.io.bags.log_from_bag` reads one from a bag) or by
 :mod:`wmr_model.calibration.synthetic`.
 
 Poses are ``(M, 7)`` rows ``[qw, qx, qy, qz, x, y, z]`` of the pose sensor frame in the world
@@ -12,10 +13,8 @@ Poses are ``(M, 7)`` rows ``[qw, qx, qy, qz, x, y, z]`` of the pose sensor frame
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -28,7 +27,6 @@ __all__ = [
     "DEFAULT_POSE_STD",
     "CalibrationLog",
     "log_from_streams",
-    "log_from_bag",
     "with_pose_std",
 ]
 
@@ -156,8 +154,11 @@ def log_from_streams(model: VehicleModel, streams: Mapping[str, object], *,
         encoders, pose, imu: roles of the joint-state, pose and (optional) IMU streams.
         pose_sensor: sensor frame of ``model`` the poses are of (None: the body).
     """
-    from wmr_model.estimation.streams import PlausibilityLimits, differentiate_positions
-    from wmr_model.io.bags import usable_poses
+    from wmr_model.estimation.streams import (
+        PlausibilityLimits,
+        differentiate_positions,
+        usable_poses,
+    )
 
     enc = streams[encoders]
     ps = streams[pose]
@@ -250,37 +251,6 @@ def _pose_rows(ps, mask: np.ndarray):
     return replace(ps, stamp=ps.stamp[mask], receive_time=ps.receive_time[mask],
                    position=ps.position[mask], orientation=ps.orientation[mask],
                    covariance=ps.covariance[mask], twist=ps.twist[mask])
-
-
-def log_from_bag(path: str | Path, model: VehicleModel, *, encoder_topic: str = "/joint_states",
-                 pose_topic: str = "/icp/odom", imu_topic: str | None = "/imu/data",
-                 pose_sensor: str | None = None,
-                 window: tuple[float, float] | None = None) -> CalibrationLog:
-    """Read a bag (:func:`wmr_model.io.bags.read_streams`) into a :class:`CalibrationLog`.
-
-    Times are shifted so the first encoder sample is at 0 s. ``window`` ``(start, stop)`` [s
-    after the bag start] reads only part of the bag.
-    """
-    from wmr_model.io.bags import read_streams
-
-    topics = {"enc": encoder_topic, "pose": pose_topic}
-    kinds = {"enc": "joint_states", "pose": "pose"}
-    if imu_topic:
-        topics["imu"] = imu_topic
-        kinds["imu"] = "imu"
-    s = read_streams(path, topics, kinds, optional=("imu",), window=window)
-    log = log_from_streams(model, s.streams, imu="imu" if "imu" in s.streams else None,
-                           pose_sensor=pose_sensor, source=str(path))
-    if s.notes:
-        from dataclasses import replace
-
-        log = replace(log, notes=tuple(s.notes) + log.notes)
-    if len(log.pose_time) < 2:
-        raise BagError(f"{path}: {pose_topic} has {len(log.pose_time)} poses; calibration needs "
-                       "at least 2")
-    if not math.isfinite(float(np.sum(log.pose))):
-        raise BagError(f"{path}: {pose_topic} has non-finite poses")
-    return log
 
 
 def with_pose_std(log: CalibrationLog, rotation: float, position: float) -> CalibrationLog:

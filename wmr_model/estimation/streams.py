@@ -59,9 +59,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from wmr_model.errors import ParameterError
 
 __all__ = [
+    "usable_poses",
     "Released",
     "OrderedInput",
     "WindowedOrder",
@@ -422,3 +425,12 @@ def differentiate_positions(stamp, position, velocity):
     dt = (t[1:] - t[:-1])[:, None]
     return np.concatenate([rate_or_difference(v[:1], p[1:2], p[:1], dt[:1]),
                            rate_or_difference(v[1:], p[1:], p[:-1], dt)])
+
+
+def usable_poses(series: Any) -> np.ndarray:
+    """Mask (N,) of rows of a pose stream (``stamp``, ``position``, ``orientation`` arrays, e.g.
+    :class:`wmr_model.io.bags.PoseSeries`) with finite stamp, position and a finite quaternion
+    of norm near 1 (> 0.5 before normalization)."""
+    q = np.asarray(series.orientation, dtype=float)
+    return (np.isfinite(series.stamp) & np.all(np.isfinite(series.position), axis=1)
+            & np.all(np.isfinite(q), axis=1) & (np.sum(q * q, axis=1) > 0.25))

@@ -37,10 +37,15 @@ from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from wmr_model.errors import BagError
+
+if TYPE_CHECKING:
+    from wmr_model.calibration.logs import CalibrationLog
+    from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "JointStateSeries",
@@ -54,7 +59,7 @@ __all__ = [
     "KIND_TYPES",
     "DEFAULT_REORDER_WINDOW",
     "BAG_JUMP_THRESHOLD",
-    "usable_poses",
+    "log_from_bag",
 ]
 
 #: [s] reorder window of recorded header stamps (:func:`read_streams`).
@@ -181,14 +186,6 @@ def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
         return out
     finally:
         reader.close()
-
-
-def usable_poses(series: PoseSeries) -> np.ndarray:
-    """Mask (N,) of rows of a pose stream with finite stamp, position and a finite quaternion
-    of norm near 1 (> 0.5 before normalization)."""
-    q = np.asarray(series.orientation, dtype=float)
-    return (np.isfinite(series.stamp) & np.all(np.isfinite(series.position), axis=1)
-            & np.all(np.isfinite(q), axis=1) & (np.sum(q * q, axis=1) > 0.25))
 
 
 def read_streams(path: str | Path, topics: Mapping[str, str], kinds: Mapping[str, str],
@@ -525,3 +522,34 @@ class _Twist(_Accumulator):
 
 
 _ACCUMULATORS = {"joint_states": _JointStates, "imu": _Imu, "pose": _Pose, "twist": _Twist}
+
+
+def log_from_bag(path: str | Path, model: VehicleModel, *, encoder_topic: str = "/joint_states",
+                 pose_topic: str = "/icp/odom", imu_topic: str | None = "/imu/data",
+                 pose_sensor: str | None = None,
+                 window: tuple[float, float] | None = None) -> CalibrationLog:
+    """Read a bag (:func:`read_streams`) into a :class:`~wmr_model.calibration.logs.CalibrationLog`.
+
+    Times are shifted so the first encoder sample is at 0 s. ``window`` ``(start, stop)`` [s
+    after the bag start] reads only part of the bag.
+    """
+    from wmr_model.calibration.logs import log_from_streams
+
+    topics = {"enc": encoder_topic, "pose": pose_topic}
+    kinds = {"enc": "joint_states", "pose": "pose"}
+    if imu_topic:
+        topics["imu"] = imu_topic
+        kinds["imu"] = "imu"
+    s = read_streams(path, topics, kinds, optional=("imu",), window=window)
+    log = log_from_streams(model, s.streams, imu="imu" if "imu" in s.streams else None,
+                           pose_sensor=pose_sensor, source=str(path))
+    if s.notes:
+        from dataclasses import replace
+
+        log = replace(log, notes=tuple(s.notes) + log.notes)
+    if len(log.pose_time) < 2:
+        raise BagError(f"{path}: {pose_topic} has {len(log.pose_time)} poses; calibration needs "
+                       "at least 2")
+    if not math.isfinite(float(np.sum(log.pose))):
+        raise BagError(f"{path}: {pose_topic} has non-finite poses")
+    return log

@@ -238,7 +238,8 @@ def prepare_bag(bag: str, model, opts: FitOptions) -> PreparedBag:
         select_intervals,
         unwrapped_yaw,
     )
-    from wmr_model.calibration.logs import log_from_bag, with_pose_std
+    from wmr_model.calibration.logs import with_pose_std
+    from wmr_model.io.bags import log_from_bag
 
     log = log_from_bag(bag, model, encoder_topic=opts.encoder_topic,
                        pose_topic=opts.pose_topic)

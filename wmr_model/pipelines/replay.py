@@ -575,7 +575,7 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     notes: list[str] = list(s.notes)
     if truth_s is not None:
         from wmr_model.calibration.logs import _pose_rows
-        from wmr_model.io.bags import usable_poses
+        from wmr_model.estimation.streams import usable_poses
 
         good = usable_poses(truth_s)
         if not good.all():
