@@ -34,6 +34,7 @@ import io
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,28 @@ def _unknown(sc: Sidecar, key: str, joint: str, label: str, known: list[str]) ->
     )
 
 
+@dataclass
+class _Tree:
+    """The URDF as :func:`load_urdf` walks it.
+
+    ``links``/``joints`` by name; ``host[link]`` is the model frame carrying the link (a movable
+    joint's name, or the body link) and ``T_host[link]`` (4, 4) its pose in that frame;
+    ``frames`` maps each movable joint to its frame data (parent frame, type, unit axis, ``T0``
+    at zero displacement, limits, child link), in depth-first pre-order with siblings in
+    document order (the thesis' frame-table order).
+    """
+
+    label: str
+    links: dict[str, Any]
+    joints: dict[str, Any]
+    root: str
+    body: str
+    host: dict[str, str]
+    T_host: dict[str, np.ndarray]
+    frames: dict[str, dict[str, Any]]
+    known_joints: list[str]
+
+
 def load_urdf(
     urdf: str | bytes | os.PathLike[str],
     sidecar: str | os.PathLike[str] | Mapping[str, Any] | None = None,
@@ -194,13 +217,54 @@ def load_urdf(
         ``source`` is the URDF path (``"<string>"`` for XML text); pass it to
         :func:`~wmr_model.vehicles.model.compile_vehicle`.
     """
-    import yourdfpy
-
     text, source = read_urdf_text(urdf)
     label = Path(source).name if source != "<string>" else source
     _check_xml(text, label)
+    robot = _parse_robot(text, label)
+    sc = load_sidecar(sidecar)
+    links, joints, root = _link_graph(robot, label)
+    tree = _walk_tree(robot, links, joints, root, sc, label)
+    _reroot_at_body(tree, sc.source)
+    wheel_entries = _wheel_entries(sc, tree)
+    for jn, f in tree.frames.items():  # tree order: a wheel's ancestors are final before it
+        if jn in wheel_entries:
+            _spin_about_y(jn, f, tree.frames, tree.host, tree.T_host, label)
+    wheel_geom = _wheel_sizes(sc, tree, wheel_entries)
+    inertial = _host_inertias(tree)
+    actuated = _actuated_joints(sc, tree, wheel_entries)
+    constraints = _joint_constraints(sc, tree)
+    loops = _loop_closures(sc, label, tree.frames, links, tree.host, tree.T_host, tree.body)
+    sensors = _sensors(sc, tree)
+    for enc, targets in sc.encoder_map.items():
+        for jn in targets:
+            if jn not in tree.frames:
+                raise _unknown(sc, f"encoder_map.{enc}", jn, label, tree.known_joints)
+    tracks = _tracks(sc, label, tree.frames, joints, links, tree.host, tree.T_host,
+                     tree.known_joints)
+    bm, bc, bI = inertial.get(tree.body, (0.0, np.zeros(3), np.zeros((3, 3))))
+    name = sc.vehicle or robot.name or (Path(source).stem if source != "<string>" else "vehicle")
+    return VehicleSpec(
+        name=name,
+        frames=_frame_specs(tree, inertial, wheel_geom, actuated),
+        body_name=tree.body,
+        body_mass=bm,
+        body_com=tuple(bc),
+        body_inertia=bI,
+        joint_constraints=constraints,
+        sensors=sensors,
+        options=_spec_options(sc),
+        source=source,
+        tracks=tracks,
+        loop_closures=loops,
+    )
+
+
+def _parse_robot(text: bytes, label: str) -> Any:
+    """The yourdfpy robot of checked URDF ``text`` (no meshes loaded)."""
+    import yourdfpy
+
     try:
-        robot = yourdfpy.URDF.load(
+        return yourdfpy.URDF.load(
             io.BytesIO(text),
             build_scene_graph=False,
             build_collision_scene_graph=False,
@@ -209,9 +273,11 @@ def load_urdf(
         ).robot
     except Exception as exc:  # yourdfpy raises assorted types on malformed content
         raise ModelError(f"{label}: malformed URDF: {type(exc).__name__}: {exc}") from None
-    sc = load_sidecar(sidecar)
 
-    # ---- graph checks ---------------------------------------------------------------------
+
+def _link_graph(robot: Any, label: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """Links and joints by name and the root link; ModelError unless the links form one tree
+    (names unique, every joint's links defined, one parent joint per link, one root)."""
     links: dict[str, Any] = {}
     for lk in robot.links:
         if lk.name in links:
@@ -242,11 +308,14 @@ def load_urdf(
         raise ModelError(f"{label}: joints form a cycle: every link has a parent joint")
     if len(roots) > 1:
         raise ModelError(f"{label}: more than one root link {roots}; a URDF must be one tree")
-    root = roots[0]
-    movable = [n for n, j in joints.items() if j.type in _MOVING]
-    known_joints = sorted(movable)
+    return links, joints, roots[0]
 
-    # ---- walk the tree: host frame of every link and its pose in that frame ------------------
+
+def _walk_tree(robot: Any, links: dict[str, Any], joints: dict[str, Any], root: str,
+               sc: Sidecar, label: str) -> _Tree:
+    """Host frame of every link and its pose in that frame, and the movable joints' frames,
+    walking from the root depth first (fixed joints merge their child into the parent's host)."""
+    known_joints = sorted(n for n, j in joints.items() if j.type in _MOVING)
     body = sc.body_link or root
     if body not in links:
         raise ModelError(f"{sc.source}: body_link {body!r} is not a link of {label}; "
@@ -254,96 +323,110 @@ def load_urdf(
     children: dict[str, list[Any]] = {n: [] for n in links}
     for j in robot.joints:
         children[j.parent].append(j)
-    host: dict[str, str] = {root: body}
-    T_host: dict[str, np.ndarray] = {root: np.eye(4)}
-    frames: dict[str, dict[str, Any]] = {}  # joint name -> frame data, in tree order
+    tree = _Tree(label, links, joints, root, body, {root: body}, {root: np.eye(4)}, {},
+                 known_joints)
     # depth-first pre-order, siblings in document order: the thesis' frame-table order
     stack = list(reversed(children[root]))
     while stack:
         j = stack.pop()
         ln = j.parent
-        where = f"{label}: joint {j.name!r}"
-        T_pj = T_host[ln] @ _finite_T(j.origin, where)
+        T_pj = tree.T_host[ln] @ _finite_T(j.origin, f"{label}: joint {j.name!r}")
         if j.type == "fixed":
-            host[j.child] = host[ln]
-            T_host[j.child] = T_pj
+            tree.host[j.child] = tree.host[ln]
+            tree.T_host[j.child] = T_pj
         else:
-            axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=float)
-            if not np.all(np.isfinite(axis)):
-                raise ModelError(f"{where}: axis must be finite, got {axis.tolist()}")
-            na = float(np.linalg.norm(axis))
-            if na < 1e-9:
-                raise ModelError(f"{where}: axis must be nonzero, got {axis.tolist()}")
-            lower, upper = -math.inf, math.inf
-            if j.type != "continuous" and j.limit is not None:
-                if j.limit.lower is not None:
-                    lower = float(j.limit.lower)
-                if j.limit.upper is not None:
-                    upper = float(j.limit.upper)
-            frames[j.name] = {
-                "parent": host[ln],
-                "type": "prismatic" if j.type == "prismatic" else "revolute",
-                "axis": axis / na,
-                "T0": T_pj,
-                "lower": lower,
-                "upper": upper,
-                "link": j.child,
-            }
-            host[j.child] = j.name
-            T_host[j.child] = np.eye(4)
+            tree.frames[j.name] = _joint_frame(j, tree.host[ln], T_pj, label)
+            tree.host[j.child] = j.name
+            tree.T_host[j.child] = np.eye(4)
         stack.extend(reversed(children[j.child]))
-    unreached = [n for n in links if n not in host]
+    unreached = [n for n in links if n not in tree.host]
     if unreached:
         raise ModelError(f"{label}: links {unreached} form a cycle (not reachable from {root!r})")
+    return tree
 
-    # ---- re-root at body_link ----------------------------------------------------------------
-    if body != root:
-        if host[body] != body or body in frames:
-            raise ModelError(
-                f"{sc.source}: body_link {body!r} must be joined to the root link {root!r} by "
-                "fixed joints only"
-            )
-        Tb_inv = np.linalg.inv(T_host[body])
-        for ln in links:
-            if host[ln] == body:
-                T_host[ln] = Tb_inv @ T_host[ln]
-        for f in frames.values():
-            if f["parent"] == body:
-                f["T0"] = Tb_inv @ f["T0"]
 
-    # ---- wheels ---------------------------------------------------------------------------
-    if sc.wheels is not None:
-        wheel_entries = sc.wheels
-        for jn in wheel_entries:
-            if jn not in joints:
-                raise _unknown(sc, f"wheels.{jn}", jn, label, known_joints)
-            if joints[jn].type not in ("revolute", "continuous"):
-                raise ModelError(
-                    f"{sc.source}: wheels.{jn}: joint {jn!r} is {joints[jn].type}; a wheel needs "
-                    "a revolute or continuous joint"
-                )
-    else:
+def _joint_frame(j: Any, parent: str, T_pj: np.ndarray, label: str) -> dict[str, Any]:
+    """Frame data of movable joint ``j`` carried by frame ``parent`` at pose ``T_pj`` there."""
+    where = f"{label}: joint {j.name!r}"
+    axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=float)
+    if not np.all(np.isfinite(axis)):
+        raise ModelError(f"{where}: axis must be finite, got {axis.tolist()}")
+    na = float(np.linalg.norm(axis))
+    if na < 1e-9:
+        raise ModelError(f"{where}: axis must be nonzero, got {axis.tolist()}")
+    lower, upper = -math.inf, math.inf
+    if j.type != "continuous" and j.limit is not None:
+        if j.limit.lower is not None:
+            lower = float(j.limit.lower)
+        if j.limit.upper is not None:
+            upper = float(j.limit.upper)
+    return {
+        "parent": parent,
+        "type": "prismatic" if j.type == "prismatic" else "revolute",
+        "axis": axis / na,
+        "T0": T_pj,
+        "lower": lower,
+        "upper": upper,
+        "link": j.child,
+    }
+
+
+def _reroot_at_body(tree: _Tree, sidecar: str) -> None:
+    """Express everything the body link carries in the body link's own frame when the sidecar's
+    ``body_link`` is not the root (it must hang from the root by fixed joints only)."""
+    body, root = tree.body, tree.root
+    if body == root:
+        return
+    if tree.host[body] != body or body in tree.frames:
+        raise ModelError(
+            f"{sidecar}: body_link {body!r} must be joined to the root link {root!r} by "
+            "fixed joints only"
+        )
+    Tb_inv = np.linalg.inv(tree.T_host[body])
+    for ln in tree.links:
+        if tree.host[ln] == body:
+            tree.T_host[ln] = Tb_inv @ tree.T_host[ln]
+    for f in tree.frames.values():
+        if f["parent"] == body:
+            f["T0"] = Tb_inv @ f["T0"]
+
+
+def _wheel_entries(sc: Sidecar, tree: _Tree) -> Mapping[str, WheelEntry]:
+    """The sidecar's ``wheels`` (checked to be revolute/continuous joints), else every
+    continuous joint that is not a track sprocket."""
+    joints = tree.joints
+    if sc.wheels is None:
         sprockets = {t.sprocket for t in sc.tracks}
-        wheel_entries = {n: WheelEntry() for n, j in joints.items()
-                         if j.type == "continuous" and n not in sprockets}
+        return {n: WheelEntry() for n, j in joints.items()
+                if j.type == "continuous" and n not in sprockets}
+    for jn in sc.wheels:
+        if jn not in joints:
+            raise _unknown(sc, f"wheels.{jn}", jn, tree.label, tree.known_joints)
+        if joints[jn].type not in ("revolute", "continuous"):
+            raise ModelError(
+                f"{sc.source}: wheels.{jn}: joint {jn!r} is {joints[jn].type}; a wheel needs "
+                "a revolute or continuous joint"
+            )
+    return sc.wheels
 
-    for jn, f in frames.items():  # tree order: a wheel's ancestors are final before it
-        if jn in wheel_entries:
-            _spin_about_y(jn, f, frames, host, T_host, label)
 
+def _wheel_sizes(sc: Sidecar, tree: _Tree,
+                 wheel_entries: Mapping[str, WheelEntry]) -> dict[str, tuple[float, float]]:
+    """``(radius, width)`` [m] of each wheel joint: the sidecar's, else the wheel link's
+    collision cylinder/sphere (a sidecar radius is checked against that geometry)."""
+    label = tree.label
     wheel_geom: dict[str, tuple[float, float]] = {}
     for jn, entry in wheel_entries.items():
-        f = frames[jn]
+        f = tree.frames[jn]
+        link, T_link = tree.links[f["link"]], tree.T_host[f["link"]]
         radius: float | None = None
         width: float | None = None
         if entry.radius is None or entry.width is None:
-            radius, width = _wheel_geometry(
-                links[f["link"]], T_host[f["link"]], f["axis"], f"{label}: wheel joint {jn!r}"
-            )
+            radius, width = _wheel_geometry(link, T_link, f["axis"],
+                                            f"{label}: wheel joint {jn!r}")
         if entry.radius is not None:
-            _check_radius_against_collision(entry.radius, links[f["link"]], T_host[f["link"]],
-                                            f["axis"], f"{label}: wheel joint {jn!r}",
-                                            sc.source)
+            _check_radius_against_collision(entry.radius, link, T_link, f["axis"],
+                                            f"{label}: wheel joint {jn!r}", sc.source)
             radius = entry.radius
         if entry.width is not None:
             width = entry.width
@@ -354,13 +437,17 @@ def load_urdf(
                 f"wheels.{jn}.radius"
             )
         wheel_geom[jn] = (radius, width if width is not None else 0.0)
+    return wheel_geom
 
-    # ---- inertia: merge every link into its host frame ----------------------------------------
+
+def _host_inertias(tree: _Tree) -> dict[str, tuple[float, np.ndarray, np.ndarray]]:
+    """Mass, com (3,) and inertia about the com (3, 3) of each host frame: every link's
+    ``<inertial>`` moved into its host frame and merged (:func:`combine_inertias`)."""
     parts: dict[str, list[tuple[float, np.ndarray, np.ndarray]]] = {}
-    for ln, lk in links.items():
+    for ln, lk in tree.links.items():
         if lk.inertial is None:
             continue
-        where = f"{label}: link {ln!r} <inertial>"
+        where = f"{tree.label}: link {ln!r} <inertial>"
         m = float(lk.inertial.mass) if lk.inertial.mass is not None else 0.0
         if not (math.isfinite(m) and m >= 0.0):
             raise ModelError(f"{where}: mass must be >= 0 kg, got {m}")
@@ -369,22 +456,29 @@ def load_urdf(
         )
         if not np.all(np.isfinite(I_link)):
             raise ModelError(f"{where}: inertia must be finite")
-        T = T_host[ln] @ _finite_T(lk.inertial.origin, where)
+        T = tree.T_host[ln] @ _finite_T(lk.inertial.origin, where)
         R = T[:3, :3]
-        parts.setdefault(host[ln], []).append((m, T[:3, 3].copy(), R @ I_link @ R.T))
-    inertial = {h: combine_inertias(p) for h, p in parts.items()}
+        parts.setdefault(tree.host[ln], []).append((m, T[:3, 3].copy(), R @ I_link @ R.T))
+    return {h: combine_inertias(p) for h, p in parts.items()}
 
-    # ---- actuation, constraints, sensors -----------------------------------------------------
-    if sc.actuated is not None:
-        for jn in sc.actuated:
-            if jn not in frames:
-                raise _unknown(sc, "actuated", jn, label, known_joints)
-        actuated = set(sc.actuated)
-    else:
-        actuated = set(wheel_entries) | {t.sprocket for t in sc.tracks if t.sprocket in frames}
 
+def _actuated_joints(sc: Sidecar, tree: _Tree,
+                     wheel_entries: Mapping[str, WheelEntry]) -> set[str]:
+    """The sidecar's ``actuated`` joints, else the wheels and the track sprockets."""
+    if sc.actuated is None:
+        return set(wheel_entries) | {t.sprocket for t in sc.tracks if t.sprocket in tree.frames}
+    for jn in sc.actuated:
+        if jn not in tree.frames:
+            raise _unknown(sc, "actuated", jn, tree.label, tree.known_joints)
+    return set(sc.actuated)
+
+
+def _joint_constraints(sc: Sidecar, tree: _Tree) -> list[JointConstraintSpec]:
+    """``<mimic>`` constraints (named ``mimic_<joint>``), then the sidecar's
+    ``joint_constraints`` with their springs."""
+    label, frames, known_joints = tree.label, tree.frames, tree.known_joints
     constraints: list[JointConstraintSpec] = []
-    for jn, j in joints.items():
+    for jn, j in tree.joints.items():
         if j.mimic is None or jn not in frames:
             continue
         if j.mimic.joint == jn:
@@ -404,35 +498,36 @@ def load_urdf(
                 raise _unknown(sc, f"joint_constraints ({cname})", jn, label, known_joints)
         k, d, pre = sc.joint_constraint_springs.get(cname, (None, None, 0.0))
         constraints.append(JointConstraintSpec(cname, dict(terms), offset, k, d, pre))
-    loops = _loop_closures(sc, label, frames, links, host, T_host, body)
+    return constraints
 
+
+def _sensors(sc: Sidecar, tree: _Tree) -> list[SensorSpec]:
+    """Sidecar ``sensors`` -> SensorSpec in the model frame carrying their link (or parent)."""
     sensors: list[SensorSpec] = []
     for s in sc.sensors:
         ref = s.link if s.link is not None else s.parent
         assert ref is not None
         T_s = _T(s.xyz, s.rpy)
-        if ref in links:
-            T = T_host[ref] @ T_s
-            parent = host[ref]
-        elif s.link is None and (ref in frames or ref == body):
+        if ref in tree.links:
+            T = tree.T_host[ref] @ T_s
+            parent = tree.host[ref]
+        elif s.link is None and (ref in tree.frames or ref == tree.body):
             T, parent = T_s, ref
         else:
             raise ModelError(
-                f"{sc.source}: sensors.{s.name}: {ref!r} is not a link of {label}; "
-                f"links are {sorted(links)}"
+                f"{sc.source}: sensors.{s.name}: {ref!r} is not a link of {tree.label}; "
+                f"links are {sorted(tree.links)}"
             )
         sensors.append(SensorSpec(s.name, parent, tuple(T[:3, 3]), rpy_from_rot(T[:3, :3])))
+    return sensors
 
-    for enc, targets in sc.encoder_map.items():
-        for jn in targets:
-            if jn not in frames:
-                raise _unknown(sc, f"encoder_map.{enc}", jn, label, known_joints)
 
-    tracks = _tracks(sc, label, frames, joints, links, host, T_host, known_joints)
-
-    # ---- assemble -------------------------------------------------------------------------
+def _frame_specs(tree: _Tree, inertial: Mapping[str, tuple[float, np.ndarray, np.ndarray]],
+                 wheel_geom: Mapping[str, tuple[float, float]],
+                 actuated: set[str]) -> list[FrameSpec]:
+    """One FrameSpec per movable joint, in tree order."""
     specs = []
-    for jn, f in frames.items():
+    for jn, f in tree.frames.items():
         m, c, inertia = inertial.get(jn, (0.0, np.zeros(3), np.zeros((3, 3))))
         radius, width = wheel_geom.get(jn, (None, 0.0))
         specs.append(
@@ -453,7 +548,11 @@ def load_urdf(
                 wheel_width=width,
             )
         )
-    bm, bc, bI = inertial.get(body, (0.0, np.zeros(3), np.zeros((3, 3))))
+    return specs
+
+
+def _spec_options(sc: Sidecar) -> dict[str, Any]:
+    """VehicleSpec options: the sidecar's, plus its parameters, encoder map and controller."""
     options = dict(sc.options)
     if sc.parameters:
         options["parameters"] = dict(sc.parameters)
@@ -461,21 +560,7 @@ def load_urdf(
         options["encoder_map"] = {k: list(v) for k, v in sc.encoder_map.items()}
     if sc.controller:
         options["controller"] = dict(sc.controller, source=sc.source)
-    name = sc.vehicle or robot.name or (Path(source).stem if source != "<string>" else "vehicle")
-    return VehicleSpec(
-        name=name,
-        frames=specs,
-        body_name=body,
-        body_mass=bm,
-        body_com=tuple(bc),
-        body_inertia=bI,
-        joint_constraints=constraints,
-        sensors=sensors,
-        options=options,
-        source=source,
-        tracks=tracks,
-        loop_closures=loops,
-    )
+    return options
 
 
 def _loop_closures(sc: Sidecar, label: str, frames: dict[str, dict[str, Any]],
