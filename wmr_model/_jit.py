@@ -123,12 +123,15 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
         raise ImportError
     import numba as _numba
 
+    # numba sets its configuration attributes at run time; they are invisible to a type checker
+    _config: Any = _numba.config
+
     _USER_CACHE_DIR = os.environ.get("NUMBA_CACHE_DIR", "")
     if not _USER_CACHE_DIR:
         _CACHE_BASE = _cache_base()
         CACHE_DIR = str(_CACHE_BASE) if _CACHE_BASE else ""
     JIT_ENABLED = True
-    prange = _numba.prange
+    prange: Any = _numba.prange
 
     def num_threads() -> int:
         """Threads a ``parallel=True`` kernel's ``prange`` runs on."""
@@ -139,7 +142,7 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
         default the CPU count) from now on, in the calling thread; results do not change."""
         from wmr_model.errors import ParameterError
 
-        top = int(_numba.config.NUMBA_NUM_THREADS)
+        top = int(_config.NUMBA_NUM_THREADS)
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= top:
             raise ParameterError(f"threads: must be an integer in 1..{top}, got {n!r}")
         _numba.set_num_threads(n)
@@ -151,12 +154,12 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
         def compile_(f: Callable[..., Any]) -> Any:
             if not kwargs.get("cache") or _USER_CACHE_DIR:
                 return _numba.njit(**kwargs)(f)
-            saved = _numba.config.CACHE_DIR
-            _numba.config.CACHE_DIR = _cache_dir_for(f)
+            saved = _config.CACHE_DIR
+            _config.CACHE_DIR = _cache_dir_for(f)
             try:
                 return _numba.njit(**kwargs)(f)
             finally:
-                _numba.config.CACHE_DIR = saved
+                _config.CACHE_DIR = saved
 
         if len(args) == 1 and callable(args[0]):
             return compile_(args[0])

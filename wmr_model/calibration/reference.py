@@ -107,7 +107,7 @@ def _speeds(log: CalibrationLog, dd) -> tuple[np.ndarray, np.ndarray]:
 
 def _heading(log: CalibrationLog, dd, t: np.ndarray) -> np.ndarray:
     """Integrated yaw [rad] at ``t`` from 0 at the first sample: gyro z, else the wheels."""
-    if log.gyro is not None and len(log.gyro) >= 2:
+    if log.gyro is not None and log.gyro_time is not None and len(log.gyro) >= 2:
         return _cumulative(t, log.gyro_time, log.gyro[:, 2])
     vl, vr = _speeds(log, dd)
     return _cumulative(t, log.joint_time, (vr - vl) / dd.track)

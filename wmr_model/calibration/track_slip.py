@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -269,9 +270,10 @@ def track_slip_log(model: VehicleModel, manoeuvres: Sequence[Manoeuvre],
     joint_rate_arr = rates[:, 0:2]
     pot_time = np.array([0.0, total])
     pot = np.full((2, len(flip)), flippers)
-    common = dict(joint_names=tuple(sprockets), joint_time=t_joint, joint_rate=joint_rate_arr,
-                  pose_time=t_pose, pose_covariance=cov, pot_names=tuple(flip),
-                  pot_time=pot_time, pot_reading=pot)
+    common: dict[str, Any] = dict(
+        joint_names=tuple(sprockets), joint_time=t_joint, joint_rate=joint_rate_arr,
+        pose_time=t_pose, pose_covariance=cov, pot_names=tuple(flip), pot_time=pot_time,
+        pot_reading=pot)
     log = CalibrationLog(pose=noisy, source="<track_slip_log>", **common)
     truth = CalibrationLog(pose=pose, source="<track_slip_log truth>", **common)
     return TrackSlipRun(log, truth, mans, start, twist, belts, veh)

@@ -37,7 +37,7 @@ from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -277,6 +277,7 @@ def read_streams(path: str | Path, topics: Mapping[str, str], kinds: Mapping[str
             if st["non_finite_stamp"]:
                 notes.append(f"{st['non_finite_stamp']} message(s) with a non-finite stamp "
                              "dropped")
+            assert reorder_window is not None  # order exists only with a window
             notes += stitch.notes(reorder_window)
         streams = {role: a.build() for role, a in acc.items()}
         return BagStreams(path=str(path), topics=dict(topics), streams=streams, notes=notes)
@@ -379,6 +380,14 @@ class _Accumulator:
 
     def _times(self) -> tuple[np.ndarray, np.ndarray]:
         return np.array(self.stamp, dtype=float), np.array(self.recv, dtype=float)
+
+    def row(self, t_ns: int, mtype: str, m: Any) -> tuple[float, tuple]:
+        """``(header stamp [s], (receive time [s], values))`` of one message (per kind)."""
+        raise NotImplementedError
+
+    def build(self) -> Any:
+        """The stream's series (per kind)."""
+        raise NotImplementedError
 
 
 class _JointStates(_Accumulator):

@@ -113,7 +113,7 @@ def content_id(path: str | os.PathLike[str]) -> str:
         rel = q.name if q == p else q.relative_to(p).as_posix()
         h.update(f"{rel}\0{q.stat().st_size}\0".encode())
         with open(q, "rb") as f:
-            for chunk in iter(lambda f=f: f.read(1 << 20), b""):
+            for chunk in iter(functools.partial(f.read, 1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()
 
@@ -281,9 +281,10 @@ class Runner:
         for i, t in enumerate(tasks):
             hit, value = self._load(keys[i])
             if hit:
-                out[i] = TaskResult(t.name, True, value, cached=True)
+                res = TaskResult(t.name, True, value, cached=True)
+                out[i] = res
                 self.stats.cached += 1
-                bar.update(out[i])
+                bar.update(res)
             else:
                 todo.append(i)
         try:
@@ -293,11 +294,12 @@ class Runner:
                 self.stats.executed += 1
                 if ok:
                     self._store(keys[i], value)
-                    out[i] = TaskResult(tasks[i].name, True, value)
+                    res = TaskResult(tasks[i].name, True, value)
                 else:
                     self.stats.failed += 1
-                    out[i] = TaskResult(tasks[i].name, False, error=value)
-                bar.update(out[i])
+                    res = TaskResult(tasks[i].name, False, error=value)
+                out[i] = res
+                bar.update(res)
         finally:
             bar.close()
         return [r for r in out if r is not None]

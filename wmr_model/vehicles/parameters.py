@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -159,7 +160,7 @@ def with_parameters(model: VehicleModel, values: Mapping[str, float]) -> Vehicle
         a.setflags(write=False)
         return a
 
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     if "wheel_radius" in touched:
         changes["wheel_radius"] = ro(radius)
     if "T0" in touched:

@@ -105,9 +105,9 @@ def integrate_planar(pose0: np.ndarray, vx: np.ndarray, wz: np.ndarray, dt: floa
     vx = np.asarray(vx, dtype=float)
     wz = np.asarray(wz, dtype=float)
     batched = p0.ndim == 2 or vx.ndim == 2
-    p0 = p0.reshape(-1, 3) if p0.shape[-1:] == (3,) else None
-    if p0 is None:
+    if p0.shape[-1:] != (3,):
         raise ShapeError(f"pose0: expected shape (3,) or (N, 3), got {np.shape(pose0)}")
+    p0 = p0.reshape(-1, 3)
     if vx.shape != wz.shape or vx.ndim not in (1, 2):
         raise ShapeError(f"vx, wz: expected equal shapes (T,) or (N, T), got {vx.shape} and "
                          f"{wz.shape}")
