@@ -519,8 +519,36 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
     radius, constraints on unknown joints.
     """
     src = spec.source
+    order = _parent_first_order(spec)
+    frame_names = (spec.body_name, *(f.name for f in order))
+    index = {n: i for i, n in enumerate(frame_names)}
+    frames, wheels = _compile_frames(spec, order, index)
+    parent = frames["parent"]
+    constraints, cnames = _compile_joint_constraints(spec, index, len(frame_names) + 5)
+    sensors = _compile_sensors(spec, index)
+    track = _compile_tracks(spec, index, parent, frames["joint_type"])
+    loops, loop_names = _compile_loop_closures(spec, index, parent, frames["T0"])
+    return VehicleModel(
+        name=spec.name,
+        source=src,
+        frame_names=frame_names,
+        **{k: _ro(v) for k, v in frames.items()},
+        **{k: _ro(v) for k, v in _compile_wheels(wheels, parent).items()},
+        **{k: _ro(v) for k, v in constraints.items()},
+        joint_constraint_names=cnames,
+        sensor_frame=sensors,
+        options=dict(spec.options),
+        loop_closure=_ro(loops),
+        loop_closure_names=loop_names,
+        **track,
+    )
+
+
+def _parent_first_order(spec: VehicleSpec) -> list[FrameSpec]:
+    """The frames of ``spec`` reordered so that each parent precedes its children, stable with
+    respect to the spec order; ModelError on empty, duplicate or unknown names and cycles."""
+    src = spec.source
     body = spec.body_name
-    names = [f.name for f in spec.frames]
     seen: set[str] = {body}
     for f in spec.frames:
         if not isinstance(f.name, str) or not f.name:
@@ -534,17 +562,15 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
             raise ModelError(f"{src}: frame {f.name!r}: parent {f.parent!r} is not defined")
         if f.parent == f.name:
             raise ModelError(f"{src}: frame {f.name!r} is its own parent")
-
-    # Topological order, stable with respect to the spec order; detect cycles.
-    order: list[str] = []
+    order: list[FrameSpec] = []
     placed = {body}
-    remaining = list(names)
+    remaining = [f.name for f in spec.frames]
     while remaining:
         progressed = False
         rest = []
         for n in remaining:
             if by_name[n].parent in placed:
-                order.append(n)
+                order.append(by_name[n])
                 placed.add(n)
                 progressed = True
             else:
@@ -552,83 +578,115 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
         if not progressed:
             raise ModelError(f"{src}: frames {rest} form a cycle (no path to the body {body!r})")
         remaining = rest
+    return order
 
+
+def _compile_frames(spec: VehicleSpec, order: list[FrameSpec], index: dict[str, int],
+                    ) -> tuple[dict[str, np.ndarray], list[tuple[int, float, float]]]:
+    """The per-frame arrays of :class:`VehicleModel` (``parent`` ... ``inertia``, (nf, ...),
+    row 0 the body) and the wheels ``(frame index, radius [m], width [m])``."""
+    src, body = spec.source, spec.body_name
     nf = len(order) + 1
-    frame_names = (body, *order)
-    index = {n: i for i, n in enumerate(frame_names)}
-    parent = np.full(nf, -1, dtype=np.int64)
-    joint_type = np.zeros(nf, dtype=np.int64)
-    axis = np.zeros((nf, 3))
-    T0 = np.tile(np.eye(4), (nf, 1, 1))
-    actuated = np.zeros(nf, dtype=bool)
-    lower = np.full(nf, -np.inf)
-    upper = np.full(nf, np.inf)
-    mass = np.zeros(nf)
-    com = np.zeros((nf, 3))
-    inertia = np.zeros((nf, 3, 3))
-
+    a = {
+        "parent": np.full(nf, -1, dtype=np.int64),
+        "joint_type": np.zeros(nf, dtype=np.int64),
+        "axis": np.zeros((nf, 3)),
+        "T0": np.tile(np.eye(4), (nf, 1, 1)),
+        "actuated": np.zeros(nf, dtype=bool),
+        "lower": np.full(nf, -np.inf),
+        "upper": np.full(nf, np.inf),
+        "mass": np.zeros(nf),
+        "com": np.zeros((nf, 3)),
+        "inertia": np.zeros((nf, 3, 3)),
+    }
     where_body = f"{src}: body {body!r}"
     if not (math.isfinite(spec.body_mass) and spec.body_mass >= 0):
         raise ModelError(f"{where_body}: mass must be >= 0 kg, got {spec.body_mass}")
-    mass[0] = spec.body_mass
-    com[0] = _vec3(spec.body_com, "com", where_body)
-    inertia[0] = _inertia(spec.body_inertia, where_body)
-
+    a["mass"][0] = spec.body_mass
+    a["com"][0] = _vec3(spec.body_com, "com", where_body)
+    a["inertia"][0] = _inertia(spec.body_inertia, where_body)
     wheels: list[tuple[int, float, float]] = []
-    for i, n in enumerate(order, start=1):
-        f = by_name[n]
-        where = f"{src}: frame {n!r}"
-        if f.joint_type not in _JOINT_TYPES:
-            raise ModelError(
-                f"{where}: joint type must be revolute or prismatic (fixed joints are merged "
-                f"by the loader), got {f.joint_type!r}"
-            )
-        parent[i] = index[f.parent]
-        joint_type[i] = _JOINT_TYPES[f.joint_type]
-        a = _vec3(f.axis, "axis", where)
-        na = float(np.linalg.norm(a))
-        if na < 1e-9:
-            raise ModelError(f"{where}: axis must be nonzero, got {a.tolist()}")
-        axis[i] = a / na
-        T0[i] = _transform(_vec3(f.xyz, "xyz", where), _vec3(f.rpy, "rpy", where))
-        actuated[i] = bool(f.actuated)
-        lo, hi = float(f.lower), float(f.upper)
-        if math.isnan(lo) or math.isnan(hi) or lo > hi:
-            raise ModelError(f"{where}: joint limits must satisfy lower <= upper, got [{lo}, {hi}]")
-        lower[i], upper[i] = lo, hi
-        if not (math.isfinite(f.mass) and f.mass >= 0):
-            raise ModelError(f"{where}: mass must be >= 0 kg, got {f.mass}")
-        mass[i] = f.mass
-        com[i] = _vec3(f.com, "com", where)
-        inertia[i] = _inertia(f.inertia, where)
+    for i, f in enumerate(order, start=1):
+        where = f"{src}: frame {f.name!r}"
+        _compile_frame_row(f, i, index, a, where)
         if f.wheel_radius is not None:
-            r = float(f.wheel_radius)
-            if not (math.isfinite(r) and r > 0):
-                raise ModelError(f"{where}: wheel radius must be > 0 m, got {f.wheel_radius}")
-            if joint_type[i] != REVOLUTE:
-                raise ModelError(f"{where}: a wheel must spin on a revolute joint")
-            if abs(abs(axis[i, 1]) - 1.0) > 1e-9:
-                raise ModelError(
-                    f"{where}: a wheel must spin about its own y axis (thesis §2.2.1); got axis "
-                    f"{axis[i].tolist()} - rotate the frame (rpy) so the spin axis is y"
-                )
-            w = float(f.wheel_width)
-            if not (math.isfinite(w) and w >= 0):
-                raise ModelError(f"{where}: wheel width must be >= 0 m, got {f.wheel_width}")
-            wheels.append((i, r, w))
+            wheels.append(_wheel_row(f, i, a, where))
+    return a, wheels
 
-    nw = len(wheels)
+
+def _compile_frame_row(f: FrameSpec, i: int, index: dict[str, int], a: dict[str, np.ndarray],
+                       where: str) -> None:
+    """Validate frame ``f`` into row ``i`` of the per-frame arrays ``a``."""
+    if f.joint_type not in _JOINT_TYPES:
+        raise ModelError(
+            f"{where}: joint type must be revolute or prismatic (fixed joints are merged "
+            f"by the loader), got {f.joint_type!r}"
+        )
+    a["parent"][i] = index[f.parent]
+    a["joint_type"][i] = _JOINT_TYPES[f.joint_type]
+    ax = _vec3(f.axis, "axis", where)
+    na = float(np.linalg.norm(ax))
+    if na < 1e-9:
+        raise ModelError(f"{where}: axis must be nonzero, got {ax.tolist()}")
+    a["axis"][i] = ax / na
+    a["T0"][i] = _transform(_vec3(f.xyz, "xyz", where), _vec3(f.rpy, "rpy", where))
+    a["actuated"][i] = bool(f.actuated)
+    lo, hi = float(f.lower), float(f.upper)
+    if math.isnan(lo) or math.isnan(hi) or lo > hi:
+        raise ModelError(f"{where}: joint limits must satisfy lower <= upper, got [{lo}, {hi}]")
+    a["lower"][i], a["upper"][i] = lo, hi
+    if not (math.isfinite(f.mass) and f.mass >= 0):
+        raise ModelError(f"{where}: mass must be >= 0 kg, got {f.mass}")
+    a["mass"][i] = f.mass
+    a["com"][i] = _vec3(f.com, "com", where)
+    a["inertia"][i] = _inertia(f.inertia, where)
+
+
+def _wheel_row(f: FrameSpec, i: int, a: dict[str, np.ndarray],
+               where: str) -> tuple[int, float, float]:
+    """``(i, radius, width)`` of wheel frame ``f`` (row ``i`` of ``a`` already compiled): a
+    revolute joint spinning about the frame's y axis (thesis §2.2.1)."""
+    r = float(f.wheel_radius)
+    if not (math.isfinite(r) and r > 0):
+        raise ModelError(f"{where}: wheel radius must be > 0 m, got {f.wheel_radius}")
+    if a["joint_type"][i] != REVOLUTE:
+        raise ModelError(f"{where}: a wheel must spin on a revolute joint")
+    if abs(abs(a["axis"][i, 1]) - 1.0) > 1e-9:
+        raise ModelError(
+            f"{where}: a wheel must spin about its own y axis (thesis §2.2.1); got axis "
+            f"{a['axis'][i].tolist()} - rotate the frame (rpy) so the spin axis is y"
+        )
+    w = float(f.wheel_width)
+    if not (math.isfinite(w) and w >= 0):
+        raise ModelError(f"{where}: wheel width must be >= 0 m, got {f.wheel_width}")
+    return i, r, w
+
+
+def _compile_wheels(wheels: list[tuple[int, float, float]],
+                    parent: np.ndarray) -> dict[str, np.ndarray]:
+    """``wheel_frame``, ``wheel_radius``, ``wheel_width`` (nw,) and ``chain`` (nw, nf): the
+    frames on each wheel's path to the body (2.19)."""
+    nw, nf = len(wheels), parent.shape[0]
     wheel_frame = np.array([w[0] for w in wheels], dtype=np.int64)
-    wheel_radius = np.array([w[1] for w in wheels], dtype=float)
-    wheel_width = np.array([w[2] for w in wheels], dtype=float)
     chain = np.zeros((nw, nf), dtype=bool)
     for k, wf in enumerate(wheel_frame):
         i = int(wf)
         while i > 0:
             chain[k, i] = True
             i = int(parent[i])
+    return {
+        "wheel_frame": wheel_frame,
+        "wheel_radius": np.array([w[1] for w in wheels], dtype=float),
+        "wheel_width": np.array([w[2] for w in wheels], dtype=float),
+        "chain": chain,
+    }
 
-    nv = nf + 5
+
+def _compile_joint_constraints(spec: VehicleSpec, index: dict[str, int], nv: int,
+                               ) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
+    """``A_joint`` (ncj, nv), ``joint_offset``, ``joint_stiffness``, ``joint_damping`` and
+    ``joint_preload`` (ncj,) of ``spec.joint_constraints`` (2.26, 2.74), and their names."""
+    src = spec.source
     ncj = len(spec.joint_constraints)
     A_joint = np.zeros((ncj, nv))
     joint_offset = np.zeros(ncj)
@@ -662,50 +720,23 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
             raise ModelError(f"{where}: a preload needs the constraint's own stiffness > 0")
         joint_preload[r] = float(c.preload)
         cnames.append(c.name)
+    return {"A_joint": A_joint, "joint_offset": joint_offset, "joint_stiffness": joint_stiffness,
+            "joint_damping": joint_damping, "joint_preload": joint_preload}, tuple(cnames)
 
+
+def _compile_sensors(spec: VehicleSpec, index: dict[str, int],
+                     ) -> dict[str, tuple[int, np.ndarray]]:
+    """``sensor_frame``: name -> (frame index, (4, 4) read-only pose in that frame)."""
     sensors: dict[str, tuple[int, np.ndarray]] = {}
     for s in spec.sensors:
-        where = f"{src}: sensor {s.name!r}"
+        where = f"{spec.source}: sensor {s.name!r}"
         if s.parent not in index:
             raise ModelError(f"{where}: parent frame {s.parent!r} is not defined")
         if s.name in sensors:
             raise ModelError(f"{where}: defined twice")
         T = _transform(_vec3(s.xyz, "xyz", where), _vec3(s.rpy, "rpy", where))
         sensors[s.name] = (index[s.parent], _ro(T))
-
-    track = _compile_tracks(spec, index, parent, joint_type)
-    loops, loop_names = _compile_loop_closures(spec, index, parent, T0)
-
-    return VehicleModel(
-        name=spec.name,
-        source=src,
-        frame_names=frame_names,
-        parent=_ro(parent),
-        joint_type=_ro(joint_type),
-        axis=_ro(axis),
-        T0=_ro(T0),
-        actuated=_ro(actuated),
-        lower=_ro(lower),
-        upper=_ro(upper),
-        mass=_ro(mass),
-        com=_ro(com),
-        inertia=_ro(inertia),
-        wheel_frame=_ro(wheel_frame),
-        wheel_radius=_ro(wheel_radius),
-        wheel_width=_ro(wheel_width),
-        chain=_ro(chain),
-        A_joint=_ro(A_joint),
-        joint_offset=_ro(joint_offset),
-        joint_constraint_names=tuple(cnames),
-        sensor_frame=sensors,
-        options=dict(spec.options),
-        joint_stiffness=_ro(joint_stiffness),
-        joint_damping=_ro(joint_damping),
-        joint_preload=_ro(joint_preload),
-        loop_closure=_ro(loops),
-        loop_closure_names=loop_names,
-        **track,
-    )
+    return sensors
 
 
 def _register_name(src: str, what: str, name: object, names: list[str]) -> None:
