@@ -379,128 +379,19 @@ def load_frame_table(src: str | os.PathLike[str] | Mapping[str, Any]) -> Vehicle
     data = expect_mapping(data, f"{label}: the document")
     check_keys(data, _TOP_KEYS, label)
     check_version(data, label, FRAME_TABLE_VERSION)
-    lu = data.get("length_unit", "m")
-    mu = data.get("mass_unit", "kg")
-    if lu not in LENGTH_UNITS:
-        raise ModelError(f"{label}: length_unit must be one of {list(LENGTH_UNITS)}, got {lu!r}")
-    if mu not in MASS_UNITS:
-        raise ModelError(f"{label}: mass_unit must be one of {list(MASS_UNITS)}, got {mu!r}")
-    names = unit_names(lu, mu)
-    reserved = set(names) | set(_FUNCTIONS) | {"in"}
-    for cname, cexpr in expect_mapping(data.get("constants"), f"{label}: constants").items():
-        if not cname.isidentifier() or cname in reserved:
-            raise ModelError(
-                f"{label}: constants.{cname}: not a usable name (identifiers only; reserved: "
-                f"{sorted(reserved)})"
-            )
-        names[cname] = evaluate(cexpr, names, f"{label}: constants.{cname}")
-    t = _Table(label, names, LENGTH_UNITS[lu], MASS_UNITS[mu])
-
-    body = expect_mapping(data.get("body"), f"{label}: body")
-    check_keys(body, ("name", "mass", "com", "inertia"), f"{label}: body")
-    body_name = body.get("name", "body")
-    if not isinstance(body_name, str) or not body_name:
-        raise ModelError(f"{label}: body.name must be a non-empty string, got {body_name!r}")
-    body_mass, body_com, body_inertia = t.inertial(body, "body")
-
+    t = _table_names(data, label)
+    body_name, body_mass, body_com, body_inertia = _table_body(data, t)
     rows = data.get("frames")
     if not isinstance(rows, list) or not rows:
         raise ModelError(f"{label}: frames must be a non-empty list of rows")
     wheel_table = expect_mapping(data.get("wheels"), f"{label}: wheels")
-    frames: list[FrameSpec] = []
-    for i, raw in enumerate(rows):
-        row = _row_mapping(raw, i, label)
-        name = row.get("name")
-        if not isinstance(name, str) or not name:
-            raise ModelError(f"{label}: frames[{i}].name must be a non-empty string, got {name!r}")
-        w = f"frames[{i}] ({name})"
-        parent = row.get("parent")
-        if not isinstance(parent, str) or not parent:
-            raise ModelError(f"{label}: {w}.parent must be a frame name, got {parent!r}")
-        if "type" in row:
-            if "joint" in row or "axis" in row:
-                raise ModelError(f"{label}: {w}: give either type or joint + axis, not both")
-            jt = row["type"]
-            key = jt.replace(" ", "").replace("_", "").upper() if isinstance(jt, str) else jt
-            if key not in _TYPES:
-                raise ModelError(f"{label}: {w}.type must be one of {list(_TYPES)}, got {jt!r}")
-            joint_type, axis = _TYPES[key]
-        else:
-            joint_type = row.get("joint", "revolute")
-            if joint_type not in ("revolute", "prismatic"):
-                raise ModelError(
-                    f"{label}: {w}.joint must be revolute or prismatic, got {joint_type!r}"
-                )
-            if "axis" not in row:
-                raise ModelError(f"{label}: {w}: give type (RX..PZ) or axis")
-            axis = t.vec(row["axis"], f"{w}.axis")
-            if max(abs(a) for a in axis) < 1e-12:
-                raise ModelError(f"{label}: {w}.axis must be nonzero, got {list(axis)}")
-        act = row.get("act", row.get("actuated", False))
-        if "act" in row and "actuated" in row:
-            raise ModelError(f"{label}: {w}: give act or actuated, not both")
-        lim_scale = t.L if joint_type == "prismatic" else 1.0
-        lower = t.num(row["lower"], f"{w}.lower") * lim_scale if "lower" in row else -math.inf
-        upper = t.num(row["upper"], f"{w}.upper") * lim_scale if "upper" in row else math.inf
-        mass, com, inertia = t.inertial(row, w)
-        radius, width = row.get("radius"), row.get("width")
-        if name in wheel_table:
-            wrow = expect_mapping(wheel_table[name], f"{label}: wheels.{name}")
-            check_keys(wrow, ("radius", "width"), f"{label}: wheels.{name}")
-            if radius is not None and "radius" in wrow:
-                raise ModelError(f"{label}: {w}: radius given in the row and in wheels")
-            radius = wrow.get("radius", radius)
-            width = wrow.get("width", width)
-        wheel_radius = None
-        if radius is not None:
-            wheel_radius = t.num(radius, f"{w}.radius") * t.L
-            if wheel_radius <= 0:
-                raise ModelError(f"{label}: {w}.radius must be > 0 m, got {wheel_radius}")
-        wheel_width = t.num(width, f"{w}.width") * t.L if width is not None else 0.0
-        frames.append(
-            FrameSpec(
-                name=name,
-                parent=parent,
-                joint_type=joint_type,
-                axis=axis,
-                xyz=t.vec(row.get("xyz", [0, 0, 0]), f"{w}.xyz", t.L),
-                rpy=t.vec(row.get("rpy", [0, 0, 0]), f"{w}.rpy"),
-                actuated=_actuated(act, f"{label}: {w}.act"),
-                lower=lower,
-                upper=upper,
-                mass=mass,
-                com=com,
-                inertia=inertia,
-                wheel_radius=wheel_radius,
-                wheel_width=wheel_width,
-            )
-        )
+    frames = [_table_frame(raw, i, t, wheel_table) for i, raw in enumerate(rows)]
     known = {f.name for f in frames}
     for wname in wheel_table:
         if wname not in known:
             raise ModelError(f"{label}: wheels.{wname}: no frame of that name; "
                              f"frames are {sorted(known)}")
-
-    ftype = {f.name: f.joint_type for f in frames}
-    constraints = []
-    for cname, terms, offset in parse_joint_constraints(
-        data.get("joint_constraints"), f"{label}: joint_constraints"
-    ):
-        for j in terms:
-            if j not in ftype:
-                raise ModelError(
-                    f"{label}: joint_constraints ({cname}): joint {j!r} is not a frame of "
-                    f"this table; frames are {sorted(known)}"
-                )
-        if offset and all(ftype[j] == "prismatic" for j in terms):
-            offset *= t.L
-        elif offset and any(ftype[j] == "prismatic" for j in terms):
-            raise ModelError(
-                f"{label}: joint_constraints ({cname}): a nonzero offset needs all-revolute or "
-                "all-prismatic terms"
-            )
-        constraints.append(JointConstraintSpec(cname, terms, offset))
-
+    constraints = _table_constraints(data, frames, t)
     sensors = [
         SensorSpec(s.name, s.parent or body_name, tuple(v * t.L for v in s.xyz), s.rpy)
         for s in parse_sensors(data.get("sensors"), f"{label}: sensors", allow_link=False)
@@ -525,3 +416,148 @@ def load_frame_table(src: str | os.PathLike[str] | Mapping[str, Any]) -> Vehicle
         options=options,
         source=source,
     )
+
+
+def _table_names(data: Mapping[str, Any], label: str) -> _Table:
+    """The table's units and the names its expressions may use (unit names, then its
+    ``constants`` in document order)."""
+    lu = data.get("length_unit", "m")
+    mu = data.get("mass_unit", "kg")
+    if lu not in LENGTH_UNITS:
+        raise ModelError(f"{label}: length_unit must be one of {list(LENGTH_UNITS)}, got {lu!r}")
+    if mu not in MASS_UNITS:
+        raise ModelError(f"{label}: mass_unit must be one of {list(MASS_UNITS)}, got {mu!r}")
+    names = unit_names(lu, mu)
+    reserved = set(names) | set(_FUNCTIONS) | {"in"}
+    for cname, cexpr in expect_mapping(data.get("constants"), f"{label}: constants").items():
+        if not cname.isidentifier() or cname in reserved:
+            raise ModelError(
+                f"{label}: constants.{cname}: not a usable name (identifiers only; reserved: "
+                f"{sorted(reserved)})"
+            )
+        names[cname] = evaluate(cexpr, names, f"{label}: constants.{cname}")
+    return _Table(label, names, LENGTH_UNITS[lu], MASS_UNITS[mu])
+
+
+def _table_body(
+    data: Mapping[str, Any], t: _Table
+) -> tuple[str, float, tuple[float, float, float], np.ndarray | None]:
+    """Name, mass [kg], com [m] and inertia [kg m^2] (or None) of the table's ``body``."""
+    label = t.source
+    body = expect_mapping(data.get("body"), f"{label}: body")
+    check_keys(body, ("name", "mass", "com", "inertia"), f"{label}: body")
+    body_name = body.get("name", "body")
+    if not isinstance(body_name, str) or not body_name:
+        raise ModelError(f"{label}: body.name must be a non-empty string, got {body_name!r}")
+    return (body_name, *t.inertial(body, "body"))
+
+
+def _table_frame(raw: Any, i: int, t: _Table, wheel_table: Mapping[str, Any]) -> FrameSpec:
+    """Row ``i`` of ``frames`` (list or mapping form) as a FrameSpec in SI units."""
+    label = t.source
+    row = _row_mapping(raw, i, label)
+    name = row.get("name")
+    if not isinstance(name, str) or not name:
+        raise ModelError(f"{label}: frames[{i}].name must be a non-empty string, got {name!r}")
+    w = f"frames[{i}] ({name})"
+    parent = row.get("parent")
+    if not isinstance(parent, str) or not parent:
+        raise ModelError(f"{label}: {w}.parent must be a frame name, got {parent!r}")
+    joint_type, axis = _row_joint(row, t, w)
+    act = row.get("act", row.get("actuated", False))
+    if "act" in row and "actuated" in row:
+        raise ModelError(f"{label}: {w}: give act or actuated, not both")
+    lim_scale = t.L if joint_type == "prismatic" else 1.0
+    lower = t.num(row["lower"], f"{w}.lower") * lim_scale if "lower" in row else -math.inf
+    upper = t.num(row["upper"], f"{w}.upper") * lim_scale if "upper" in row else math.inf
+    mass, com, inertia = t.inertial(row, w)
+    wheel_radius, wheel_width = _row_wheel(row, name, wheel_table, t, w)
+    return FrameSpec(
+        name=name,
+        parent=parent,
+        joint_type=joint_type,
+        axis=axis,
+        xyz=t.vec(row.get("xyz", [0, 0, 0]), f"{w}.xyz", t.L),
+        rpy=t.vec(row.get("rpy", [0, 0, 0]), f"{w}.rpy"),
+        actuated=_actuated(act, f"{label}: {w}.act"),
+        lower=lower,
+        upper=upper,
+        mass=mass,
+        com=com,
+        inertia=inertia,
+        wheel_radius=wheel_radius,
+        wheel_width=wheel_width,
+    )
+
+
+def _row_joint(row: Mapping[str, Any], t: _Table,
+               w: str) -> tuple[str, tuple[float, float, float]]:
+    """Joint type and axis of a row: its ``type`` (RX..PZ), or ``joint`` + ``axis``."""
+    label = t.source
+    if "type" in row:
+        if "joint" in row or "axis" in row:
+            raise ModelError(f"{label}: {w}: give either type or joint + axis, not both")
+        jt = row["type"]
+        key = jt.replace(" ", "").replace("_", "").upper() if isinstance(jt, str) else jt
+        if key not in _TYPES:
+            raise ModelError(f"{label}: {w}.type must be one of {list(_TYPES)}, got {jt!r}")
+        return _TYPES[key]
+    joint_type = row.get("joint", "revolute")
+    if joint_type not in ("revolute", "prismatic"):
+        raise ModelError(
+            f"{label}: {w}.joint must be revolute or prismatic, got {joint_type!r}"
+        )
+    if "axis" not in row:
+        raise ModelError(f"{label}: {w}: give type (RX..PZ) or axis")
+    axis = t.vec(row["axis"], f"{w}.axis")
+    if max(abs(a) for a in axis) < 1e-12:
+        raise ModelError(f"{label}: {w}.axis must be nonzero, got {list(axis)}")
+    return joint_type, axis
+
+
+def _row_wheel(row: Mapping[str, Any], name: str, wheel_table: Mapping[str, Any], t: _Table,
+               w: str) -> tuple[float | None, float]:
+    """Wheel radius [m] (None: not a wheel) and width [m] of a row, from the row or the
+    table's ``wheels`` entry of its frame (not both for the radius)."""
+    label = t.source
+    radius, width = row.get("radius"), row.get("width")
+    if name in wheel_table:
+        wrow = expect_mapping(wheel_table[name], f"{label}: wheels.{name}")
+        check_keys(wrow, ("radius", "width"), f"{label}: wheels.{name}")
+        if radius is not None and "radius" in wrow:
+            raise ModelError(f"{label}: {w}: radius given in the row and in wheels")
+        radius = wrow.get("radius", radius)
+        width = wrow.get("width", width)
+    wheel_radius = None
+    if radius is not None:
+        wheel_radius = t.num(radius, f"{w}.radius") * t.L
+        if wheel_radius <= 0:
+            raise ModelError(f"{label}: {w}.radius must be > 0 m, got {wheel_radius}")
+    wheel_width = t.num(width, f"{w}.width") * t.L if width is not None else 0.0
+    return wheel_radius, wheel_width
+
+
+def _table_constraints(data: Mapping[str, Any], frames: list[FrameSpec],
+                       t: _Table) -> list[JointConstraintSpec]:
+    """The table's ``joint_constraints``; an offset of all-prismatic terms is a length."""
+    label = t.source
+    ftype = {f.name: f.joint_type for f in frames}
+    constraints = []
+    for cname, terms, offset in parse_joint_constraints(
+        data.get("joint_constraints"), f"{label}: joint_constraints"
+    ):
+        for j in terms:
+            if j not in ftype:
+                raise ModelError(
+                    f"{label}: joint_constraints ({cname}): joint {j!r} is not a frame of "
+                    f"this table; frames are {sorted(ftype)}"
+                )
+        if offset and all(ftype[j] == "prismatic" for j in terms):
+            offset *= t.L
+        elif offset and any(ftype[j] == "prismatic" for j in terms):
+            raise ModelError(
+                f"{label}: joint_constraints ({cname}): a nonzero offset needs all-revolute or "
+                "all-prismatic terms"
+            )
+        constraints.append(JointConstraintSpec(cname, terms, offset))
+    return constraints
