@@ -1,10 +1,22 @@
-"""Named model parameters: one schema row per calibratable quantity (design.md §4).
+"""One schema for named model parameters and algorithm/node options (design.md §4).
 
-Each parameter has a stable dotted name used by calibration, YAML files, ROS parameters and
-messages, with its default, unit, bounds, whether calibration may change it, and what it does.
-This module holds the rows the prediction layer needs now (the enhanced-kinematics slip
-coefficients of (2.48)-(2.49) and the Cholesky entries of the noise spectral density Q'
-(3.40)-(3.41)); other layers add theirs with :func:`register`.
+Model parameters (:class:`ParameterSpec`): each calibratable quantity has a stable dotted name
+used by calibration, YAML files, ROS parameters and messages, with its default, unit, bounds,
+whether calibration may change it, and what it does. This module holds the rows the prediction
+layer needs now (the enhanced-kinematics slip coefficients of (2.48)-(2.49) and the Cholesky
+entries of the noise spectral density Q' (3.40)-(3.41)); other layers add theirs with
+:func:`register`.
+
+Options (:class:`OptionSpec`): settings of an algorithm or a node that are not model
+parameters (interval length, reorder window, frames, QoS, ...), with default, unit, range or
+choices, type (from the default), whether they are read only, and what they do. Their owner
+registers them under a group with :func:`register_options` - the interval options under
+``"interval"`` (:mod:`wmr_model.calibration.intervals`), each node's under its node name
+(:mod:`wmr_model.ros.options`); a group may list rows of another group (the calibrator node lists
+the interval rows), so each option has one definition. ROS parameter declarations
+(:func:`wmr_model.ros.params.declare_options`), command-line defaults and help
+(:func:`option_help`), dataclass defaults (:func:`option_default`) and the README's parameter
+tables (:func:`markdown_table`) all read them.
 """
 
 from __future__ import annotations
@@ -12,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +41,13 @@ __all__ = [
     "slip_vector",
     "PATTERN_FIELDS",
     "match_pattern",
+    "OptionSpec",
+    "register_options",
+    "options",
+    "option",
+    "option_default",
+    "option_help",
+    "markdown_table",
 ]
 
 
@@ -249,3 +269,151 @@ def slip_vector(values: Mapping[str, float] | np.ndarray | None) -> np.ndarray:
         pad = np.zeros(a.shape[:-1] + (len(SLIP_NAMES) - THESIS_SLIP_COUNT,))
         a = np.concatenate([a, pad], axis=-1)
     return a
+
+
+# ---- options: algorithm and node settings -----------------------------------------------------
+
+#: Option value types by the Python type of the default (ROS parameter types).
+_OPTION_TYPES = ((bool, "bool"), (int, "int"), (float, "double"), (str, "string"),
+                 (tuple, "string[]"))
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One algorithm or node option.
+
+    Attributes:
+        name: the option's name, also its ROS parameter name (``interval.length``).
+        default: value when not given; its type is the option's type (bool, int, float, str,
+            or a tuple of str for a string list).
+        unit: SI unit of numbers (``"-"`` dimensionless), ``""`` for non-numbers.
+        description: what it does and what breaks when it is wrong.
+        lower, upper: inclusive bounds of numbers (None: unbounded).
+        choices: the accepted strings (empty: any).
+        read_only: True when it is fixed once the node started.
+        default_note: the default in words when it is computed at run time (the table shows
+            it instead of ``default``), e.g. ``"600 with use_sim_time, else 5"``.
+    """
+
+    name: str
+    default: Any
+    unit: str = ""
+    description: str = ""
+    lower: float | None = None
+    upper: float | None = None
+    choices: tuple[str, ...] = ()
+    read_only: bool = False
+    default_note: str = ""
+
+    def __post_init__(self) -> None:
+        if not any(isinstance(self.default, t) for t, _ in _OPTION_TYPES):
+            raise ParameterError(f"{self.name}: default must be bool, int, float, str or a tuple "
+                                 f"of str, got {type(self.default).__name__}")
+        if self.choices and self.default not in self.choices:
+            raise ParameterError(f"{self.name}: default {self.default!r} is not one of "
+                                 f"{list(self.choices)}")
+
+    @property
+    def type(self) -> str:
+        """ROS parameter type name: ``bool``, ``int``, ``double``, ``string``, ``string[]``."""
+        return next(n for t, n in _OPTION_TYPES if isinstance(self.default, t))
+
+    @property
+    def ros_description(self) -> str:
+        """The description with its unit first (``[s] ...``), as ``ros2 param describe``
+        shows it."""
+        return f"[{self.unit}] {self.description}" if self.unit else self.description
+
+    def check(self, value: Any) -> Any:
+        """``value`` if it is one of the ``choices`` and within the bounds, else
+        ParameterError naming the option, the rule and the value."""
+        if self.choices and value not in self.choices:
+            raise ParameterError(f"{self.name}: must be one of {list(self.choices)}, got "
+                                 f"{value!r}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            unit = f" {self.unit}" if self.unit and self.unit != "-" else ""
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ParameterError(f"{self.name}: must be finite, got {value}")
+            if self.lower is not None and value < self.lower:
+                raise ParameterError(f"{self.name}: must be >= {self.lower}{unit}, got {value}")
+            if self.upper is not None and value > self.upper:
+                raise ParameterError(f"{self.name}: must be <= {self.upper}{unit}, got {value}")
+        return value
+
+
+_OPTIONS: dict[str, dict[str, OptionSpec]] = {}
+
+
+def register_options(group: str, specs: Iterable[OptionSpec]) -> None:
+    """Add option rows to ``group`` (in order); re-registering a name of the group with a
+    different row is an error."""
+    rows = _OPTIONS.setdefault(group, {})
+    for s in specs:
+        old = rows.get(s.name)
+        if old is not None and old != s:
+            raise ParameterError(f"{group}: option {s.name} already registered with a different "
+                                 "definition")
+        rows[s.name] = s
+
+
+def options(group: str) -> dict[str, OptionSpec]:
+    """The option rows of ``group`` by name, in registration order (a copy); ParameterError
+    naming the known groups if there is none."""
+    if group not in _OPTIONS:
+        raise ParameterError(f"{group}: no options registered; known groups: {sorted(_OPTIONS)}")
+    return dict(_OPTIONS[group])
+
+
+def option(group: str, name: str) -> OptionSpec:
+    """Row ``name`` of ``group``; ParameterError naming the group's options if unknown."""
+    rows = options(group)
+    if name not in rows:
+        raise ParameterError(f"{group}: unknown option {name}; known: {list(rows)}")
+    return rows[name]
+
+
+def option_default(group: str, name: str) -> Any:
+    """The default of option ``name`` of ``group`` (for dataclass and argparse defaults)."""
+    return option(group, name).default
+
+
+def option_help(group: str, name: str) -> str:
+    """Command-line help of an option: its description, unit and default."""
+    s = option(group, name)
+    unit = f" [{s.unit}]" if s.unit and s.unit != "-" else ""
+    return f"{s.description}{unit} (default {_default_text(s)})".replace("%", "%%")
+
+
+def _default_text(s: OptionSpec) -> str:
+    if s.default_note:
+        return s.default_note
+    if isinstance(s.default, tuple):
+        return "[" + ", ".join(repr(v) for v in s.default) + "]"
+    if isinstance(s.default, bool):
+        return "true" if s.default else "false"
+    if isinstance(s.default, str):
+        return repr(s.default)
+    return f"{s.default:g}" if isinstance(s.default, float) else str(s.default)
+
+
+def _range_text(s: OptionSpec) -> str:
+    if s.choices:
+        return " \\| ".join(f"`{c}`" for c in s.choices)
+    if s.lower is None and s.upper is None:
+        return ""
+    lo = "-inf" if s.lower is None else f"{s.lower:g}"
+    hi = "inf" if s.upper is None else f"{s.upper:g}"
+    return f"[{lo}, {hi}]"
+
+
+def markdown_table(group: str) -> str:
+    """The Markdown table of the options of ``group``: name, type, default, unit, range or
+    choices, read only, description (the README's node parameter tables are this output)."""
+    lines = ["| parameter | type | default | unit | range | read only | description |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for s in options(group).values():
+        cells = [f"`{s.name}`", s.type, f"`{_default_text(s)}`", s.unit, _range_text(s),
+                 "yes" if s.read_only else "", s.description]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") if i != 4 else c
+                                       for i, c in enumerate(cells)) + " |")
+    return "\n".join(lines) + "\n"

@@ -32,20 +32,57 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from wmr_model.errors import ParameterError
+from wmr_model.parameters import OptionSpec, option_default, options, register_options
 
-__all__ = ["IntervalPolicy", "MOVING_MIN_DISTANCE", "MOVING_MIN_TURN", "select_intervals",
+__all__ = ["IntervalPolicy", "INTERVAL_OPTIONS", "MOVING_MIN_DISTANCE", "MOVING_MIN_TURN",
+           "select_intervals",
            "interval_ending_at", "ground_truth_jumps", "unwrapped_yaw", "classify_intervals",
            "interval_class_counts", "split_time", "split_intervals"]
 
+#: Option group of the interval settings (:func:`wmr_model.parameters.options`): the calibrator
+#: node declares these rows as its ``interval.*`` parameters, ``wmr calibrate`` / ``wmr replay``
+#: build their interval flags from them and :class:`IntervalPolicy` takes its defaults from them.
+INTERVAL_OPTIONS = "interval"
+
+register_options(INTERVAL_OPTIONS, [
+    OptionSpec("interval.kind", "time", choices=("time", "distance"), read_only=True,
+               description="intervals by duration (time) or ground-truth path length "
+               "(distance)"),
+    OptionSpec("interval.length", 2.0, unit="s or m", lower=1e-3, upper=1e4, read_only=True,
+               description="interval length (1-4 s in §3.4.1; longer: slower updates, better "
+               "conditioned)"),
+    OptionSpec("interval.overlap", "none", choices=("none", "sliding"), read_only=True,
+               description="none: consecutive intervals; sliding: one ending at every pose "
+               "(correlated residuals)"),
+    OptionSpec("interval.tolerance", -1.0, unit="s", lower=-1.0, upper=1e4, read_only=True,
+               description="accepted |duration - length| of time intervals; < 0: 0.15 length"),
+    OptionSpec("interval.max_duration", 60.0, unit="s", lower=1e-3, upper=1e5, read_only=True,
+               description="longest distance interval"),
+    OptionSpec("interval.min_distance", 0.5, unit="m", lower=0.0, upper=1e4, read_only=True,
+               description="moving filter: skip intervals with a shorter ground-truth path "
+               "(standing still says nothing about slip and pulls Q' to zero); 0 keeps all"),
+    OptionSpec("interval.min_turn", 0.2, unit="rad", lower=0.0, upper=1e3, read_only=True,
+               description="... or whose net ground-truth yaw change is at least this (spins "
+               "in place; 0.2 rad is a 2 s spin at 0.1 rad/s); 0 keeps only the distance "
+               "criterion"),
+    OptionSpec("interval.max_speed", 0.0, unit="m/s", lower=0.0, upper=1e4, read_only=True,
+               description="skip intervals with a ground-truth step faster than this "
+               "(re-localization jumps); 0 keeps all"),
+    OptionSpec("split", 0.6, unit="-", lower=0.0, upper=1.0, description=(
+        "out-of-sample table: models calibrated on the first this fraction of the log are "
+        "scored on the rest; 0 or 1: in-sample table only")),
+])
+
 #: Default informative-motion filter of calibration on real data (replay, calibrator node, CLI):
-#: ground-truth path [m] ...
-MOVING_MIN_DISTANCE = 0.5
-#: ... or net ground-truth yaw change [rad] (a 2 s spin at 0.1 rad/s).
-MOVING_MIN_TURN = 0.2
+#: ground-truth path [m] ... (the ``interval.min_distance`` option's default)
+MOVING_MIN_DISTANCE = option_default(INTERVAL_OPTIONS, "interval.min_distance")
+#: ... or net ground-truth yaw change [rad] (``interval.min_turn``).
+MOVING_MIN_TURN = option_default(INTERVAL_OPTIONS, "interval.min_turn")
 
 #: Labels of :func:`classify_intervals`.
 INTERVAL_CLASSES = ("straight", "arc", "spin", "still")
@@ -71,11 +108,13 @@ class IntervalPolicy:
             faster than this [m/s]; inf keeps all.
     """
 
-    kind: str = "time"
-    length: float = 2.0
-    overlap: str = "none"
+    kind: str = option_default(INTERVAL_OPTIONS, "interval.kind")
+    length: float = option_default(INTERVAL_OPTIONS, "interval.length")
+    overlap: str = option_default(INTERVAL_OPTIONS, "interval.overlap")
     tolerance: float | None = None
-    max_duration: float = 60.0
+    max_duration: float = option_default(INTERVAL_OPTIONS, "interval.max_duration")
+    # The motion and jump filters are off by default here (evaluation keeps every interval);
+    # calibration turns the motion filter on with the options' defaults (from_options).
     min_distance: float = 0.0
     max_speed: float = math.inf
     min_turn: float = 0.0
@@ -94,6 +133,22 @@ class IntervalPolicy:
             raise ParameterError(f"interval min_turn: must be >= 0 rad, got {self.min_turn}")
         if not self.max_speed > 0:
             raise ParameterError(f"interval max_speed: must be > 0 m/s, got {self.max_speed}")
+
+    @classmethod
+    def from_options(cls, values: dict[str, Any]) -> IntervalPolicy:
+        """The policy of ``interval.*`` option values (missing ones take the options'
+        defaults): ``interval.tolerance`` < 0 means 0.15 length and ``interval.max_speed`` 0
+        keeps every interval, as the options describe."""
+        v = {n: values.get(n, s.default) for n, s in options(INTERVAL_OPTIONS).items()
+             if n.startswith("interval.")}
+        tol = float(v["interval.tolerance"])
+        vmax = float(v["interval.max_speed"])
+        return cls(kind=v["interval.kind"], length=float(v["interval.length"]),
+                   overlap=v["interval.overlap"], tolerance=None if tol < 0 else tol,
+                   max_duration=float(v["interval.max_duration"]),
+                   min_distance=float(v["interval.min_distance"]),
+                   max_speed=vmax if vmax > 0 else math.inf,
+                   min_turn=float(v["interval.min_turn"]))
 
     @property
     def filters_motion(self) -> bool:

@@ -16,7 +16,9 @@ from rclpy.parameter import Parameter
 
 from wmr_model.errors import ParameterError
 from wmr_model.io.calibration_file import CalibrationFile, load_calibration
-from wmr_model.ros.params import declare
+from wmr_model.parameters import option
+from wmr_model.ros.options import NODE_OPTIONS
+from wmr_model.ros.params import declare_option
 
 __all__ = ["declare_calibration_file", "unused_calibration_names"]
 
@@ -25,9 +27,7 @@ def declare_calibration_file(node: Node, *, prior_std: bool = False) -> Calibrat
     """Declare ``calibration_file`` and load it (None when empty or unreadable; the fault is
     logged in one line naming the file). With ``prior_std`` the file's 1-sigma also become
     ``initial_std.<name>`` (the calibrator's prior)."""
-    path = declare(node, "calibration_file", "", "calibration YAML (the calibrator's ~/save or "
-                   "'wmr calibrate --overlay' output) whose values this node starts from; "
-                   "'' = none", read_only=True)
+    path = declare_option(node, option(NODE_OPTIONS, "calibration_file"))
     if not path:
         return None
     try:

@@ -113,30 +113,30 @@ from wmr_model.calibration.gnss import (
     geodetic_to_enu,
 )
 from wmr_model.calibration.identifiability import (
-    DEFAULT_MAX_STD_RATIO,
-    DEFAULT_MIN_INTERVALS,
     Identifiability,
     check_identifiability,
 )
-from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN, IntervalPolicy
+from wmr_model.calibration.intervals import IntervalPolicy
 from wmr_model.calibration.lever_arm import lever_arm, with_lever_arm
 from wmr_model.calibration.logs import DEFAULT_POSE_STD
-from wmr_model.calibration.online import DEFAULT_OUTLIER_PROBABILITY, OnlineCalibrator
+from wmr_model.calibration.online import OnlineCalibrator
 from wmr_model.calibration.predictors import ModelPredictor
 from wmr_model.calibration.stream import IntervalOutcome, StreamCalibrator
 from wmr_model.calibration.table import initial_std
 from wmr_model.errors import ParameterError, WmrError
 from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
-from wmr_model.estimation.streams import DEFAULT_CONFIRM_COUNT, OrderedInput
+from wmr_model.estimation.streams import OrderedInput
 from wmr_model.io.calibration_file import save_calibration, write_text_atomically
 from wmr_model.kinematics.uncertainty import from_ros_pose_covariance
 from wmr_model.parameters import get_spec
 from wmr_model.ros import conversions as cv
 from wmr_model.ros.calibration_file import declare_calibration_file, unused_calibration_names
 from wmr_model.ros.conversions import publish_status
+from wmr_model.ros.options import CALIBRATOR_NODE
 from wmr_model.ros.params import (
     declare,
     declare_model_parameters,
+    declare_options,
     declare_vehicle_parameters,
     default_reorder_window,
     load_vehicle_from_parameters,
@@ -160,6 +160,11 @@ def _pushable(name: str) -> bool:
     return name.startswith(_PUSHABLE) or (name.startswith("wheel.") and name.endswith(".radius"))
 
 
+def _section(values: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The values whose names start with ``prefix``, by the rest of the name."""
+    return {n[len(prefix):]: v for n, v in values.items() if n.startswith(prefix)}
+
+
 def _double(name: str, value: float) -> Parameter:
     return Parameter(name=name, value=ParameterValue(type=ParameterType.PARAMETER_DOUBLE,
                                                      double_value=float(value)))
@@ -172,176 +177,26 @@ class CalibratorNode(Node):
         super().__init__(NODE_NAME, **kwargs)
         self.calibration = declare_calibration_file(self, prior_std=True)
         self.vehicle_params = declare_vehicle_parameters(self)
-        self.params = [n for n in declare(
-            self, "params", ["slip.p2", "slip.p3", "slip.p4", "slip.p5", "slip.p6"],
-            "systematic parameters to calibrate (schema names); [''] for none",
-            read_only=True) if n]
-        self.noise = [n for n in declare(
-            self, "noise", ["noise.U.wz_wz", "noise.U.vx_vx", "noise.U.vy_vy"],
-            "Q' Cholesky entries to calibrate; [''] for none (Q' then stays at this node's "
-            "noise.U.* values)", read_only=True) if n]
-        self.fidelity = declare(self, "fidelity", "enhanced", "interval prediction model: "
-                                "enhanced (slip.p*, §2.3) or kinematic (no slip parameters)",
-                                read_only=True, choices=("kinematic", "enhanced"))
-        self.dt = declare(self, "dt", 0.05, "[s] prediction step of each interval (whole steps "
-                          "of about this size)", lower=1e-4, upper=1.0, read_only=True)
-        self.pose_sensor = declare(self, "pose_sensor", "", "sensor frame of the vehicle the "
-                                   "ground-truth poses are of; '' = the body (base) frame",
-                                   read_only=True)
-        self.pose_source = declare(
-            self, "pose_source", "odometry", "ground truth input, one of: odometry "
-            "(nav_msgs/Odometry on ground_truth/odom), pose (geometry_msgs/"
-            "PoseWithCovarianceStamped on ground_truth/pose), navsatfix (sensor_msgs/NavSatFix "
-            "on gps/fix with the attitude of the INS/IMU orientation on imu/data)",
-            read_only=True, choices=("odometry", "pose", "navsatfix"))
-        self.datum_first_fix = declare(
-            self, "datum.first_fix", True, "navsatfix: the first fix is the origin of the local "
-            "ENU frame; false: datum.latitude/longitude/altitude are", read_only=True)
-        self.datum = [declare(self, f"datum.{k}", 0.0, f"[{u}] {k} of the local ENU frame's "
-                              "origin for navsatfix (with datum.first_fix false)",
-                              lower=lo, upper=hi, read_only=True)
-                      for k, u, lo, hi in (("latitude", "deg", -90.0, 90.0),
-                                           ("longitude", "deg", -180.0, 180.0),
-                                           ("altitude", "m above the WGS-84 ellipsoid", -1e4,
-                                            1e5))]
-        self.unknown_fix_std = declare(
-            self, "navsatfix.unknown_position_std", 0.0, "[m] position std used for fixes "
-            "with position_covariance_type UNKNOWN; 0 rejects them (counted)", lower=0.0,
-            upper=1e4, read_only=True)
-        self.heading_tolerance = declare(
-            self, "navsatfix.attitude_tolerance", 0.05, "[s] largest stamp difference between "
-            "a fix and the INS/IMU orientation used as its attitude (the nearest one)",
-            lower=0.0, upper=10.0, read_only=True)
-        self.identifiability = {
-            "max_std_ratio": declare(
-                self, "identifiability.max_std_ratio", DEFAULT_MAX_STD_RATIO, "[-] after "
-                "identifiability.min_intervals accepted intervals, a parameter (or a "
-                "combination of correlated parameters, in prior units) whose std is above this "
-                "times its prior std is unobserved (confounded): reported (WARN) and never "
-                "pushed", lower=0.0, upper=1.0),
-            "min_intervals": declare(
-                self, "identifiability.min_intervals", DEFAULT_MIN_INTERVALS, "accepted "
-                "intervals before the identifiability check runs (nothing is pushed before)",
-                lower=1, upper=1_000_000),
-        }
-        self.base_frame = declare(self, "base_frame", "base_link", "frame_id of the published "
-                                  "CalibrationState (the frame the parameters refer to)")
-        self.components = declare(self, "components", ["x", "y", "yaw"], "residual components "
-                                  "(rot_x, rot_y, yaw, x, y, z); yaw, x, y for planar ground "
-                                  "truth", read_only=True)
-        self.interval = {
-            "kind": declare(self, "interval.kind", "time", "intervals by duration (time) or "
-                            "ground-truth path length (distance)", read_only=True,
-                            choices=("time", "distance")),
-            "length": declare(self, "interval.length", 2.0, "[s] or [m] interval length (1-4 s "
-                              "in §3.4.1; longer: slower updates, better conditioned)",
-                              lower=1e-3, upper=1e4, read_only=True),
-            "overlap": declare(self, "interval.overlap", "none", "none: consecutive intervals; "
-                               "sliding: one ending at every pose (correlated residuals)",
-                               read_only=True, choices=("none", "sliding")),
-            "tolerance": declare(self, "interval.tolerance", -1.0, "[s] accepted |duration - "
-                                 "length| of time intervals; < 0: 0.15 length", lower=-1.0,
-                                 upper=1e4, read_only=True),
-            "max_duration": declare(self, "interval.max_duration", 60.0, "[s] longest "
-                                    "distance interval", lower=1e-3, upper=1e5, read_only=True),
-            "min_distance": declare(self, "interval.min_distance", MOVING_MIN_DISTANCE,
-                                    "[m] moving filter: skip intervals with a shorter "
-                                    "ground-truth path (standing still says nothing about "
-                                    "slip and pulls Q' to zero); 0 keeps all", lower=0.0,
-                                    upper=1e4, read_only=True),
-            "min_turn": declare(self, "interval.min_turn", MOVING_MIN_TURN, "[rad] ... or "
-                                "whose net ground-truth yaw change is at least this (spins in "
-                                "place); 0 keeps only the distance criterion", lower=0.0,
-                                upper=1e3, read_only=True),
-            "max_speed": declare(self, "interval.max_speed", 0.0, "[m/s] skip intervals with "
-                                 "a ground-truth step faster than this (re-localization "
-                                 "jumps); 0 keeps all", lower=0.0, upper=1e4, read_only=True),
-        }
-        self.reference_check = declare(
-            self, "reference_check", True, "skip intervals whose reference poses jump or "
-            "diverge against the latency-corrected wheels and gyro (the test of wmr calibrate "
-            "and wmr replay; counted as skipped reference_fault)", read_only=True)
-        self.outlier_probability = declare(
-            self, "outlier_probability", DEFAULT_OUTLIER_PROBABILITY, "[-] intervals whose "
-            "Mahalanobis distance (3.68) exceeds the chi-square quantile of this probability "
-            "are rejected; 1.0 disables the gate", lower=0.5, upper=1.0, read_only=True)
-        self.qprime_bound = declare(self, "qprime_bound", 0.1, "[unit/s^0.5] bound of the "
-                                    "calibrated |noise.U.*| during the first "
-                                    "qprime_bound_intervals accepted updates (end of §3.2.4); "
-                                    "0 disables", lower=0.0, upper=100.0, read_only=True)
-        self.qprime_bound_intervals = declare(self, "qprime_bound_intervals", 20, "accepted "
-                                              "updates the Q' bound applies for", lower=0,
-                                              upper=1_000_000, read_only=True)
-        self.history_size = declare(self, "history_size", 1000, "update records kept in "
-                                    "memory (oldest dropped; counts in ~/state are not "
-                                    "affected); bounds the node's memory on long runs",
-                                    lower=1, upper=10_000_000, read_only=True)
-        self.iterations = declare(self, "iterations", 1, "Gauss-Newton iterations per update "
-                                  "(1: EKF; 2-3 help a time offset)", lower=1, upper=20,
-                                  read_only=True)
-        self.stream_params = {
-            "margin": declare(self, "margin", 0.25, "[s] encoder history kept around each "
-                              "interval (>= |time offset| + one encoder period)", lower=0.0,
-                              upper=60.0, read_only=True),
-            "max_wait": declare(self, "max_wait", 5.0, "[s] (stamp time) an interval waits "
-                                "for encoders covering it before it is skipped", lower=0.0,
-                                upper=600.0, read_only=True),
-            "max_encoder_gap": declare(self, "max_encoder_gap", 0.5, "[s] intervals with a "
-                                       "longer encoder gap are skipped", lower=0.0,
-                                       upper=600.0, read_only=True),
-            "time_jump_threshold": declare(self, "time_jump_threshold", 1.0, "[s] a stamp this "
-                                           "far behind its stream is a time jump (bag loop): "
-                                           "buffers cleared, estimate kept", lower=0.0,
-                                           upper=3600.0, read_only=True),
-            "max_history": declare(self, "max_history", 120.0, "[s] encoder history kept at "
-                                   "most (memory)", lower=1.0, upper=86400.0, read_only=True),
-        }
-        self.reorder_window = declare(
-            self, "reorder_window", default_reorder_window(self), "[s] of stamp time "
-            "encoder, IMU and pose messages may wait to be processed in stamp order while every "
-            "input still delivers; default 600 with use_sim_time (a replay faster than the node "
-            "lets one queue lag another by tens of seconds), else 5; latency about one sensor "
-            "period while all flow, reorder_idle when one stops; 0: arrival order",
-            lower=0.0, upper=3600.0)
-        self.reorder_idle = declare(
-            self, "reorder_idle", 0.3, "[s] (receive time) a silent input is still waited for "
-            "by the reorder window; must exceed the slowest input's period (the pose)",
-            lower=0.0, upper=10.0)
-        self.time_base_confirm = declare(
-            self, "time_base_confirm", DEFAULT_CONFIRM_COUNT, "consecutive messages that "
-            "confirm a time jump (more than time_jump_threshold from the time base); a lone "
-            "stray stamp is dropped and counted (1: follow every jump)", lower=1, upper=1000)
-        self.push = {
-            "enabled": declare(self, "push.enabled", True, "push accepted estimates to the "
-                               "targets' parameter services"),
-            "targets": declare(self, "push.targets", ["odometry_node", "prediction_node"],
-                               "nodes to update (relative to this node's namespace, or "
-                               "absolute); their <node>/set_parameters is called"),
-            "period": declare(self, "push.period", 5.0, "[s] (node clock) at most one push "
-                              "per period", lower=0.01, upper=3600.0, read_only=True),
-            "min_intervals": declare(self, "push.min_intervals", 10, "accepted intervals "
-                                     "before the first push", lower=0, upper=1_000_000),
-            "max_relative_std": declare(self, "push.max_relative_std", 0.2, "[-] push a "
-                                        "value only when its std <= this x |value|", lower=0.0,
-                                        upper=1e6),
-            "max_std": declare(self, "push.max_std", 0.0, "[unit] ... or when its std <= "
-                               "this (absolute; 0: relative test only)", lower=0.0, upper=1e6),
-            "params": declare(self, "push.params", [""], "names to push; [''] = every "
-                              "calibrated slip.*, noise.U.* and wheel.*.radius"),
-        }
-        self.save_path = declare(self, "save_path", "", "calibration file (YAML overlay with "
-                                 "1-sigma, loadable as calibration_file) written by ~/save; '' = "
-                                 "$ROS_HOME/wmr_model/<vehicle>.calibration.yaml (ROS_HOME "
-                                 "default ~/.ros)")
-        period = declare(self, "diagnostics_period", 1.0, "[s] diagnostics publishing period",
-                         lower=0.01, upper=60.0, read_only=True)
-        reliability = declare(self, "sensor_qos", "reliable", "reliability of the input "
-                              "subscriptions: reliable (bag replay) or best_effort",
-                              read_only=True, choices=("reliable", "best_effort"))
-        depth = declare(self, "queue_size", 10000, "input queue depth (messages): a replay "
-                        "faster than the node lets one input's queue lag another's; a full "
-                        "queue drops messages", lower=1, upper=100000,
-                        read_only=True)
+        opts = declare_options(self, CALIBRATOR_NODE,
+                               {"reorder_window": default_reorder_window(self)})
+        self.params = [n for n in opts["params"] if n]
+        self.noise = [n for n in opts["noise"] if n]
+        for name in ("fidelity", "dt", "pose_sensor", "pose_source", "base_frame", "components",
+                     "reference_check", "outlier_probability", "qprime_bound",
+                     "qprime_bound_intervals", "history_size", "iterations", "reorder_window",
+                     "reorder_idle", "time_base_confirm", "save_path"):
+            setattr(self, name, opts[name])
+        self.datum_first_fix = opts["datum.first_fix"]
+        self.datum = [opts[f"datum.{k}"] for k in ("latitude", "longitude", "altitude")]
+        self.unknown_fix_std = opts["navsatfix.unknown_position_std"]
+        self.heading_tolerance = opts["navsatfix.attitude_tolerance"]
+        self.identifiability = _section(opts, "identifiability.")
+        self.interval = _section(opts, "interval.")
+        self.stream_params = {k: opts[k] for k in ("margin", "max_wait", "max_encoder_gap",
+                                                   "time_jump_threshold", "max_history")}
+        self.push = _section(opts, "push.")
+        period, reliability, depth = (opts["diagnostics_period"], opts["sensor_qos"],
+                                      opts["queue_size"])
         self.model_values = declare_model_parameters(self, DEFAULT_QPRIME_U)
 
         self.input = OrderedInput(
@@ -497,14 +352,7 @@ class CalibratorNode(Node):
                                     max_history=int(self.history_size))
 
         iv = self.interval
-        policy = IntervalPolicy(kind=iv["kind"], length=float(iv["length"]),
-                                overlap=iv["overlap"],
-                                tolerance=None if iv["tolerance"] < 0 else float(iv["tolerance"]),
-                                max_duration=float(iv["max_duration"]),
-                                min_distance=float(iv["min_distance"]),
-                                min_turn=float(iv["min_turn"]),
-                                max_speed=(math.inf if iv["max_speed"] <= 0
-                                           else float(iv["max_speed"])))
+        policy = IntervalPolicy.from_options({f"interval.{k}": v for k, v in iv.items()})
         joints = [model.joint_names[int(k)] for k in model.actuated_joints]
         reference = None
         if self.reference_check:

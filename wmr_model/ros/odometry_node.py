@@ -62,19 +62,16 @@ from sensor_msgs.msg import Imu, JointState
 from wmr_model.errors import WmrError
 from wmr_model.estimation.odometry import DEFAULT_QPRIME_U, Odometry3D
 from wmr_model.estimation.streams import (
-    DEFAULT_CONFIRM_COUNT,
-    DEFAULT_MAX_ANGULAR_RATE,
-    DEFAULT_MAX_WHEEL_ACCELERATION,
-    DEFAULT_MAX_WHEEL_SPEED,
     OrderedInput,
     PlausibilityLimits,
 )
 from wmr_model.ros import conversions as cv
 from wmr_model.ros.calibration_file import declare_calibration_file
 from wmr_model.ros.conversions import publish_status
+from wmr_model.ros.options import ODOMETRY_NODE
 from wmr_model.ros.params import (
-    declare,
     declare_model_parameters,
+    declare_options,
     declare_vehicle_parameters,
     declare_wheel_parameters,
     default_reorder_window,
@@ -108,84 +105,20 @@ class OdometryNode(Node):
         # first: the file's values become those of the model parameters declared from here on
         self.calibration = declare_calibration_file(self)
         self.vehicle_params = declare_vehicle_parameters(self)
-        self.odom_frame = declare(self, "odom_frame", "odom", "frame of the published pose "
-                                  "(REP-105 odom)", read_only=True)
-        self.base_frame = declare(self, "base_frame", "base_link", "child frame (the body)",
-                                  read_only=True)
-        self.publish_tf = declare(self, "publish_tf", True, "broadcast odom -> base_link on /tf "
-                                  "(needs tf2_ros; another node may own this transform)")
-        self.fidelity = declare(self, "fidelity", "kinematic", "kinematic: no-slip estimation; "
-                                "enhanced: body slip from slip.p1..p8 (§2.3)", read_only=True,
-                                choices=("kinematic", "enhanced"))
-        self.behaviour = {
-            "use_gyro": declare(self, "use_gyro", True, "make the IMU angular velocity a known "
-                                "element of the solve; off: encoders only (skid steer drifts "
-                                "~7x more)"),
-            "impose_imu_attitude": declare(self, "impose_imu_attitude", False, "replace roll "
-                                           "and pitch by the IMU orientation after each step"),
-            "stabilization": declare(self, "stabilization", 0.5, "[-] Baumgarte gain sigma*dt "
-                                     "(2.35); 0 lets wheels drift off the terrain", lower=0.0,
-                                     upper=1.0),
-            "max_step": declare(self, "max_step", 0.5, "[s] longest encoder interval "
-                                "integrated; longer gaps are skipped (reported)", lower=1e-3,
-                                upper=60.0),
-            "time_jump_threshold": declare(self, "time_jump_threshold", 1.0, "[s] a stamp this "
-                                           "far from the time base is a time jump (bag loop, "
-                                           "clock reset) once confirmed (time_base_confirm); "
-                                           "backwards it resets the odometry", lower=0.0,
-                                           upper=3600.0),
-            "reset_on_gap": declare(self, "reset_on_gap", False, "reset the pose (not only the "
-                                    "time base) after a forward gap > max_step"),
-            "gyro_timeout": declare(self, "gyro_timeout", 0.5, "[s] how long a gyro rate or "
-                                    "IMU attitude is held without new samples", lower=0.0,
-                                    upper=10.0),
-            "late_tolerance": declare(self, "late_tolerance", 0.1, "[s] IMU samples this much "
-                                      "older than an interval still count for it", lower=0.0,
-                                      upper=5.0),
-        }
-        self.limits = {
-            "max_wheel_speed": declare(self, "max_wheel_speed", DEFAULT_MAX_WHEEL_SPEED,
-                                       "[m/s] encoder samples whose wheel rim speed (rate x "
-                                       "radius) exceeds this are rejected (implausible)",
-                                       lower=1e-3, upper=1e4),
-            "max_wheel_acceleration": declare(self, "max_wheel_acceleration",
-                                              DEFAULT_MAX_WHEEL_ACCELERATION, "[m/s^2] encoder "
-                                              "samples whose rim acceleration since the last "
-                                              "accepted one exceeds this are rejected",
-                                              lower=1e-3, upper=1e6),
-            "max_angular_rate": declare(self, "max_angular_rate", DEFAULT_MAX_ANGULAR_RATE,
-                                        "[rad/s] IMU samples with a gyro component beyond this "
-                                        "are rejected (default: a 2000 deg/s gyro's full "
-                                        "scale)", lower=1e-3, upper=1e4),
-        }
-        self.reorder_window = declare(self, "reorder_window", default_reorder_window(self),
-                                      "[s] of stamp time encoder and IMU messages may wait to "
-                                      "be processed in stamp order while every input still "
-                                      "delivers; default 600 with use_sim_time (a replay "
-                                      "faster than the node lets one queue lag the other by "
-                                      "tens of seconds), else 5; latency about one sensor "
-                                      "period while all flow, reorder_idle when one stops; 0: "
-                                      "arrival order", lower=0.0, upper=3600.0)
-        self.reorder_idle = declare(self, "reorder_idle", 0.1, "[s] (receive time) a silent "
-                                    "input is still waited for by the reorder window; must "
-                                    "exceed the slowest input's period", lower=0.0, upper=10.0)
-        self.time_base_confirm = declare(self, "time_base_confirm", DEFAULT_CONFIRM_COUNT,
-                                         "consecutive messages that confirm a time jump; a "
-                                         "lone stray stamp is dropped (1: follow every jump)",
-                                         lower=1, upper=1000)
-        self.stale_timeout = declare(self, "stale_timeout", 1.0, "[s] an input silent this "
-                                     "long (node clock) is reported stale", lower=0.0,
-                                     upper=3600.0)
-        period = declare(self, "diagnostics_period", 1.0, "[s] diagnostics publishing period",
-                         lower=0.01, upper=60.0)
-        reliability = declare(self, "sensor_qos", "reliable", "reliability of the input "
-                              "subscriptions: reliable (bag replay, no loss) or best_effort "
-                              "(drivers using SensorDataQoS)", read_only=True,
-                              choices=("reliable", "best_effort"))
-        depth = declare(self, "queue_size", 10000, "input queue depth (messages): a replay "
-                        "faster than the node lets one input's queue lag the other's by seconds; "
-                        "a full queue drops messages", lower=1, upper=100000,
-                        read_only=True)
+        opts = declare_options(self, ODOMETRY_NODE,
+                               {"reorder_window": default_reorder_window(self)})
+        self.odom_frame, self.base_frame = opts["odom_frame"], opts["base_frame"]
+        self.publish_tf, self.fidelity = opts["publish_tf"], opts["fidelity"]
+        self.behaviour = {k: opts[k] for k in (
+            "use_gyro", "impose_imu_attitude", "stabilization", "max_step",
+            "time_jump_threshold", "reset_on_gap", "gyro_timeout", "late_tolerance")}
+        self.limits = {k: opts[k] for k in (
+            "max_wheel_speed", "max_wheel_acceleration", "max_angular_rate")}
+        self.reorder_window, self.reorder_idle = opts["reorder_window"], opts["reorder_idle"]
+        self.time_base_confirm = opts["time_base_confirm"]
+        self.stale_timeout = opts["stale_timeout"]
+        period, reliability, depth = (opts["diagnostics_period"], opts["sensor_qos"],
+                                      opts["queue_size"])
         self.model_values = declare_model_parameters(self, DEFAULT_QPRIME_U)
 
         self.odo: Odometry3D | None = None

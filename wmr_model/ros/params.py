@@ -13,6 +13,10 @@ on-set-parameters callback that refuses a value breaking its rule with the reaso
 refused instead of breaking the node later. A value from the command line or a parameter file
 that breaks a rule is logged and replaced by the default at declaration.
 
+Options (every parameter that is not a model parameter) are rows of the one schema
+(:mod:`wmr_model.ros.options`, :class:`wmr_model.parameters.OptionSpec`): :func:`declare_options`
+declares a node's group with each row's description, unit, range or choices and read-only flag.
+
 The vehicle comes, in this order, from the ``robot_description`` parameter (URDF XML), the
 ``vehicle`` parameter (shipped name, URDF path or frame table) - both with the ``sidecar``
 parameter - or, when both are empty, the ``robot_description`` topic (transient local, as
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,12 +43,15 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from wmr_model.io.terrain_spec import parse_terrain_spec
 from wmr_model.kinematics.uncertainty import TWIST_COMPONENTS, qprime_names
-from wmr_model.parameters import SLIP_NAMES, check_value, get_spec
+from wmr_model.parameters import SLIP_NAMES, OptionSpec, check_value, get_spec, options
+from wmr_model.ros.options import LIVE_REORDER_WINDOW, NODE_OPTIONS, SIM_TIME_REORDER_WINDOW
 from wmr_model.terrain.surface import Terrain
 from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "declare",
+    "declare_option",
+    "declare_options",
     "parameter_problem",
     "validate_parameters",
     "declare_model_parameters",
@@ -106,6 +113,25 @@ def declare(node: Node, name: str, default: Any, description: str, *,
     return value
 
 
+def declare_option(node: Node, spec: OptionSpec, default: Any = None) -> Any:
+    """Declare the option ``spec`` (its unit-first description, range or choices, read-only
+    flag) with :func:`declare`; ``default`` replaces the row's when it is computed at run time
+    (the reorder window under ``use_sim_time``). Returns the value."""
+    value = spec.default if default is None else default
+    return declare(node, spec.name, list(value) if isinstance(value, tuple) else value,
+                   spec.ros_description, lower=spec.lower, upper=spec.upper,
+                   read_only=spec.read_only, choices=spec.choices)
+
+
+def declare_options(node: Node, group: str,
+                    defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Declare every option of ``group`` (:func:`wmr_model.parameters.options`) in its order;
+    ``defaults`` maps names to run-time defaults. Returns the values by name."""
+    given = dict(defaults or {})
+    return {name: declare_option(node, spec, given.get(name))
+            for name, spec in options(group).items()}
+
+
 def parameter_problem(node: Node, name: str, value: Any) -> str | None:
     """Why ``value`` breaks the rule :func:`declare` recorded for ``name`` (one line naming
     the parameter), or None when it is acceptable or ``name`` has no rule."""
@@ -155,11 +181,6 @@ def validate_parameters(node: Node) -> None:
     node._wmr_validation_installed = True  # type: ignore[attr-defined]
 
 
-#: Reorder window defaults [s of stamp time]: live sensors / a bag or simulator on /clock.
-LIVE_REORDER_WINDOW = 5.0
-SIM_TIME_REORDER_WINDOW = 600.0
-
-
 def default_reorder_window(node: Node) -> float:
     """Default ``reorder_window``: with ``use_sim_time`` (a bag player or simulator that can
     outrun the node) 600 s, so a node working through a backlog holds one input until the
@@ -203,21 +224,11 @@ def declare_wheel_parameters(node: Node, model: VehicleModel) -> dict[str, float
 
 
 def declare_vehicle_parameters(node: Node) -> dict[str, str]:
-    """Declare ``vehicle``, ``sidecar`` and ``robot_description`` (read only)."""
-    return {
-        "vehicle": declare(node, "vehicle", "", "shipped vehicle name (wmr vehicles), URDF path "
-                           "or frame-table YAML; empty: use robot_description", read_only=True),
-        "sidecar": declare(node, "sidecar", "", "sidecar YAML of the URDF (wheels, actuated "
-                           "joints, encoder_map); empty: the vehicle's shipped one or none",
-                           read_only=True),
-        "robot_description": declare(node, "robot_description", "", "URDF XML; empty: from "
-                                     "the vehicle parameter or the robot_description topic",
-                                     read_only=True),
-        "terrain": declare(node, "terrain", "flat", "terrain the model drives on: flat[:Z], "
-                           "plane:SLOPE_DEG[,HEADING_DEG], wmrde:N or file:PATH (a height map "
-                           "that carries its grid, e.g. gridsurfdata text); the same grammar as "
-                           "'wmr simulate --terrain'", read_only=True),
-    }
+    """Declare ``vehicle``, ``sidecar``, ``robot_description`` and ``terrain`` (read only; rows
+    of the ``nodes`` option group)."""
+    rows = options(NODE_OPTIONS)
+    return {name: declare_option(node, rows[name])
+            for name in ("vehicle", "sidecar", "robot_description", "terrain")}
 
 
 def terrain_from_parameters(values: dict[str, str]) -> Terrain:

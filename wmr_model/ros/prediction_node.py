@@ -92,7 +92,7 @@ from wmr_model.errors import WmrError
 from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
 from wmr_model.kinematics.uncertainty import qprime_from_parameters
 from wmr_model.parameters import SLIP_NAMES
-from wmr_model.prediction.controllers import CONTROLLER_KINDS, twist_profile, vehicle_controller
+from wmr_model.prediction.controllers import twist_profile, vehicle_controller
 from wmr_model.prediction.predict import Prediction, twist_commands
 from wmr_model.prediction.rollouts import (
     DYNAMIC_ACTUATOR,
@@ -109,9 +109,10 @@ from wmr_model.prediction.rollouts import (
 from wmr_model.ros import conversions as cv
 from wmr_model.ros.calibration_file import declare_calibration_file
 from wmr_model.ros.conversions import publish_status
+from wmr_model.ros.options import PREDICTION_NODE
 from wmr_model.ros.params import (
-    declare,
     declare_model_parameters,
+    declare_options,
     declare_vehicle_parameters,
     declare_wheel_parameters,
     load_vehicle_from_parameters,
@@ -540,50 +541,15 @@ class PredictionNode(Node):
         # first: the file's values become those of the model parameters declared from here on
         self.calibration = declare_calibration_file(self)
         self.vehicle_params = declare_vehicle_parameters(self)
-        self.max_candidates = declare(self, "max_candidates", 100000, "largest num_candidates "
-                                      "served (memory is bounded by max_request_memory_mb)",
-                                      lower=1, upper=100_000_000)
-        self.max_steps = declare(self, "max_steps", 100000, "largest num_steps served",
-                                 lower=1, upper=100_000_000)
-        self.max_horizon = declare(self, "max_horizon", 60.0, "[s] longest horizon "
-                                   "num_steps * step_size served", lower=0.0, upper=1e6)
-        self.max_request_memory_mb = declare(
-            self, "max_request_memory_mb", 2048.0, "[MB] memory budget of the requests being "
-            "served (estimated before anything is allocated; larger requests are refused, "
-            "concurrent ones wait)", lower=1.0, upper=1e7)
-        self.max_compute_time = declare(self, "max_compute_time", 10.0, "[s] longest time a "
-                                        "request computes (a request may ask for less); then "
-                                        "it returns the finished candidates or fails",
-                                        lower=0.001, upper=1e6)
-        self.executor_threads = declare(self, "worker_threads", 4, "threads of the node's "
-                                        "executor: requests served at the same time",
-                                        lower=1, upper=64, read_only=True)
-        self.default_frame = declare(self, "default_frame", "odom", "frame of the poses when "
-                                     "the request's header.frame_id is empty")
-        self.stabilization = declare(self, "stabilization", 0.5, "[-] Baumgarte gain sigma*dt "
-                                     "(2.35)", lower=0.0, upper=1.0)
-        self.integrator = declare(self, "integrator", "euler", "euler or rk4",
-                                  choices=("euler", "rk4"))
-        self.controller = declare(self, "controller", "vehicle", "how BODY_TWIST requests "
-                                  "become joint rates: vehicle (the sidecar's controller: "
-                                  "section, naive without one) or a kind of "
-                                  "wmr_model.prediction.controllers",
-                                  choices=("vehicle", *CONTROLLER_KINDS))
-        self.propagate = declare(self, "propagate_covariance", True, "propagate pose "
-                                 "covariances with Q' from noise.U.* (KINEMATIC, ENHANCED)")
-        self.publish_path = declare(self, "publish_path", False, "publish candidate 0 of the "
-                                    "last prediction on ~/path")
-        self.publish_markers = declare(self, "publish_markers", False, "publish covariance "
-                                       "ellipsoids and candidate lines on ~/covariance_markers")
-        self.marker_stride = declare(self, "marker_stride", 5, "ellipsoid every this many "
-                                     "samples", lower=1, upper=100000)
-        period = declare(self, "diagnostics_period", 1.0, "[s] diagnostics publishing period",
-                         lower=0.01, upper=60.0)
-        self.warmup = declare(self, "warmup", False, "serve one tiny request per fidelity "
-                              "before the service is advertised, so that the first real ones "
-                              "meet max_compute_time: loads the compiled kernels (about 4 s) or "
-                              "compiles them (minutes, on the first start after an install)",
-                              read_only=True)
+        opts = declare_options(self, PREDICTION_NODE)
+        for name in ("max_candidates", "max_steps", "max_horizon", "max_request_memory_mb",
+                     "max_compute_time", "default_frame", "stabilization", "integrator",
+                     "controller", "publish_path", "publish_markers", "marker_stride",
+                     "warmup"):
+            setattr(self, name, opts[name])
+        self.executor_threads = opts["worker_threads"]
+        self.propagate = opts["propagate_covariance"]
+        period = opts["diagnostics_period"]
         self.model_values = declare_model_parameters(self, DEFAULT_QPRIME_U)
         self.wheel_values: dict[str, float] = {}
         self.base_model: VehicleModel | None = None
