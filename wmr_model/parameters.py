@@ -377,10 +377,12 @@ def option_default(group: str, name: str) -> Any:
     return option(group, name).default
 
 
-def option_help(group: str, name: str) -> str:
-    """Command-line help of an option: its description, unit and default."""
+def option_help(group: str, name: str, unit: str | None = None) -> str:
+    """Command-line help of an option: its description, unit (``unit`` when the command uses
+    one of the row's units only) and default; ``%`` escaped for argparse."""
     s = option(group, name)
-    unit = f" [{s.unit}]" if s.unit and s.unit != "-" else ""
+    u = s.unit if unit is None else unit
+    unit = f" [{u}]" if u and u != "-" else ""
     return f"{s.description}{unit} (default {_default_text(s)})".replace("%", "%%")
 
 

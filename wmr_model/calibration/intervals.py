@@ -74,7 +74,7 @@ register_options(INTERVAL_OPTIONS, [
                description="skip intervals with a ground-truth step faster than this "
                "(re-localization jumps); 0 keeps all"),
     OptionSpec("split", 0.6, unit="-", lower=0.0, upper=1.0, description=(
-        "out-of-sample table: models calibrated on the first this fraction of the log are "
+        "out-of-sample table: models calibrated on this first fraction of the log are "
         "scored on the rest; 0 or 1: in-sample table only")),
 ])
 

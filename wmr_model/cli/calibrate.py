@@ -25,7 +25,7 @@ __all__ = ["register", "run"]
 
 def register(subparsers: Any) -> None:
     """Add the ``calibrate`` subcommand."""
-    from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN
+    from wmr_model.cli._options import add_interval_arguments
     from wmr_model.cli._output import add_json_flag
 
     p = subparsers.add_parser(
@@ -44,17 +44,7 @@ def register(subparsers: Any) -> None:
                    ".yaml plus time_offset.pose, else slip.p2..p6,time_offset.pose)")
     p.add_argument("--noise", default="noise.U.wz_wz,noise.U.vx_vx,noise.U.vy_vy",
                    metavar="NAMES", help="Q' Cholesky entries to estimate ('' for none)")
-    p.add_argument("--interval", type=float, default=2.0, metavar="S",
-                   help="interval length [s] (default 2)")
-    p.add_argument("--min-distance", type=float, default=MOVING_MIN_DISTANCE, metavar="M",
-                   help="informative filter: calibrate on intervals whose ground-truth path is "
-                   f"at least this long [m] (default {MOVING_MIN_DISTANCE:g}) ...")
-    p.add_argument("--min-turn", type=float, default=MOVING_MIN_TURN, metavar="RAD",
-                   help="... or whose net ground-truth yaw change is at least this [rad] "
-                   f"(spins; default {MOVING_MIN_TURN:g}); both 0 use all")
-    p.add_argument("--split", type=float, default=0.6, metavar="F",
-                   help="calibrate on the first F of the log, evaluate out of sample on the "
-                   "rest (default 0.6; 0 or 1: in-sample table only)")
+    add_interval_arguments(p)
     p.add_argument("--max-speed", type=float, default=None, metavar="M_PER_S",
                    help="drop intervals with a ground-truth step faster than this [m/s] "
                    "(re-localization jumps) from calibration and evaluation (default: keep)")
@@ -117,18 +107,13 @@ def _checks(info: dict) -> list[str]:
 
 def _options(args: argparse.Namespace):
     """The fit options of the flags (checked; ParameterError naming the flag)."""
+    from wmr_model.cli._options import check_interval_arguments
     from wmr_model.errors import ParameterError
     from wmr_model.pipelines.fleet import FitOptions
 
-    for flag, v, lo in (("--dt", args.dt, 0.0), ("--interval", args.interval, 0.0)):
-        if not (math.isfinite(v) and v > lo):
-            raise ParameterError(f"{flag}: must be a finite number > 0 s, got {v}")
-    if not (math.isfinite(args.min_distance) and args.min_distance >= 0):
-        raise ParameterError(f"--min-distance: must be a finite number >= 0 m, got "
-                             f"{args.min_distance}")
-    if not (math.isfinite(args.min_turn) and args.min_turn >= 0):
-        raise ParameterError(f"--min-turn: must be a finite number >= 0 rad, got "
-                             f"{args.min_turn}")
+    if not (math.isfinite(args.dt) and args.dt > 0):
+        raise ParameterError(f"--dt: must be a finite number > 0 s, got {args.dt}")
+    check_interval_arguments(args)
     if args.max_speed is not None and not (args.max_speed > 0):
         raise ParameterError(f"--max-speed: must be > 0 m/s, got {args.max_speed}")
     pose_std = None
@@ -221,8 +206,6 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("--vehicle: required for one bag (with many, a manifest may name "
                              "the vehicle per bag)")
     opts = _options(args)
-    if not (math.isfinite(args.split) and 0 <= args.split <= 1):
-        raise ParameterError(f"--split: must be a fraction in [0, 1], got {args.split}")
     if args.iterations < 1:
         raise ParameterError(f"--iterations: must be >= 1, got {args.iterations}")
     if args.overlay:

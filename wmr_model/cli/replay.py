@@ -20,7 +20,7 @@ __all__ = ["register", "run", "results_dict"]
 
 def register(subparsers: Any) -> None:
     """Add the ``replay`` subcommand."""
-    from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN
+    from wmr_model.cli._options import add_interval_arguments
     from wmr_model.cli._output import add_json_flag
 
     p = subparsers.add_parser(
@@ -52,17 +52,7 @@ def register(subparsers: Any) -> None:
                         "else slip.p2..p6,time_offset.pose [+ sensor x,y])")
     p.add_argument("--noise", default="noise.U.wz_wz,noise.U.vx_vx,noise.U.vy_vy",
                    metavar="NAMES", help="Q' Cholesky entries to estimate")
-    p.add_argument("--interval", type=float, default=2.0, metavar="S",
-                   help="calibration interval [s] (default 2)")
-    p.add_argument("--min-distance", type=float, default=MOVING_MIN_DISTANCE, metavar="M",
-                   help="calibrate on intervals moving at least this far [m] (default "
-                        f"{MOVING_MIN_DISTANCE:g}) ...")
-    p.add_argument("--min-turn", type=float, default=MOVING_MIN_TURN, metavar="RAD",
-                   help="... or turning at least this much (net yaw change) [rad] (spins; "
-                        f"default {MOVING_MIN_TURN:g})")
-    p.add_argument("--split", type=float, default=0.6, metavar="F",
-                   help="out-of-sample table: models calibrated on the first F of the log "
-                        "scored on the rest (default 0.6; 0 or 1: in-sample table only)")
+    add_interval_arguments(p)
     p.add_argument("--dt", type=float, default=0.05, metavar="S",
                    help="prediction step [s] (default 0.05)")
     p.add_argument("--stale-hold", type=float, default=0.3, metavar="S",
@@ -118,15 +108,14 @@ def _floats(text: str | None, n: int, flag: str):
 def run(args: argparse.Namespace) -> int:
     """Replay, print the tables and write the outputs."""
     import json
-    import math
     from pathlib import Path
 
+    from wmr_model.cli._options import check_interval_arguments
     from wmr_model.cli._output import emit, to_jsonable
     from wmr_model.errors import ParameterError
     from wmr_model.pipelines.replay import ReplayOptions, replay, write_csv, write_output_bag
 
-    if not (math.isfinite(args.split) and 0 <= args.split <= 1):
-        raise ParameterError(f"--split: must be a fraction in [0, 1], got {args.split}")
+    check_interval_arguments(args)
     opt = ReplayOptions(
         vehicle=args.vehicle, encoder_topic=args.encoder_topic,
         imu_topic=args.imu_topic or None, pose_topic=args.pose_topic,

@@ -17,6 +17,21 @@ from typing import Any
 __all__ = ["register", "run"]
 
 
+def _schema_argument(p: argparse.ArgumentParser, flag: str, name: str, *,
+                     metavar: str | None = None, help_prefix: str = "") -> None:
+    """Add ``flag`` for the prediction option ``name``: default, choices and help from the
+    schema (:data:`wmr_model.prediction.rollouts.PREDICTION_OPTIONS`), as the prediction node
+    declares it."""
+    from wmr_model.parameters import option, option_help
+    from wmr_model.prediction.rollouts import PREDICTION_OPTIONS
+
+    s = option(PREDICTION_OPTIONS, name)
+    kw: dict[str, Any] = {"choices": s.choices} if s.choices else {
+        "type": type(s.default), "metavar": metavar}
+    p.add_argument(flag, default=s.default,
+                   help=help_prefix + option_help(PREDICTION_OPTIONS, name), **kw)
+
+
 def register(subparsers: Any) -> None:
     """Add the ``simulate`` subcommand."""
     from wmr_model.cli._output import add_json_flag
@@ -43,16 +58,12 @@ def register(subparsers: Any) -> None:
                      help="CSV with a 'time' column and one column per actuated joint")
     p.add_argument("--yaw-rate", type=float, default=0.0, metavar="RAD_S",
                    help="yaw rate [rad/s] with --speed (default 0)")
-    p.add_argument("--controller", default="vehicle",
-                   choices=("vehicle", "naive", "differential", "ackermann", "passive_steer"),
-                   help="how --speed/--yaw-rate become joint rates: the vehicle's sidecar "
-                        "controller (default), or a kind (naive: open-loop flat-ground solve)")
+    _schema_argument(p, "--controller", "controller", help_prefix="with --speed/--yaw-rate: ")
     p.add_argument("--duration", type=float, default=10.0, metavar="S",
                    help="simulated time [s] (default 10; with --commands: the script's end)")
     p.add_argument("--dt", type=float, default=0.04, metavar="S", help="step size [s] (0.04)")
-    p.add_argument("--integrator", choices=("euler", "rk4"), default="euler")
-    p.add_argument("--stabilization", type=float, default=0.5, metavar="SIGMA_DT",
-                   help="Baumgarte gain sigma*dt in [0, 1] (2.35; default 0.5)")
+    _schema_argument(p, "--integrator", "integrator")
+    _schema_argument(p, "--stabilization", "stabilization", metavar="SIGMA_DT")
     p.add_argument("--method", choices=("dae", "unconstrained"), default="dae",
                    help="stabilized DAE (default) or the unconstrained baseline of §2.5.1")
     p.add_argument("--start", default="0,0,0", metavar="X,Y,YAW_DEG",

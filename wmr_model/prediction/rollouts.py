@@ -32,6 +32,8 @@ from wmr_model.contact.models import PIECEWISE_LINEAR, ROAMS, contact_setup
 from wmr_model.dynamics.api import gravity_of
 from wmr_model.errors import ParameterError
 from wmr_model.kinematics import api as kin_api
+from wmr_model.parameters import OptionSpec, register_options
+from wmr_model.prediction.controllers import CONTROLLER_KINDS
 from wmr_model.prediction.predict import (
     JOINT_LIMIT,
     TIPOVER_RISK,
@@ -48,6 +50,7 @@ from wmr_model.vehicles.model import VehicleModel
 __all__ = [
     "INVALID",
     "ROLLOUT_FIDELITIES",
+    "PREDICTION_OPTIONS",
     "DYNAMIC_ACTUATOR",
     "TRACTION_FRACTION",
     "LIFTOFF_FORCE_FRACTION",
@@ -73,6 +76,21 @@ DYNAMIC_ACTUATOR = "ideal"
 TRACTION_FRACTION = 0.99
 #: WHEEL_LIFTOFF (dynamics): normal force <= this fraction of the static wheel load m g / nw.
 LIFTOFF_FORCE_FRACTION = 1e-3
+#: Option group of the integration settings shared by the prediction node, the odometry node
+#: (stabilization) and ``wmr simulate`` (:func:`wmr_model.parameters.options`).
+PREDICTION_OPTIONS = "prediction"
+
+register_options(PREDICTION_OPTIONS, [
+    OptionSpec("stabilization", 0.5, unit="-", lower=0.0, upper=1.0, description=(
+        "Baumgarte gain sigma*dt (2.35) in [0, 1]; 0 lets wheels drift off the terrain")),
+    OptionSpec("integrator", "euler", choices=("euler", "rk4"), description=(
+        "euler or rk4")),
+    OptionSpec("controller", "vehicle", choices=("vehicle", *CONTROLLER_KINDS), description=(
+        "how body-twist commands become joint rates: vehicle (the sidecar's controller: "
+        "section, naive without one) or a kind of wmr_model.prediction.controllers (naive: the "
+        "open-loop flat-ground solve)")),
+])
+
 #: Near the deadline, chunks are sized to take about this long [s]: long enough that the
 #: per-call overhead of predict() stays small, short enough that the time budget is honoured
 #: to about this much.

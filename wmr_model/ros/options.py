@@ -7,8 +7,9 @@ under the node's name (``NODE_OPTIONS``, the parameters every node declares firs
 :func:`wmr_model.ros.params.declare_options` declares them with their description, unit, range or
 choices and read-only flag; the README's node parameter tables are
 :func:`wmr_model.parameters.markdown_table` of these groups. The calibrator lists the interval
-rows of :mod:`wmr_model.calibration.intervals` (one definition each). ROS-free: importing this
-module needs no rclpy.
+rows of :mod:`wmr_model.calibration.intervals`, the prediction and odometry nodes the
+integration rows of :mod:`wmr_model.prediction.rollouts` (one definition each). ROS-free:
+importing this module needs no rclpy.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from wmr_model.estimation.streams import (
     DEFAULT_MAX_WHEEL_ACCELERATION,
     DEFAULT_MAX_WHEEL_SPEED,
 )
-from wmr_model.parameters import OptionSpec, options, register_options
-from wmr_model.prediction.controllers import CONTROLLER_KINDS
+from wmr_model.parameters import OptionSpec, option, options, register_options
+from wmr_model.prediction.rollouts import PREDICTION_OPTIONS
 
 __all__ = ["NODE_OPTIONS", "ODOMETRY_NODE", "PREDICTION_NODE", "CALIBRATOR_NODE",
            "NODE_GROUPS", "LIVE_REORDER_WINDOW", "SIM_TIME_REORDER_WINDOW"]
@@ -46,6 +47,10 @@ _REORDER_NOTE = (f"{SIM_TIME_REORDER_WINDOW:g} with use_sim_time, else "
 
 def _interval_rows() -> list[OptionSpec]:
     return [s for n, s in options(INTERVAL_OPTIONS).items() if n.startswith("interval.")]
+
+
+def _prediction_row(name: str) -> OptionSpec:
+    return option(PREDICTION_OPTIONS, name)
 
 
 register_options(NODE_OPTIONS, [
@@ -81,8 +86,7 @@ register_options(ODOMETRY_NODE, [
         "steer drifts ~7x more)")),
     OptionSpec("impose_imu_attitude", False, description=(
         "replace roll and pitch by the IMU orientation after each step")),
-    OptionSpec("stabilization", 0.5, unit="-", lower=0.0, upper=1.0, description=(
-        "Baumgarte gain sigma*dt (2.35); 0 lets wheels drift off the terrain")),
+    _prediction_row("stabilization"),
     OptionSpec("max_step", 0.5, unit="s", lower=1e-3, upper=60.0, description=(
         "longest encoder interval integrated; longer gaps are skipped (reported)")),
     OptionSpec("time_jump_threshold", 1.0, unit="s", lower=0.0, upper=3600.0, description=(
@@ -148,13 +152,9 @@ register_options(PREDICTION_NODE, [
         "threads of the node's executor: requests served at the same time")),
     OptionSpec("default_frame", "odom", description=(
         "frame of the poses when the request's header.frame_id is empty")),
-    OptionSpec("stabilization", 0.5, unit="-", lower=0.0, upper=1.0, description=(
-        "Baumgarte gain sigma*dt (2.35)")),
-    OptionSpec("integrator", "euler", choices=("euler", "rk4"), description=(
-        "euler or rk4")),
-    OptionSpec("controller", "vehicle", choices=("vehicle", *CONTROLLER_KINDS), description=(
-        "how BODY_TWIST requests become joint rates: vehicle (the sidecar's controller: section, "
-        "naive without one) or a kind of wmr_model.prediction.controllers")),
+    _prediction_row("stabilization"),
+    _prediction_row("integrator"),
+    _prediction_row("controller"),
     OptionSpec("propagate_covariance", True, description=(
         "propagate pose covariances with Q' from noise.U.* (KINEMATIC, ENHANCED)")),
     OptionSpec("publish_path", False, description=(
