@@ -48,6 +48,10 @@ __all__ = [
     "option_default",
     "option_help",
     "markdown_table",
+    "TABLE_BEGIN",
+    "TABLE_END",
+    "readme_tables",
+    "write_readme_tables",
 ]
 
 
@@ -414,8 +418,43 @@ def markdown_table(group: str) -> str:
     lines = ["| parameter | type | default | unit | range | read only | description |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for s in options(group).values():
-        cells = [f"`{s.name}`", s.type, f"`{_default_text(s)}`", s.unit, _range_text(s),
+        default = s.default_note or f"`{_default_text(s)}`"
+        cells = [f"`{s.name}`", s.type, default, s.unit, _range_text(s),
                  "yes" if s.read_only else "", s.description]
         lines.append("| " + " | ".join(c.replace("|", "\\|") if i != 4 else c
                                        for i, c in enumerate(cells)) + " |")
     return "\n".join(lines) + "\n"
+
+
+#: Markers around a generated table in a Markdown file: ``<!-- options: GROUP -->`` before it,
+#: ``<!-- /options -->`` after it.
+TABLE_BEGIN = "<!-- options: {group} -->"
+TABLE_END = "<!-- /options -->"
+
+
+def readme_tables(text: str) -> dict[str, str]:
+    """The generated tables in a Markdown ``text`` by group: what stands between each
+    ``<!-- options: GROUP -->`` marker and the next ``<!-- /options -->``."""
+    out = {}
+    head = TABLE_BEGIN.split("{group}")
+    for chunk in text.split(head[0])[1:]:
+        group, rest = chunk.split(head[1], 1)
+        out[group] = rest.split(TABLE_END, 1)[0].strip("\n") + "\n"
+    return out
+
+
+def write_readme_tables(path: str) -> list[str]:
+    """Regenerate every marked table of the Markdown file ``path`` with
+    :func:`markdown_table` (the groups must be registered: import their owners first);
+    returns the groups written."""
+    from pathlib import Path
+
+    text = Path(path).read_text(encoding="utf-8")
+    groups = list(readme_tables(text))
+    for g in groups:
+        begin = TABLE_BEGIN.format(group=g)
+        pre, rest = text.split(begin, 1)
+        post = rest.split(TABLE_END, 1)[1]
+        text = f"{pre}{begin}\n{markdown_table(g)}{TABLE_END}{post}"
+    Path(path).write_text(text, encoding="utf-8")
+    return groups

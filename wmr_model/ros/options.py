@@ -26,7 +26,7 @@ from wmr_model.estimation.streams import (
 from wmr_model.parameters import OptionSpec, option, options, register_options
 from wmr_model.prediction.rollouts import PREDICTION_OPTIONS
 
-__all__ = ["NODE_OPTIONS", "ODOMETRY_NODE", "PREDICTION_NODE", "CALIBRATOR_NODE",
+__all__ = ["main", "NODE_OPTIONS", "ODOMETRY_NODE", "PREDICTION_NODE", "CALIBRATOR_NODE",
            "NODE_GROUPS", "LIVE_REORDER_WINDOW", "SIM_TIME_REORDER_WINDOW"]
 
 #: Option groups: the parameters every node declares (calibration file, vehicle, terrain) and
@@ -300,3 +300,19 @@ register_options(CALIBRATOR_NODE, [
         "input queue depth (messages): a replay faster than the node lets one input's queue lag "
         "another's; a full queue drops messages")),
 ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m wmr_model.ros.options [README.md]``: rewrite the marked option tables."""
+    import sys
+
+    from wmr_model.parameters import write_readme_tables
+
+    args = sys.argv[1:] if argv is None else argv
+    for group in write_readme_tables(args[0] if args else "README.md"):
+        print(f"{group}: {len(options(group))} options")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
