@@ -522,22 +522,38 @@ def compile_vehicle(spec: VehicleSpec) -> VehicleModel:
     order = _parent_first_order(spec)
     frame_names = (spec.body_name, *(f.name for f in order))
     index = {n: i for i, n in enumerate(frame_names)}
-    frames, wheels = _compile_frames(spec, order, index)
-    parent = frames["parent"]
-    constraints, cnames = _compile_joint_constraints(spec, index, len(frame_names) + 5)
+    a, wheels = _compile_frames(spec, order, index)
+    w = _compile_wheels(wheels, a["parent"])
+    c, cnames = _compile_joint_constraints(spec, index, len(frame_names) + 5)
     sensors = _compile_sensors(spec, index)
-    track = _compile_tracks(spec, index, parent, frames["joint_type"])
-    loops, loop_names = _compile_loop_closures(spec, index, parent, frames["T0"])
+    track = _compile_tracks(spec, index, a["parent"], a["joint_type"])
+    loops, loop_names = _compile_loop_closures(spec, index, a["parent"], a["T0"])
     return VehicleModel(
         name=spec.name,
         source=src,
         frame_names=frame_names,
-        **{k: _ro(v) for k, v in frames.items()},
-        **{k: _ro(v) for k, v in _compile_wheels(wheels, parent).items()},
-        **{k: _ro(v) for k, v in constraints.items()},
+        parent=_ro(a["parent"]),
+        joint_type=_ro(a["joint_type"]),
+        axis=_ro(a["axis"]),
+        T0=_ro(a["T0"]),
+        actuated=_ro(a["actuated"]),
+        lower=_ro(a["lower"]),
+        upper=_ro(a["upper"]),
+        mass=_ro(a["mass"]),
+        com=_ro(a["com"]),
+        inertia=_ro(a["inertia"]),
+        wheel_frame=_ro(w["wheel_frame"]),
+        wheel_radius=_ro(w["wheel_radius"]),
+        wheel_width=_ro(w["wheel_width"]),
+        chain=_ro(w["chain"]),
+        A_joint=_ro(c["A_joint"]),
+        joint_offset=_ro(c["joint_offset"]),
         joint_constraint_names=cnames,
         sensor_frame=sensors,
         options=dict(spec.options),
+        joint_stiffness=_ro(c["joint_stiffness"]),
+        joint_damping=_ro(c["joint_damping"]),
+        joint_preload=_ro(c["joint_preload"]),
         loop_closure=_ro(loops),
         loop_closure_names=loop_names,
         **track,
@@ -610,7 +626,7 @@ def _compile_frames(spec: VehicleSpec, order: list[FrameSpec], index: dict[str, 
         where = f"{src}: frame {f.name!r}"
         _compile_frame_row(f, i, index, a, where)
         if f.wheel_radius is not None:
-            wheels.append(_wheel_row(f, i, a, where))
+            wheels.append(_wheel_row(f, f.wheel_radius, i, a, where))
     return a, wheels
 
 
@@ -642,13 +658,13 @@ def _compile_frame_row(f: FrameSpec, i: int, index: dict[str, int], a: dict[str,
     a["inertia"][i] = _inertia(f.inertia, where)
 
 
-def _wheel_row(f: FrameSpec, i: int, a: dict[str, np.ndarray],
+def _wheel_row(f: FrameSpec, radius: float, i: int, a: dict[str, np.ndarray],
                where: str) -> tuple[int, float, float]:
-    """``(i, radius, width)`` of wheel frame ``f`` (row ``i`` of ``a`` already compiled): a
-    revolute joint spinning about the frame's y axis (thesis §2.2.1)."""
-    r = float(f.wheel_radius)
+    """``(i, radius, width)`` of wheel frame ``f`` of ``radius`` (row ``i`` of ``a`` already
+    compiled): a revolute joint spinning about the frame's y axis (thesis §2.2.1)."""
+    r = float(radius)
     if not (math.isfinite(r) and r > 0):
-        raise ModelError(f"{where}: wheel radius must be > 0 m, got {f.wheel_radius}")
+        raise ModelError(f"{where}: wheel radius must be > 0 m, got {radius}")
     if a["joint_type"][i] != REVOLUTE:
         raise ModelError(f"{where}: a wheel must spin on a revolute joint")
     if abs(abs(a["axis"][i, 1]) - 1.0) > 1e-9:
