@@ -107,18 +107,28 @@ def load_height_map(
             f"{p}: {missing} required, {suffix} files store heights only"
         )
     if suffix == ".png":
-        if z_scale is None:
-            raise TerrainError(f"{p}: z_scale [m per gray level] is required for .png")
-        scale = float(z_scale)
-        offset = float(z_offset)
-        if not (math.isfinite(scale) and scale > 0.0 and math.isfinite(offset)):
-            raise TerrainError(
-                f"{p}: z_scale must be > 0 and z_offset finite, got {z_scale!r}, {z_offset!r}"
-            )
-        gray = read_png_gray(p)
-        return _placed(p, offset + scale * gray.astype(np.float64), resolution, origin)
+        return _placed(p, _png_heights(p, z_scale, z_offset), resolution, origin)
     if z_scale is not None or z_offset != 0.0:
         raise TerrainError(f"{p}: z_scale and z_offset apply to .png only")
+    return _placed(p, _array_heights(p, suffix), resolution, origin)
+
+
+def _png_heights(p: Path, z_scale: float | None, z_offset: float) -> np.ndarray:
+    """(ny, nx) heights [m] of a grayscale PNG: ``z_offset + z_scale * gray``."""
+    if z_scale is None:
+        raise TerrainError(f"{p}: z_scale [m per gray level] is required for .png")
+    scale = float(z_scale)
+    offset = float(z_offset)
+    if not (math.isfinite(scale) and scale > 0.0 and math.isfinite(offset)):
+        raise TerrainError(
+            f"{p}: z_scale must be > 0 and z_offset finite, got {z_scale!r}, {z_offset!r}"
+        )
+    gray = read_png_gray(p)
+    return offset + scale * gray.astype(np.float64)
+
+
+def _array_heights(p: Path, suffix: str) -> np.ndarray:
+    """(ny, nx) float64 heights [m] of a ``.npy`` (real numeric array) or ``.csv`` file."""
     if suffix == ".npy":
         try:
             heights = np.load(p, allow_pickle=False)
@@ -131,7 +141,7 @@ def load_height_map(
             heights = np.loadtxt(p, delimiter=",", ndmin=2, dtype=np.float64)
         except (OSError, ValueError) as exc:
             raise TerrainError(f"{p}: cannot read CSV height map ({exc})") from None
-    return _placed(p, np.asarray(heights, dtype=np.float64), resolution, origin)
+    return np.asarray(heights, dtype=np.float64)
 
 
 def load_wmrde_grid(path: str | os.PathLike[str]) -> Terrain:

@@ -473,6 +473,42 @@ def inclined_plane(slope: float, heading: float = 0.0, z0: float = 0.0) -> Terra
     )
 
 
+def _profile_breaks(where: str, s_breaks: Any, heights: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Checked (n,) breakpoints and heights of :func:`profile`: n >= 2, same shape, finite,
+    breakpoints non-decreasing with at most two equal in a row."""
+    s = np.asarray(s_breaks, dtype=np.float64)
+    h = np.asarray(heights, dtype=np.float64)
+    if s.ndim != 1 or s.shape[0] < 2:
+        raise TerrainError(
+            f"{where}: s_breaks must be 1-D with at least 2 breakpoints, got shape {s.shape}"
+        )
+    if h.shape != s.shape:
+        raise TerrainError(
+            f"{where}: heights must have shape {s.shape} to match s_breaks, got {h.shape}"
+        )
+    for arr, label in ((s, "s_breaks"), (h, "heights")):
+        bad = np.flatnonzero(~np.isfinite(arr))
+        if bad.size:
+            raise TerrainError(
+                f"{where}: {label} must be finite, got {arr[bad[0]]} at index {bad[0]}"
+            )
+    dec = np.flatnonzero(np.diff(s) < 0.0)
+    if dec.size:
+        k = int(dec[0]) + 1
+        raise TerrainError(
+            f"{where}: s_breaks must be non-decreasing, got s_breaks[{k}] = {s[k]} < "
+            f"s_breaks[{k - 1}] = {s[k - 1]}"
+        )
+    triple = np.flatnonzero(s[2:] == s[:-2])
+    if triple.size:
+        k = int(triple[0])
+        raise TerrainError(
+            f"{where}: s_breaks may repeat a value at most twice (one vertical step), got "
+            f"s_breaks[{k}:{k + 3}] = {s[k:k + 3].tolist()}"
+        )
+    return s, h
+
+
 def profile(
     s_breaks: Any,
     heights: Any,
@@ -517,36 +553,7 @@ def profile(
         Label.
     """
     where = "profile"
-    s = np.asarray(s_breaks, dtype=np.float64)
-    h = np.asarray(heights, dtype=np.float64)
-    if s.ndim != 1 or s.shape[0] < 2:
-        raise TerrainError(
-            f"{where}: s_breaks must be 1-D with at least 2 breakpoints, got shape {s.shape}"
-        )
-    if h.shape != s.shape:
-        raise TerrainError(
-            f"{where}: heights must have shape {s.shape} to match s_breaks, got {h.shape}"
-        )
-    for arr, label in ((s, "s_breaks"), (h, "heights")):
-        bad = np.flatnonzero(~np.isfinite(arr))
-        if bad.size:
-            raise TerrainError(
-                f"{where}: {label} must be finite, got {arr[bad[0]]} at index {bad[0]}"
-            )
-    dec = np.flatnonzero(np.diff(s) < 0.0)
-    if dec.size:
-        k = int(dec[0]) + 1
-        raise TerrainError(
-            f"{where}: s_breaks must be non-decreasing, got s_breaks[{k}] = {s[k]} < "
-            f"s_breaks[{k - 1}] = {s[k - 1]}"
-        )
-    triple = np.flatnonzero(s[2:] == s[:-2])
-    if triple.size:
-        k = int(triple[0])
-        raise TerrainError(
-            f"{where}: s_breaks may repeat a value at most twice (one vertical step), got "
-            f"s_breaks[{k}:{k + 3}] = {s[k:k + 3].tolist()}"
-        )
+    s, h = _profile_breaks(where, s_breaks, heights)
     heading = _finite(where, "heading", heading, "rad")
     ox, oy = _pair(where, "origin", origin, "m")
     hw = float(half_width)
