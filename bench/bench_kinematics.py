@@ -23,6 +23,7 @@ from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics.data import KernelData
 
 
 def _fmt(v, spec=".4f"):
@@ -80,10 +81,13 @@ def _time_contact(m, t, TW, T_contact, dz, ang, ws):
 
 
 @njit(cache=False)
-def _time_constraints(m, Q, TW, TC, DZ, ANG, sigma, vc, A, v):
+def _time_constraints(m, Q, TW, TC, DZ, ANG, sigma, vc, d):
     for s in range(Q.shape[0]):
-        K.constraint_system(m[0], m[1], m[2], m[4], m[6], m[7], m[8], m[9], m[10], m[11], m[12],
-                            Q[s], TW[s], TC[s], DZ[s], ANG[s], sigma, vc, A, v)
+        # the workspace of state s (its frames and contacts), d's A and v written
+        ds = KernelData(TW[s], TC[s], DZ[s], ANG[s], d.A, d.v, d.qdot, d.contact_ws, d.solve_ws,
+                        d.Ic, d.f_cg, d.c, d.v_b_slip, d.vc_slip, d.enhanced_ws, d.margin_ws,
+                        d.cov_ws)
+        K.constraint_system(m, ds, Q[s], sigma, vc)
 
 
 @njit(cache=False)
@@ -108,13 +112,10 @@ def _time_euler(Q, QD, dt, qn):
 
 
 @njit(cache=False)
-def _time_step(m, t, Q, known, qk, sigma, vc, T_world, T_contact, dz, ang, A, v, qdot, ws,
-               sws):
-    ws[:, :] = 0.0
+def _time_step(m, t, Q, known, qk, sigma, vc, d):
+    d.contact_ws[:, :] = 0.0
     for s in range(Q.shape[0]):
-        K.joint_space_velocity(m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10],
-                               m[11], m[12], t[0], t[1], t[2], Q[s], known, qk, sigma, vc,
-                               T_world, T_contact, dz, ang, A, v, qdot, ws, sws)
+        K.joint_space_velocity(m, t, d, Q[s], known, qk, sigma, vc, d.qdot)
 
 
 def _best(f, *args, repeats=40):
@@ -165,15 +166,15 @@ def kernel_profile(quick: bool, dt: float = 0.04) -> dict:
             "forward_kinematics": _best(_time_fk, m, Q, d.T_world),
             "wheel_contact (warm)": _best(_time_contact, m, t, TW, d.T_contact, d.dz,
                                           d.contact_angle, ws),
-            "constraint_system": _best(_time_constraints, m, Q, TW, TC, DZ, ANG, sigma, vc, d.A,
-                                       d.v),
+            "constraint_system": _best(_time_constraints, m, Q, TW, TC, DZ, ANG, sigma, vc,
+                                       d.kernel),
             "solve_partitioned": _best(_time_solve, AA, VV, known, qk, d.qdot, sws),
             "solve + resolve_partitioned": _best(_time_solve_resolve, AA, VV, known, qk, d.qdot,
                                                  sws),
             "integrate_euler": _best(_time_euler, Q, QD, dt, qn),
             "joint_space_velocity (whole solve)": _best(
-                _time_step, m, t, Q, known, qk, sigma, vc, d.T_world, d.T_contact, d.dz,
-                d.contact_angle, d.A, d.v, d.qdot, ws, sws),
+                _time_step, m, t, Q, known, qk, sigma, vc,
+                d.kernel._replace(contact_ws=ws, solve_ws=sws)),
             "kin.simulate (whole run, per step)": _best(
                 kin.simulate, model, terrain, Q[0], u, dt, repeats=15),
         }

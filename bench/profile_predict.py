@@ -40,6 +40,7 @@ from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import enhanced as E
 from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics.data import KernelData
 from wmr_model.kinematics.uncertainty import (
     covariance_workspace,
     error_dynamics,
@@ -86,15 +87,17 @@ def _contact(reps, a, tg, Q, T_world, T_contact, dz, ang, warm):
 
 
 @njit(cache=False)
-def _constraints(reps, a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc, A, v):
+def _constraints(reps, a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc, d):
     s = 0.0
     for _ in range(reps):
         for n in range(Q.shape[0]):
             for t in range(Q.shape[1] - 1):
-                K.constraint_system(a[0], a[1], a[2], a[4], a[6], a[7], a[8], a[9], a[10],
-                                    a[11], a[12], Q[n, t], T_worlds[n, t], T_contacts[n, t],
-                                    dzs[n, t], angs[n, t], sigma, vc, A, v)
-                s += A[0, 0]
+                # the recorded workspace of state (n, t); d's A and v written
+                dt = KernelData(T_worlds[n, t], T_contacts[n, t], dzs[n, t], angs[n, t], d.A,
+                                d.v, d.qdot, d.contact_ws, d.solve_ws, d.Ic, d.f_cg, d.c,
+                                d.v_b_slip, d.vc_slip, d.enhanced_ws, d.margin_ws, d.cov_ws)
+                K.constraint_system(a, dt, Q[n, t], sigma, vc)
+                s += d.A[0, 0]
     return s
 
 
@@ -149,18 +152,14 @@ def _slip(reps, Ibs, qdots, As, T_worlds, p, axes, gravity, vc_slip):
 
 
 @njit(cache=False)
-def _jsv(reps, a, tg, Q, known, qcmd, sigma, vc, T_world, T_contact, dz, ang, A, v, qdot):
+def _jsv(reps, a, tg, Q, known, qcmd, sigma, vc, d):
     s = 0.0
-    nw = a[4].shape[0]
     for _ in range(reps):
         for n in range(Q.shape[0]):
-            cws = np.zeros((nw, K.CONTACT_WS_WIDTH))
-            sws = K.solve_workspace(A.shape[0], known)
+            d.contact_ws[:, :] = 0.0  # a new trajectory: no warm start yet
             for t in range(Q.shape[1] - 1):
-                s += K.joint_space_velocity(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8],
-                                            a[9], a[10], a[11], a[12], tg[0], tg[1], tg[2],
-                                            Q[n, t], known, qcmd[n, t], sigma, vc, T_world,
-                                            T_contact, dz, ang, A, v, qdot, cws, sws)
+                s += K.joint_space_velocity(a, tg, d, Q[n, t], known, qcmd[n, t], sigma, vc,
+                                            d.qdot)
     return s
 
 
@@ -187,20 +186,14 @@ def _body_composite(reps, f, keep, parent_k, I_k, T_worlds, T_k, Ic_k):
 
 
 @njit(cache=False)
-def _enhanced(reps, a, tg, Q, known, qcmd, sigma, vc, I_frame, gravity, p, axes, T_world,
-              T_contact, dz, ang, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip, ews):
+def _enhanced(reps, a, tg, Q, known, qcmd, sigma, vc, slip, d):
     s = 0.0
-    nw = a[4].shape[0]
     for _ in range(reps):
         for n in range(Q.shape[0]):
-            cws = np.zeros((nw, K.CONTACT_WS_WIDTH))
-            sws = K.solve_workspace(A.shape[0], known)
+            d.contact_ws[:, :] = 0.0  # a new trajectory: no warm start yet
             for t in range(Q.shape[1] - 1):
-                s += E.enhanced_joint_space_velocity(
-                    a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
-                    a[12], tg[0], tg[1], tg[2], Q[n, t], known, qcmd[n, t], sigma, vc, I_frame,
-                    gravity, p, axes, True, T_world, T_contact, dz, ang, A, v, qdot, Ic, f_cg, c,
-                    v_b_slip, vc_slip, cws, ews, sws)
+                s += E.enhanced_joint_space_velocity(a, tg, d, Q[n, t], known, qcmd[n, t], sigma,
+                                                     vc, d.qdot, slip)
     return s
 
 
@@ -309,20 +302,13 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     fs = np.empty((n, T, 6))
     Ibs = np.empty((n, T, 6, 6))
     xy = []
+    slip = E.BodySlip(I_frame, gravity, p, axes, True)
     for i in range(n):
-        d = kin.create_data(m)
-        cws = K.contact_workspace(m.nw)
-        sws = K.solve_workspace(mrows, known)
-        ews = E.enhanced_workspace()
-        Ic = np.empty((m.nf, 6, 6))
-        f_cg = np.zeros(6)
-        c = np.zeros(3)
+        d = kin.create_data(m, known)
+        Ic, f_cg, c = d.Ic, d.f_cg, d.c
         for t in range(T):
-            E.enhanced_joint_space_velocity(*a, *tg, Q[i, t], known, qcmd[i, t], sigma, vc,
-                                            I_frame, gravity, p, axes, True, d.T_world,
-                                            d.T_contact, d.dz, d.contact_angle, d.A, d.v, d.qdot,
-                                            Ic, f_cg, c, np.zeros(6), np.zeros((m.nc, 2)), cws,
-                                            ews, sws)
+            E.enhanced_joint_space_velocity(a, tg, d.kernel, Q[i, t], known, qcmd[i, t], sigma,
+                                            vc, d.qdot, slip)
             T_worlds[i, t] = d.T_world
             T_contacts[i, t] = d.T_contact
             dzs[i, t] = d.dz
@@ -344,14 +330,15 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     us["wheel_contact warm"] = us["fk + wheel_contact warm"] - us["forward_kinematics"]
     us["wheel_contact cold"] = us["fk + wheel_contact cold"] - us["forward_kinematics"]
     us["constraint_system"] = _per_step(_constraints, states, a, Q, T_worlds, T_contacts, dzs,
-                                        angs, sigma, vc, d.A, d.v)
+                                        angs, sigma, vc, d.kernel)
     us["solve_partitioned"] = _per_step(_solve, states, As, vs, known, qcmd, d.qdot,
                                         K.solve_workspace(mrows, known))
     sws = K.solve_workspace(mrows, known)
     K.solve_partitioned(As[0, 0], vs[0, 0], known, qcmd[0, 0], d.qdot, sws)
     us["resolve_partitioned"] = _per_step(_resolve, states, As, vs, known, qcmd, d.qdot, sws)
+    kd = kin.create_data(m, known).kernel
     us["joint_space_velocity (total)"] = _per_step(_jsv, states, a, tg, Q, known, qcmd, sigma,
-                                                   vc, *ws, d.A, d.v, d.qdot)
+                                                   vc, kd)
     Ic = np.empty((m.nf, 6, 6))
     us["composite_inertias"] = _per_step(_composite, states, m.parent, I_frame, T_worlds, Ic)
     # the enhanced kernel with the scratch the prediction loop uses (wheel inertias folded into
@@ -366,8 +353,7 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     else:
         ews = E.enhanced_workspace()
     us["enhanced_joint_space_velocity (total)"] = _per_step(
-        _enhanced, states, a, tg, Q, known, qcmd, sigma, vc, I_frame, gravity, p, axes, *ws,
-        d.A, d.v, d.qdot, Ic, np.zeros(6), np.zeros(3), np.zeros(6), np.zeros((m.nc, 2)), ews)
+        _enhanced, states, a, tg, Q, known, qcmd, sigma, vc, slip, kd._replace(enhanced_ws=ews))
     us["enhanced extra (body force, slip, re-solve)"] = (
         us["enhanced_joint_space_velocity (total)"] - us["joint_space_velocity (total)"]
         - us.get("body_composite_inertia (wheels folded)", us["composite_inertias"]))

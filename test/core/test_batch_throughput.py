@@ -197,22 +197,18 @@ def test_enhanced_kernel_scratch_equals_allocating_call(zoe, rough, full):
     m = zoe
     I_frame = model_frame_inertias(m)
     known = kin.simulation_known(m)
-    nw, nv = m.nc, m.nv
-    rows = 3 * nw + m.A_joint.shape[0] + K.loop_closure_rows(m.loop_closure)
     ws = E.enhanced_workspace()
+    s = E.BodySlip(I_frame, np.array([0.0, 0.0, -9.80665]), SLIP, E.DEFAULT_SLIP_AXES, True)
     for q, qd in zip(full.q[0, :-1:3], full.qdot[0, ::3]):
         outs = []
-        for scratch in (None, ws):
-            o = dict(T_world=np.empty((m.nf, 4, 4)), T_contact=np.empty((nw, 4, 4)),
-                     dz=np.empty(nw), ang=np.empty(nw), A=np.empty((rows, nv)),
-                     v=np.empty(rows), qdot=np.empty(nv), Ic=np.empty((m.nf, 6, 6)),
-                     f_cg=np.zeros(6), c=np.zeros(3), v_b_slip=np.zeros(6),
-                     vc_slip=np.zeros((nw, 2)))
-            args = (*m.kinematic_arrays(), *rough.kernel_args(), q, known, qd, 2.0,
-                    np.zeros((nw, 2)), I_frame, np.array([0.0, 0.0, -9.80665]), SLIP,
-                    E.DEFAULT_SLIP_AXES, True, *o.values(), None)
-            res = (E.enhanced_joint_space_velocity(*args) if scratch is None
-                   else E.enhanced_joint_space_velocity(*args, scratch))
+        for scratch in (None, ws):  # a fresh scratch, then one reused across states
+            d = kin.create_data(m, known, warm_contact=False).kernel
+            d = d._replace(enhanced_ws=E.enhanced_workspace() if scratch is None else scratch)
+            res = E.enhanced_joint_space_velocity(
+                m.kinematic_arrays(), rough.kernel_args(), d, q, known, qd, 2.0,
+                np.zeros((m.nc, 2)), d.qdot, s)
+            o = {k: v for k, v in d._asdict().items()
+                 if k not in ("contact_ws", "solve_ws", "enhanced_ws", "margin_ws", "cov_ws")}
             outs.append((res, o))
         assert outs[0][0] == outs[1][0]
         for key in outs[0][1]:

@@ -78,13 +78,14 @@ def test_enhanced_second_solve_equals_a_fresh_solve(name):
     qk[6 + m.actuated_joints] = 2.0
     gravity = np.array([0.0, 0.0, -9.81])
     for q in tr.q[::5]:
+        kd = d.kernel._replace(contact_ws=K.contact_workspace(m.nw),
+                               enhanced_ws=E.enhanced_workspace(),
+                               solve_ws=K.solve_workspace(d.A.shape[0], known))
         E.enhanced_joint_space_velocity(
-            *m.kinematic_arrays(), *terrain.kernel_args(), q, known, qk, 12.5,
-            np.zeros((m.nc, 2)), model_frame_inertias(m), gravity, ex.BATCH_SLIP,
-            E.slip_axes_array(), True, d.T_world, d.T_contact, d.dz, d.contact_angle, d.A, d.v,
-            d.qdot, np.empty((m.nf, 6, 6)), np.zeros(6), np.zeros(3), np.zeros(6),
-            np.zeros((m.nc, 2)), K.contact_workspace(m.nw), E.enhanced_workspace(),
-            K.solve_workspace(d.A.shape[0], known))
+            m.kinematic_arrays(), terrain.kernel_args(), kd, q, known, qk, 12.5,
+            np.zeros((m.nc, 2)), d.qdot,
+            E.BodySlip(model_frame_inertias(m), gravity, ex.BATCH_SLIP, E.slip_axes_array(),
+                       True))
         fresh = np.empty(m.nv)
         K.solve_partitioned(d.A, d.v, known, qk, fresh)
         assert np.array_equal(d.qdot, fresh)

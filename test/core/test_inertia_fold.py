@@ -121,29 +121,22 @@ def test_enhanced_kernel_with_folded_scratch_matches_unfolded(zoe):
     q0, _ = kin.initialize_contact(m, terrain)
     I_frame = model_frame_inertias(m)
     known = kin.simulation_known(m)
-    rows = 3 * m.nc + m.A_joint.shape[0] + K.loop_closure_rows(m.loop_closure)
     qcmd = np.zeros(m.nv)
     qcmd[6 + m.actuated_joints] = 3.0
     slip = np.array([0.05, -0.03, 0.4, 0.2, 0.0, -0.1])
-    wss = (E.enhanced_workspace(),
-           E.folded_enhanced_workspace(m.parent, m.joint_type, m.axis, m.T0, I_frame))
+    s = E.BodySlip(I_frame, np.array([0.0, 0.0, -9.80665]), slip, E.DEFAULT_SLIP_AXES, True)
     rng = np.random.default_rng(5)
     for _ in range(6):
         q = q0.copy()
         q[7:] += rng.uniform(-0.05, 0.05, m.nf - 1)
         q[7 + m.wheel_joints] = rng.uniform(-50.0, 50.0, m.wheel_joints.size)
         outs = []
-        for ws in wss:
-            o = dict(T_world=np.empty((m.nf, 4, 4)), T_contact=np.empty((m.nc, 4, 4)),
-                     dz=np.empty(m.nc), ang=np.empty(m.nc), A=np.empty((rows, m.nv)),
-                     v=np.empty(rows), qdot=np.empty(m.nv), Ic=np.empty((m.nf, 6, 6)),
-                     f_cg=np.zeros(6), c=np.zeros(3), v_b_slip=np.zeros(6),
-                     vc_slip=np.zeros((m.nc, 2)))
+        for fold in (False, True):  # plain, then folded enhanced scratch
+            d = kin.create_data(m, known, inertias=I_frame, fold=fold, warm_contact=False).kernel
             E.enhanced_joint_space_velocity(
-                *m.kinematic_arrays(), *terrain.kernel_args(), q, known, qcmd, 12.5,
-                np.zeros((m.nc, 2)), I_frame, np.array([0.0, 0.0, -9.80665]), slip,
-                E.DEFAULT_SLIP_AXES, True, *o.values(), None, ws)
-            outs.append(o)
+                m.kinematic_arrays(), terrain.kernel_args(), d, q, known, qcmd, 12.5,
+                np.zeros((m.nc, 2)), d.qdot, s)
+            outs.append(d._asdict())
         for key in ("qdot", "f_cg", "c", "v_b_slip", "vc_slip"):
             a, b = outs[0][key], outs[1][key]
             np.testing.assert_allclose(b, a, rtol=0, atol=1e-12 * max(np.abs(a).max(), 1.0),

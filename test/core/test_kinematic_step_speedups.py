@@ -126,13 +126,12 @@ def _oracle_run(m, terrain, q0, steps):
     coll = OracleCollision(m)
     q = q0.copy()
     qs, dzs = [q.copy()], []
-    args = m.kinematic_arrays()
+    kd = d.kernel._replace(contact_angle=coll.angle)  # the oracle's contact angles
     for _ in range(steps):
         K.forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, d.T_world)
         coll(targs, d.T_world, d.T_contact, d.dz)
         dzs.append(d.dz.copy())
-        K.constraint_system(*args[:3], m.wheel_frame, *args[6:13], q, d.T_world, d.T_contact,
-                            d.dz, coll.angle, 0.5 / DT, np.zeros((m.nc, 2)), d.A, d.v)
+        K.constraint_system(m.kinematic_arrays(), kd, q, 0.5 / DT, np.zeros((m.nc, 2)))
         K.solve_partitioned(d.A, d.v, known, qk, d.qdot)
         qn = np.empty(m.nq)
         K.integrate_euler(q, d.qdot, DT, qn)
@@ -236,24 +235,21 @@ def test_step_kernels_do_not_allocate(zoe, terrains):
     from wmr_model._jit import njit
 
     @njit(cache=False)
-    def step(reps, args, targs, q, sigma, vc, d_arrays, qn, ws):
+    def step(reps, args, targs, q, sigma, vc, d, qn, ws):
         parent, jtype, axis, T0, wf, wr = args[0], args[1], args[2], args[3], args[4], args[5]
-        T_world, T_contact, dz, ang, A, v, qdot = d_arrays
         for _ in range(reps):
-            K.forward_kinematics(parent, jtype, axis, T0, q, T_world)
-            K.wheel_contact(parent, T0, wf, wr, targs[0], targs[1], targs[2], T_world, T_contact,
-                            dz, ang, ws)
-            K.constraint_system(parent, jtype, axis, wf, args[6], args[7], args[8], args[9],
-                                args[10], args[11], args[12], q, T_world, T_contact, dz, ang,
-                                sigma, vc, A, v)
-            K.integrate_euler(q, qdot, 0.04, qn)
+            K.forward_kinematics(parent, jtype, axis, T0, q, d.T_world)
+            K.wheel_contact(parent, T0, wf, wr, targs[0], targs[1], targs[2], d.T_world,
+                            d.T_contact, d.dz, d.contact_angle, ws)
+            K.constraint_system(args, d, q, sigma, vc)
+            K.integrate_euler(q, d.qdot, 0.04, qn)
 
     m = zoe
     terrain = terrains[0]
     q0, _ = kin.initialize_contact(m, terrain)
     d = kin.create_data(m)
     run = (m.kinematic_arrays(), terrain.kernel_args(), q0, 12.5, np.zeros((m.nc, 2)),
-           (d.T_world, d.T_contact, d.dz, d.contact_angle, d.A, d.v, d.qdot), np.empty(m.nq),
+           d.kernel, np.empty(m.nq),
            K.contact_workspace(m.nw))
     step(1, *run)
     a0 = count()

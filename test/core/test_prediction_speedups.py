@@ -44,13 +44,15 @@ def _run(m, terrain, q0, warm):
     q = np.empty((STEPS + 1, m.nq))
     vcn = np.empty((STEPS, m.nc))
     dz = np.empty((STEPS + 1, m.nc))
-    L.predict_trajectory(*m.kinematic_arrays(), *terrain.kernel_args(), q0,
-                         kin.simulation_known(m), qcmd, np.zeros((STEPS, m.nc, 2)), DT,
-                         0.5 / DT, L.EULER, np.zeros((m.nf, 6, 6)), np.zeros(3), np.zeros(6),
-                         np.zeros((4, 3)), False, False, np.zeros((0, 6)), np.zeros((6, 6)),
-                         np.zeros((6, 6)), False, q, np.empty((STEPS, m.nv)), vcn, dz,
-                         np.zeros((0, 6)), np.zeros((0, m.nc, 2)), np.zeros(0),
-                         np.zeros((0, 6, 6)), np.zeros((0, 2)), warm)
+    known = kin.simulation_known(m)
+    o = L.simulation_options(known, DT, 0.5 / DT, L.EULER, m.nf, warm)
+    d = kin.create_data(m, known, warm_contact=warm, residual=False).kernel
+    x = L.PredictInputs(q0, qcmd, np.zeros((STEPS, m.nc, 2)), np.zeros(6), np.zeros((0, 6)),
+                        np.zeros((6, 6)), np.zeros((0, 2)))
+    y = L.PredictOutputs(q, np.empty((STEPS, m.nv)), vcn, dz, np.zeros((0, 6)),
+                         np.zeros((0, m.nc, 2)), np.zeros(0), np.zeros((0, 6, 6)),
+                         np.zeros(0, np.uint8))
+    L.predict_trajectory(m.kinematic_arrays(), terrain.kernel_args(), d, o, x, y)
     return q, vcn, dz
 
 

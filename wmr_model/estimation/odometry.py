@@ -80,7 +80,12 @@ from wmr_model.estimation.streams import (
 )
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import kernels as K
-from wmr_model.kinematics.enhanced import enhanced_joint_space_velocity, slip_axes_array
+from wmr_model.kinematics.enhanced import (
+    BodySlip,
+    enhanced_joint_space_velocity,
+    enhanced_workspace,
+    slip_axes_array,
+)
 from wmr_model.kinematics.uncertainty import (
     TWIST_COMPONENTS,
     check_covariance,
@@ -337,10 +342,8 @@ class Odometry3D:
     def _install_model(self, model: VehicleModel) -> None:
         self.model = model
         self._data = kin.create_data(model)
-        self._contact_ws = K.contact_workspace(model.nc)  # collision warm start (kernels)
         self._cov_ws = covariance_workspace()
         self._I_frame = model_frame_inertias(model)
-        self._Ic = np.zeros((model.nf, 6, 6))
         if self._user_required is not None:
             targets = encoder_layouts(model, self._user_encoder_map).get("encoder_map", {})
             for name in self._user_required:
@@ -467,7 +470,7 @@ class Odometry3D:
         else:
             self.q, _ = kin.initialize_contact(self.model, self.terrain)
         self.qdot = np.zeros(self.model.nv)
-        self._contact_ws = K.contact_workspace(self.model.nc)
+        self._data.kernel.contact_ws[:] = 0.0  # collision warm start: none yet
         self.P = self.P0.copy()
         self.stamp: float | None = None  # integration front [s]
         self._dt_last = math.nan
@@ -663,21 +666,7 @@ class Odometry3D:
                 None if prev is None else prev[1], math.nan if prev is None else t - prev[0])
             if problem:
                 return self._reject("encoders", "implausible", f"stamp {t:.9f}: {problem}")
-        reset = ""
-        if front is not None:
-            if t < front - self.time_jump_threshold:
-                reset = (f"time jumped backwards by {front - t:.3f} s (stamp {t:.9f} after "
-                         f"{front:.9f}): bag loop or clock reset")
-                self.reset(reset)
-            elif t - front > self.max_step:
-                reset = (f"gap of {t - front:.3f} s > max_step {self.max_step} s after stamp "
-                         f"{front:.9f}: not integrated")
-                if self.reset_on_gap:
-                    self.reset(reset)
-                else:
-                    self.diagnostics.resets += 1
-                    self.diagnostics.last_reset_reason = reset + " (pose kept)"
-                    self._restart_time_base()
+        reset = "" if front is None else self._time_jump(t, front)
         self.diagnostics.accepted["encoders"] += 1
         self.diagnostics.last_stamp["encoders"] = t
         stepped = False
@@ -696,6 +685,26 @@ class Odometry3D:
         self._gate_prev = None
         self._imu_buffer = []
         self._gyro_held = None
+
+    def _time_jump(self, t: float, front: float) -> str:
+        """Handle an encoder stamp ``t`` far from the integration front: a backwards jump
+        (bag loop, clock reset) resets; a gap over ``max_step`` resets (``reset_on_gap``) or
+        restarts the time base keeping the pose. Returns the reason, or "" when neither."""
+        reset = ""
+        if t < front - self.time_jump_threshold:
+            reset = (f"time jumped backwards by {front - t:.3f} s (stamp {t:.9f} after "
+                     f"{front:.9f}): bag loop or clock reset")
+            self.reset(reset)
+        elif t - front > self.max_step:
+            reset = (f"gap of {t - front:.3f} s > max_step {self.max_step} s after stamp "
+                     f"{front:.9f}: not integrated")
+            if self.reset_on_gap:
+                self.reset(reset)
+            else:
+                self.diagnostics.resets += 1
+                self.diagnostics.last_reset_reason = reset + " (pose kept)"
+                self._restart_time_base()
+        return reset
 
     # ---- the step -------------------------------------------------------------------------------
     def _gyro_for(self, t0: float, t1: float) -> np.ndarray | None:
@@ -729,20 +738,18 @@ class Odometry3D:
             qk[0:3] = self.R_body_imu @ w_imu
         q = self.q
         sigma = self.stabilization / dt
-        tk, tp, tg = self.terrain.kernel_args()
+        m, t = model.kinematic_arrays(), self.terrain.kernel_args()
         vc = np.zeros((model.nc, 2))
+        # fresh solve scratch for this step's known set (with or without the gyro)
+        d = data.kernel._replace(solve_ws=K.solve_workspace(data.A.shape[0], known))
         if self.fidelity == "enhanced":
+            d = d._replace(enhanced_ws=enhanced_workspace())
             res = enhanced_joint_space_velocity(
-                *model.kinematic_arrays(), tk, tp, tg, q, known, qk, sigma, vc, self._I_frame,
-                np.array([0.0, 0.0, -STANDARD_GRAVITY]), self.slip,
-                self.slip_axes, True, data.T_world, data.T_contact, data.dz, data.contact_angle,
-                data.A, data.v, data.qdot, self._Ic, np.zeros(6), np.zeros(3), np.zeros(6),
-                np.zeros((model.nc, 2)), self._contact_ws)
+                m, t, d, q, known, qk, sigma, vc, d.qdot,
+                BodySlip(self._I_frame, np.array([0.0, 0.0, -STANDARD_GRAVITY]), self.slip,
+                         self.slip_axes, True))
         else:
-            res = K.joint_space_velocity(
-                *model.kinematic_arrays(), tk, tp, tg, q, known, qk, sigma, vc, data.T_world,
-                data.T_contact, data.dz, data.contact_angle, data.A,
-                data.v, data.qdot, self._contact_ws)
+            res = K.joint_space_velocity(m, t, d, q, known, qk, sigma, vc, d.qdot)
         self.diagnostics.max_residual = max(self.diagnostics.max_residual, float(res))
         qdot = data.qdot
         # covariance first: F and G at the start of the step (3.22)-(3.24)

@@ -21,6 +21,7 @@ import numpy as np
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics import kernels as K
 from wmr_model.kinematics import loops as L
+from wmr_model.kinematics.data import KernelData, kernel_data
 from wmr_model.spatial import quats_to_euler
 from wmr_model.terrain.surface import Terrain, flat
 from wmr_model.vehicles.model import REVOLUTE, VehicleModel
@@ -57,50 +58,60 @@ DEFAULT_STABILIZATION = 0.5
 
 @dataclass
 class KinematicsData:
-    """Per-state workspace of the kinematics (one vehicle state).
+    """Workspace of the kinematics for one vehicle state (or one trajectory of states).
 
     Contacts are the wheels followed by the track patches (nc = nw + ntp; nc = nw for wheeled
     vehicles).
 
     Attributes:
-        T_world: (nf, 4, 4) frame-to-world transforms (Algorithm 1).
-        T_contact: (nc, 4, 4) contact frames (Figure 2.3).
-        dz: (nc,) contact height errors Δz [m] (2.8).
-        contact_angle: (nc,) contact angles δ [rad] (2.9); for a track patch its fractional
-            sub-point coordinate (:func:`wmr_model.kinematics.kernels.track_contact`).
-        A: (3 nc + nhc, nv) stacked constraint matrix (2.34); nhc = ncj + nlr holonomic rows.
-        v: (3 nc + nhc,) right-hand side (2.34)-(2.36).
-        qdot: (nv,) joint-space velocity.
-        residual: |A qdot - v| of the last solve.
-        contact_ws: (nc, CONTACT_WS_WIDTH) collision warm-start state carried from one
-            :func:`joint_space_velocity` call to the next (previous contact angles are in
+        kernel: the compiled kernels' record (:class:`~wmr_model.kinematics.data.KernelData`);
+            its fields are readable here by name: ``T_world`` (nf, 4, 4) frame-to-world
+            transforms (Algorithm 1); ``T_contact`` (nc, 4, 4) contact frames (Figure 2.3);
+            ``dz`` (nc,) contact height errors Δz [m] (2.8); ``contact_angle`` (nc,) contact
+            angles δ [rad] (2.9), for a track patch its fractional sub-point coordinate
+            (:func:`wmr_model.kinematics.kernels.track_contact`); ``A`` (3 nc + nhc, nv)
+            stacked constraint matrix (2.34), nhc = ncj + nlr holonomic rows; ``v``
+            (3 nc + nhc,) right-hand side (2.34)-(2.36); ``qdot`` (nv,) joint-space velocity;
+            ``contact_ws`` (nw, CONTACT_WS_WIDTH) the collision warm-start state carried from
+            one :func:`joint_space_velocity` call to the next (previous contact angles are in
             ``contact_angle``; :func:`wmr_model.kinematics.kernels.wheel_contact`).
+        residual: |A qdot - v| of the last solve.
     """
 
-    T_world: np.ndarray
-    T_contact: np.ndarray
-    dz: np.ndarray
-    contact_angle: np.ndarray
-    A: np.ndarray
-    v: np.ndarray
-    qdot: np.ndarray
+    kernel: KernelData
     residual: float = math.nan
-    contact_ws: np.ndarray | None = None
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        # the kernel record's fields (T_world, T_contact, dz, contact_angle, A, v, qdot, ...)
+        if name != "kernel" and name in KernelData._fields:
+            return getattr(self.kernel, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
-def create_data(model: VehicleModel) -> KinematicsData:
-    """Allocate a :class:`KinematicsData` workspace for ``model`` (contacts: nc = nw + ntp)."""
-    m = 3 * model.nc + model.nhc
-    return KinematicsData(
-        T_world=np.zeros((model.nf, 4, 4)),
-        T_contact=np.zeros((model.nc, 4, 4)),
-        dz=np.zeros(model.nc),
-        contact_angle=np.zeros(model.nc),
-        A=np.zeros((m, model.nv)),
-        v=np.zeros(m),
-        qdot=np.zeros(model.nv),
-        contact_ws=K.contact_workspace(model.nc),
-    )
+def create_data(model: VehicleModel, known: np.ndarray | None = None, *,
+                inertias: np.ndarray | None = None, fold: bool = False,
+                warm_contact: bool = True, residual: bool = True) -> KinematicsData:
+    """Allocate the workspace of ``model``'s kinematics (contacts: nc = nw + ntp).
+
+    One :class:`~wmr_model.kinematics.data.KernelData` (:func:`~wmr_model.kinematics.data
+    .kernel_data`, as the compiled loops make one per trajectory) wrapped for the Python API.
+    ``known`` (nv,) bool: the known set its velocity-solve scratch is made for (default none
+    known; :func:`joint_space_velocity` remakes it for the known set of each call);
+    ``inertias`` (nf, 6, 6) per-frame spatial inertias and ``fold``: the enhanced-kinematics
+    scratch (:func:`wmr_model.kinematics.enhanced.folded_enhanced_workspace` when ``fold``);
+    ``warm_contact``: a collision warm-start workspace; ``residual``: solves return their
+    residual norm.
+    """
+    kn = np.zeros(model.nv, dtype=bool) if known is None else _array(known, (model.nv,),
+                                                                       "known", dtype=bool)
+    I_frame = np.zeros((model.nf, 6, 6)) if inertias is None else _array(
+        inertias, (model.nf, 6, 6), "inertias")
+    return KinematicsData(kernel_data(model.kinematic_arrays(), kn, I_frame, bool(fold),
+                                      bool(warm_contact), bool(residual)))
+
+
+#: Collision workspace with no rows: a cold fan search every call.
+_COLD_CONTACT = np.zeros((0, K.CONTACT_WS_WIDTH))
 
 
 def _state(model: VehicleModel, q: np.ndarray, name: str = "q") -> np.ndarray:
@@ -150,10 +161,7 @@ def constraint_system(model: VehicleModel, data: KinematicsData, q: np.ndarray, 
     """
     q = _state(model, q)
     vc = np.zeros((model.nc, 2)) if vc_xy is None else _array(vc_xy, (model.nc, 2), "vc_xy")
-    K.constraint_system(model.parent, model.joint_type, model.axis, model.wheel_frame,
-                        model.A_joint, model.joint_offset, model.loop_closure, model.track_frame,
-                        model.track_drive, model.track_path, model.track_act, q, data.T_world,
-                        data.T_contact, data.dz, data.contact_angle, sigma, vc, data.A, data.v)
+    K.constraint_system(model.kinematic_arrays(), data.kernel, q, float(sigma), vc)
     return data.A, data.v
 
 
@@ -182,13 +190,11 @@ def joint_space_velocity(model: VehicleModel, data: KinematicsData, terrain: Ter
     known = _array(known, (model.nv,), "known", dtype=bool)
     qk = _array(qdot_known, (model.nv,), "qdot_known")
     vc = np.zeros((model.nc, 2)) if vc_xy is None else _array(vc_xy, (model.nc, 2), "vc_xy")
-    tk, tp, tg = terrain.kernel_args()
-    if data.contact_ws is None:
-        data.contact_ws = K.contact_workspace(model.nc)
-    ws = data.contact_ws if warm_start else np.zeros((0, K.CONTACT_WS_WIDTH))
-    data.residual = K.joint_space_velocity(
-        *model.kinematic_arrays(), tk, tp, tg, q, known, qk, float(sigma), vc, data.T_world,
-        data.T_contact, data.dz, data.contact_angle, data.A, data.v, data.qdot, ws)
+    d = data.kernel
+    d = d._replace(contact_ws=d.contact_ws if warm_start else _COLD_CONTACT,
+                   solve_ws=K.solve_workspace(d.A.shape[0], known))
+    data.residual = K.joint_space_velocity(model.kinematic_arrays(), terrain.kernel_args(), d,
+                                           q, known, qk, float(sigma), vc, d.qdot)
     return data.qdot
 
 
@@ -267,12 +273,10 @@ def initialize_contact(model: VehicleModel, terrain: Terrain, q: np.ndarray | No
     """
     q0 = model.neutral_state() if q is None else _state(model, q)
     free = initialization_free(model) if free is None else _array(free, (model.nv,), "free", bool)
-    tk, tp, tg = terrain.kernel_args()
     data = create_data(model)
     q_out = np.empty(model.nq)
-    err = K.initialize_terrain_contact(
-        *model.kinematic_arrays(), tk, tp, tg, q0, free, int(max_iter), float(tol),
-        data.T_world, data.T_contact, data.dz, data.contact_angle, q_out)
+    err = K.initialize_terrain_contact(model.kinematic_arrays(), terrain.kernel_args(),
+                                       data.kernel, q0, free, int(max_iter), float(tol), q_out)
     if model.nlc:  # closures exact (the fit trades them against contact on uneven ground)
         K.project_loop_closures(model.parent, model.joint_type, model.axis, model.T0,
                                 model.loop_closure, free, q_out, data.T_world)
@@ -429,15 +433,17 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     qdot_traj = np.empty((N, T, model.nv))
     vcn = np.empty((N, T, nc))
     dz = np.empty((N, T + 1, nc))
-    tk, tp, tg = terrain.kernel_args()
-    args = (*model.kinematic_arrays(), tk, tp, tg)
+    o = L.simulation_options(known, dt, sigma, INTEGRATORS[integrator], model.nf,
+                             bool(warm_start))
+    X = L.PredictInputs(q0a, qdot_cmd, vc, np.zeros((1, 6)), np.zeros((1, 0, 6)),
+                        np.zeros((1, 6, 6)), np.zeros((1, 0, 2)))
+    Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, np.zeros((N, 0, 6)), np.zeros((N, 0, nc, 2)),
+                         np.zeros((N, 0)), np.zeros((N, 0, 6, 6)), np.zeros((N, 0), np.uint8))
+    m, t = model.kinematic_arrays(), terrain.kernel_args()
     if N == 1:
-        L.simulate_trajectory(*args, q0a[0], known, qdot_cmd[0], vc[0], float(dt), sigma,
-                              INTEGRATORS[integrator], q_traj[0], qdot_traj[0], vcn[0], dz[0],
-                              bool(warm_start))
+        L.predict_range(0, 1, m, t, o, X, Y)
     else:
-        L.simulate_batch(*args, q0a, known, qdot_cmd, vc, float(dt), sigma,
-                         INTEGRATORS[integrator], q_traj, qdot_traj, vcn, dz, bool(warm_start))
+        L.simulate_batch(m, t, o, X, Y)
     if not batched:
         return Trajectory(float(dt), q_traj[0], qdot_traj[0], vcn[0], dz[0])
     return Trajectory(float(dt), q_traj, qdot_traj, vcn, dz)
@@ -495,9 +501,8 @@ def simulate_unconstrained(model: VehicleModel, terrain: Terrain, q0: np.ndarray
     q_traj = np.empty((T + 1, model.nq))
     vcn = np.empty((T, model.nc))
     dz = np.empty((T + 1, model.nc))
-    tk, tp, tg = terrain.kernel_args()
-    L.simulate_unconstrained(*model.kinematic_arrays(), tk, tp, tg, q0, body, rates, free,
-                             float(dt), int(max_iter), float(tol), q_traj, vcn, dz)
+    L.simulate_unconstrained(model.kinematic_arrays(), terrain.kernel_args(), q0, body, rates,
+                             free, float(dt), int(max_iter), float(tol), (q_traj, vcn, dz))
     qdot = np.concatenate([body, rates], axis=1)
     return Trajectory(float(dt), q_traj, qdot, vcn, dz)
 

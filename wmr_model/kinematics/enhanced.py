@@ -50,6 +50,7 @@ compiled simulation loops, and :mod:`wmr_model.prediction.predict` is the Python
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -58,7 +59,6 @@ from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics.kernels import (
     joint_space_velocity,
     resolve_partitioned,
-    solve_workspace,
     track_activation,
 )
 from wmr_model.vehicles.inertia import (
@@ -81,6 +81,7 @@ __all__ = [
     "cg_slip_velocity_into",
     "body_slip_velocity",
     "wheel_slip_velocity",
+    "BodySlip",
     "enhanced_joint_space_velocity",
     "enhanced_workspace",
     "folded_enhanced_workspace",
@@ -292,49 +293,6 @@ def wheel_slip_velocity(A, v_b_slip, nw, vc_xy):
 
 
 @njit
-def enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                  joint_offset, loop_closure, track_frame, track_drive, track_path,
-                                  track_act, tkind, tparams, tgrid, q, known, qdot_known, sigma,
-                                  vc_xy, I_frame, gravity, p, slip_axes, enhanced, T_world,
-                                  T_contact, dz, contact_angle, A, v, qdot, Ic, f_cg, c, v_b_slip,
-                                  vc_slip, contact_ws=None, ws=None, solve_ws=None):
-    """Joint-space velocity with body-level slip, (2.44)-(2.52) then (2.38).
-
-    1. least-squares (no added slip) solve of (2.37)-(2.38) with the given ``vc_xy`` (nw, 2);
-    2. composite inertia (Algorithm 3 backward pass), cg ``c`` (3,), body force (2.44) and its
-       cg form (2.45)-(2.47), written to ``f_cg`` (6,) - also without ``enhanced``, for the
-       stability margin;
-    3. when ``enhanced``: slip at the cg (2.48)-(2.49), back to the body (2.50) into
-       ``v_b_slip`` (6,), wheel slip (2.52) added to ``vc_xy`` into ``vc_slip`` (nw, 2), and the
-       same constraint matrix ``A`` solved again with the new right-hand side (2.38), reusing
-       the first solve's index set and Cholesky factor
-       (:func:`wmr_model.kinematics.kernels.resolve_partitioned`).
-
-    ``I_frame`` (nf, 6, 6) per-frame spatial inertias; ``gravity`` (3,) world gravity
-    [m/s^2]; ``p`` (6,); ``slip_axes`` (4, 3). Workspace as in
-    :func:`wmr_model.kinematics.kernels.joint_space_velocity` plus ``Ic`` (nf, 6, 6).
-    Contacts are wheels then track patches (nc of them in ``vc_xy``, ``vc_slip``); a patch's
-    rows are activation-weighted, so its slip (2.52) is applied to the weighted rows.
-    ``contact_ws``: optional collision warm-start workspace
-    (:func:`wmr_model.kinematics.kernels.wheel_contact`); ``ws``: optional scratch from
-    :func:`enhanced_workspace` or :func:`folded_enhanced_workspace` (then ``Ic`` is not
-    written) and ``solve_ws``: optional scratch of the velocity solve
-    (:func:`wmr_model.kinematics.kernels.solve_workspace` for ``known``), both allocated when
-    omitted (the loops create them once per trajectory). Returns the residual norm of the final
-    solve.
-    """
-    if ws is None:
-        ws = enhanced_workspace()
-    if solve_ws is None:
-        solve_ws = solve_workspace(A.shape[0], known)
-    return _enhanced_joint_space_velocity(
-        parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset, loop_closure,
-        track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q, known,
-        qdot_known, sigma, vc_xy, I_frame, gravity, p, slip_axes, enhanced, T_world, T_contact,
-        dz, contact_angle, A, v, qdot, Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, ws, solve_ws)
-
-
-@njit
 def enhanced_workspace():
     """Scratch of :func:`enhanced_joint_space_velocity`: the composite-inertia scratch
     (:func:`wmr_model.vehicles.inertia.composite_workspace`), ``g_b``, ``f_b``, ``v_cg``, ``s_cg``
@@ -358,26 +316,55 @@ def folded_enhanced_workspace(parent, jtype, axis, T0, I_frame):
             parent_k, I_k, np.empty((nk, 4, 4)), np.empty((nk, 6, 6)))
 
 
+class BodySlip(NamedTuple):
+    """Inputs of enhanced kinematics (§2.3) besides the model, terrain and workspace.
+
+    ``I_frame`` (nf, 6, 6) per-frame spatial inertias; ``gravity`` (3,) world gravity
+    [m/s^2]; ``p`` (6,) slip parameters p1..p6 (2.48)-(2.49); ``axes`` (4, 3) slip directions
+    lon, lat, ang, normal in body coordinates (:func:`slip_axes_array`); ``enhanced``: add the
+    body slip (else only the cg force ``f_cg`` is computed, for the stability margin).
+    """
+
+    I_frame: np.ndarray
+    gravity: np.ndarray
+    p: np.ndarray
+    axes: np.ndarray
+    enhanced: bool
+
+
 @njit
-def _enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                   joint_offset, loop_closure, track_frame, track_drive,
-                                   track_path, track_act, tkind, tparams, tgrid, q, known,
-                                   qdot_known, sigma, vc_xy, I_frame, gravity, p, slip_axes,
-                                   enhanced, T_world, T_contact, dz, contact_angle, A, v, qdot,
-                                   Ic, f_cg, c, v_b_slip, vc_slip, contact_ws, ws, solve_ws):
-    """:func:`enhanced_joint_space_velocity` with its scratch ``ws``, ``solve_ws`` (no
-    allocation here)."""
-    cws, g_b, f_b, v_cg, s_cg, keep, parent_k, I_k, T_k, Ic_k = ws
-    res = joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                               joint_offset, loop_closure, track_frame, track_drive, track_path,
-                               track_act, tkind, tparams, tgrid, q, known, qdot_known, sigma, vc_xy,
-                               T_world, T_contact, dz, contact_angle, A, v, qdot, contact_ws,
-                               solve_ws)
+def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot, s):
+    """Joint-space velocity with body-level slip, (2.44)-(2.52) then (2.38).
+
+    1. least-squares (no added slip) solve of (2.37)-(2.38) with the given ``vc_xy`` (nc, 2)
+       (:func:`wmr_model.kinematics.kernels.joint_space_velocity`, model ``m``, terrain
+       ``t``, workspace ``d`` (:class:`wmr_model.kinematics.data.KernelData`), ``qdot``
+       (nv,) written);
+    2. composite inertia (Algorithm 3 backward pass), cg ``d.c`` (3,), body force (2.44) and
+       its cg form (2.45)-(2.47), written to ``d.f_cg`` (6,) - also without ``s.enhanced``,
+       for the stability margin;
+    3. when ``s.enhanced``: slip at the cg (2.48)-(2.49), back to the body (2.50) into
+       ``d.v_b_slip`` (6,), wheel slip (2.52) added to ``vc_xy`` into ``d.vc_slip`` (nc, 2),
+       and the same constraint matrix ``A`` solved again with the new right-hand side (2.38),
+       reusing the first solve's index set and Cholesky factor
+       (:func:`wmr_model.kinematics.kernels.resolve_partitioned`).
+
+    ``s``: :class:`BodySlip` (inertias, gravity, slip parameters and axes, the enhanced
+    switch). ``d.enhanced_ws`` from :func:`enhanced_workspace` (then ``d.Ic`` (nf, 6, 6) is
+    written) or :func:`folded_enhanced_workspace` (then it is not). Contacts are wheels then
+    track patches; a patch's rows are activation-weighted, so its slip (2.52) is applied to
+    the weighted rows. Returns the residual norm of the final solve.
+    """
+    I_frame, gravity, p, slip_axes = s.I_frame, s.gravity, s.p, s.axes
+    A, v, dz, T_world = d.A, d.v, d.dz, d.T_world
+    f_cg, c, v_b_slip, vc_slip = d.f_cg, d.c, d.v_b_slip, d.vc_slip
+    cws, g_b, f_b, v_cg, s_cg, keep, parent_k, I_k, T_k, Ic_k = d.enhanced_ws
+    res = joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot)
     if keep.shape[0] > 0:
         Ib = body_composite_inertia(keep, parent_k, I_k, T_world, T_k, Ic_k, cws)
     else:
-        Ib = composite_inertias(parent, I_frame, T_world, Ic, cws)
-    m = mass_com_into(Ib, c)
+        Ib = composite_inertias(m.parent, I_frame, T_world, d.Ic, cws)
+    mass = mass_com_into(Ib, c)
     Rb = T_world[0, :3, :3]
     for r in range(3):
         g_b[r] = 0.0
@@ -385,13 +372,13 @@ def _enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_r
     v_b = qdot[0:6]  # read only until the final solve
     body_force_into(Ib, g_b, v_b, f_b)
     cg_force_into(c, f_b, f_cg)
-    nw = wheel_frame.shape[0]
-    if not enhanced:
+    nw = m.wheel_frame.shape[0]
+    if not s.enhanced:
         v_b_slip[:] = 0.0
         vc_slip[:, :] = vc_xy
         return res
     gnorm = math.sqrt(gravity[0] ** 2 + gravity[1] ** 2 + gravity[2] ** 2)
-    min_load = MIN_NORMAL_LOAD_FRACTION * m * gnorm
+    min_load = MIN_NORMAL_LOAD_FRACTION * mass * gnorm
     _shift_motion(v_b, c, 1.0, v_cg)  # (2.45)
     cg_slip_velocity_into(v_cg, f_cg, p, slip_axes, min_load, s_cg)
     _shift_motion(s_cg, c, -1.0, v_b_slip)  # (2.50)
@@ -401,18 +388,18 @@ def _enhanced_joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_r
         vc_slip[k, 1] += vc_xy[k, 1]
         v[3 * k] = vc_slip[k, 0]
         v[3 * k + 1] = vc_slip[k, 1]
-    nc = nw + track_frame.shape[0]
+    nc = nw + m.track_frame.shape[0]
     for k in range(nw, nc):
         # weighted rows: w vc = (w A) v_b,slip + w vc_xy; report the unweighted slip
-        w = track_activation(dz[k], track_act)
+        w = track_activation(dz[k], m.track_act)
         for r in range(2):
-            s = 0.0
+            a = 0.0
             for j in range(6):
-                s += A[3 * k + r, j] * v_b_slip[j]
-            v[3 * k + r] = s + w * vc_xy[k, r]
-            vc_slip[k, r] = (s / w if w > 0.0 else 0.0) + vc_xy[k, r]
+                a += A[3 * k + r, j] * v_b_slip[j]
+            v[3 * k + r] = a + w * vc_xy[k, r]
+            vc_slip[k, r] = (a / w if w > 0.0 else 0.0) + vc_xy[k, r]
     # same A and known set as the first solve: keep its factor (2.38)
-    return resolve_partitioned(A, v, known, qdot_known, qdot, solve_ws)
+    return resolve_partitioned(A, v, known, qdot_known, qdot, d.solve_ws)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -849,9 +849,7 @@ def project_loop_closures(parent, jtype, axis, T0, loop_closure, movable, q, T_w
 
 
 @njit
-def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, loop_closure,
-                      track_frame, track_drive, track_path, track_act, q, T_world, T_contact, dz,
-                      contact_angle, sigma, vc_xy, A, v):
+def constraint_system(m, d, q, sigma, vc_xy):
     """Stacked constraint system ``A qdot = v`` with Baumgarte stabilization, (2.33)-(2.36).
 
     Rows ``3k..3k+2`` are wheel k's Jacobian (2.24) with right-hand side ``[vx, vy, -sigma Δz]``
@@ -869,8 +867,15 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, l
     solve then releases track patches in tension (:func:`release_track_adhesion`). The last
     nhc rows are the holonomic constraints
     (:func:`holonomic_constraints`: joint constraints, then loop closures) with ``-sigma c``
-    (2.36). ``A`` (3 nc + nhc, nv), ``v`` written.
+    (2.36). Reads the model ``m`` and the contact fields of the workspace ``d``
+    (:class:`wmr_model.kinematics.data.KernelData`: ``T_world``, ``T_contact``, ``dz``,
+    ``contact_angle``); writes ``d.A`` (3 nc + nhc, nv) and ``d.v``.
     """
+    parent, jtype, axis, wheel_frame = m.parent, m.jtype, m.axis, m.wheel_frame
+    track_frame, track_drive, track_path, track_act = (m.track_frame, m.track_drive,
+                                                       m.track_path, m.track_act)
+    T_world, T_contact, dz, contact_angle, A, v = (d.T_world, d.T_contact, d.dz,
+                                                   d.contact_angle, d.A, d.v)
     nw = wheel_frame.shape[0]
     ntp = track_frame.shape[0]
     nc = nw + ntp
@@ -899,29 +904,29 @@ def constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, l
             blk[i, 5 + track_drive[k]] -= belt[i]
         Tc = T_contact[c]
         Tl = T_contact[nw + low[k]]
-        m = np.empty(3)
+        u = np.empty(3)
         mn = 0.0
         for i in range(3):
             acc = 0.0
             for r in range(3):
                 acc += Tc[r, i] * (wt * Tc[r, 2] + (1.0 - wt) * Tl[r, 2])
-            m[i] = acc
+            u[i] = acc
             mn += acc * acc
         if mn < 1e-18:  # opposite normals half-way: keep the patch's own
-            m[:] = 0.0
-            m[2] = 1.0
+            u[:] = 0.0
+            u[2] = 1.0
             mn = 1.0
         mn = wn / math.sqrt(mn)
         for j in range(nv):
-            A[3 * c + 2, j] = mn * (m[0] * blk[0, j] + m[1] * blk[1, j] + m[2] * blk[2, j])
+            A[3 * c + 2, j] = mn * (u[0] * blk[0, j] + u[1] * blk[1, j] + u[2] * blk[2, j])
         v[3 * c] = wt * vc_xy[c, 0]
         v[3 * c + 1] = wt * vc_xy[c, 1]
         v[3 * c + 2] = -wn * sigma * min(dz[c], track_act[1])
     nh = A.shape[0] - 3 * nc
     if nh > 0:
         ch = np.empty(nh)
-        holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure, q,
-                              T_world, ch, A[3 * nc:])
+        holonomic_constraints(parent, jtype, axis, m.A_joint, m.joint_offset, m.loop_closure,
+                              q, T_world, ch, A[3 * nc:])
         for r in range(nh):
             v[3 * nc + r] = -sigma * ch[r]
 
@@ -1202,31 +1207,27 @@ def contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_
 
 
 @njit
-def joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                         loop_closure, track_frame, track_drive, track_path, track_act, tkind,
-                         tparams, tgrid, q, known, qdot_known, sigma, vc_xy, T_world, T_contact, dz,
-                         contact_angle, A, v, qdot, contact_ws=None, solve_ws=None):
+def joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot):
     """Forward position kinematics, collision detection and forward velocity kinematics.
 
     The three blocks of the simulation flowchart (Figure 2.6) for one state: Algorithm 1,
-    (2.8)-(2.9), then (2.33)-(2.38). Writes the workspace arrays and ``qdot``; returns the
-    least-squares residual norm. ``contact_ws``: optional warm-start workspace of
-    :func:`wheel_contact`; ``solve_ws``: optional scratch of :func:`solve_partitioned`
-    (:func:`solve_workspace`; it then keeps the factor of the final solve for
-    :func:`resolve_partitioned`). Simulation loops carry one of each per trajectory.
+    (2.8)-(2.9), then (2.33)-(2.38), for the model ``m`` (:class:`~wmr_model.vehicles.model
+    .KernelModel`) on the terrain ``t`` (:class:`~wmr_model.terrain.surface.TerrainArrays`).
+    Writes the workspace ``d`` (:class:`wmr_model.kinematics.data.KernelData`: frames,
+    contacts, ``A``, ``v``; its ``contact_ws`` warm-starts collision detection when it has
+    rows, its ``solve_ws`` must be made for ``known`` and keeps the factor of the final solve
+    for :func:`resolve_partitioned`) and ``qdot`` (nv,); returns the least-squares residual
+    norm (NaN with a ``solve_ws`` made with ``residual=False``).
     """
-    if solve_ws is None:
-        solve_ws = solve_workspace(A.shape[0], known)
-    forward_kinematics(parent, jtype, axis, T0, q, T_world)
-    contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
-                      tparams, tgrid, T_world, T_contact, dz, contact_angle, contact_ws)
-    constraint_system(parent, jtype, axis, wheel_frame, A_joint, joint_offset, loop_closure,
-                      track_frame, track_drive, track_path, track_act, q, T_world, T_contact, dz,
-                      contact_angle, sigma, vc_xy, A, v)
-    res = solve_partitioned(A, v, known, qdot_known, qdot, solve_ws)
-    if track_frame.shape[0] > 0:
-        res = release_track_adhesion(wheel_frame.shape[0], dz, track_act, A, v, known,
-                                     qdot_known, qdot, res, solve_ws)
+    forward_kinematics(m.parent, m.jtype, m.axis, m.T0, q, d.T_world)
+    contact_detection(m.parent, m.T0, m.wheel_frame, m.wheel_radius, m.track_frame,
+                      m.track_path, t.kind, t.params, t.grid, d.T_world, d.T_contact, d.dz,
+                      d.contact_angle, d.contact_ws)
+    constraint_system(m, d, q, sigma, vc_xy)
+    res = solve_partitioned(d.A, d.v, known, qdot_known, qdot, d.solve_ws)
+    if m.track_frame.shape[0] > 0:
+        res = release_track_adhesion(m.wheel_frame.shape[0], d.dz, m.track_act, d.A, d.v,
+                                     known, qdot_known, qdot, res, d.solve_ws)
     return res
 
 
@@ -1299,33 +1300,32 @@ def state_from_euler(xe):
 
 
 @njit
-def _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                    loop_closure, track_frame, track_path, track_act, tkind, tparams, tgrid, q,
-                    T_world, T_contact, dz, contact_angle, e):
-    forward_kinematics(parent, jtype, axis, T0, q, T_world)
-    contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
-                      tparams, tgrid, T_world, T_contact, dz, contact_angle)
-    nw = wheel_frame.shape[0]
-    nc = nw + track_frame.shape[0]
+def _contact_errors(m, t, d, q, e):
+    """Objective vector ``e`` of (2.28) at ``q``: contact height errors (track patches
+    weighted), then the holonomic constraints; writes the contact fields of ``d``."""
+    T_world, dz = d.T_world, d.dz
+    forward_kinematics(m.parent, m.jtype, m.axis, m.T0, q, T_world)
+    contact_detection(m.parent, m.T0, m.wheel_frame, m.wheel_radius, m.track_frame,
+                      m.track_path, t.kind, t.params, t.grid, T_world, d.T_contact, dz,
+                      d.contact_angle)
+    nw = m.wheel_frame.shape[0]
+    nc = nw + m.track_frame.shape[0]
     e[:nw] = dz[:nw]
-    w_min = track_act[2]
+    w_min = m.track_act[2]
     for k in range(nw, nc):  # track patches: normal-row weight (Δz not capped, see below)
-        wn = w_min + (1.0 - w_min) * track_activation(dz[k], track_act)
+        wn = w_min + (1.0 - w_min) * track_activation(dz[k], m.track_act)
         e[k] = wn * dz[k]
     nh = e.shape[0] - nc
     if nh > 0:
         c = np.empty(nh)
         Jh = np.empty((nh, T_world.shape[0] + 5))
-        holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure, q,
-                              T_world, c, Jh)
+        holonomic_constraints(m.parent, m.jtype, m.axis, m.A_joint, m.joint_offset,
+                              m.loop_closure, q, T_world, c, Jh)
         e[nc:] = c
 
 
 @njit
-def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                               joint_offset, loop_closure, track_frame, track_drive, track_path,
-                               track_act, tkind, tparams, tgrid, q0, free, max_iter, tol, T_world,
-                               T_contact, dz, contact_angle, q_out):
+def initialize_terrain_contact(m, t, d, q0, free, max_iter, tol, q_out):
     """Initialize terrain contact by Newton's method with a line search, (2.27)-(2.32).
 
     Minimizes ``L(x) = |e(x)|^2`` with ``e = [Δz_1 .. Δz_nw, c_joint]`` over the free
@@ -1338,30 +1338,35 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
     their normal-row weight (:func:`constraint_system`; the weight's own derivative is
     neglected like the contact angle's); Δz is not capped here so that a vehicle placed above
     the terrain still descends onto it. Gauss-Newton steps with a backtracking
-    (Armijo) line search. Writes ``q_out``; returns the final ``sqrt(L)``.
+    (Armijo) line search. Model ``m``, terrain ``t``; the contact fields of the workspace ``d``
+    (:class:`wmr_model.kinematics.data.KernelData`) are written. Writes ``q_out``; returns the
+    final ``sqrt(L)``.
     """
+    parent, jtype, axis, wheel_frame = m.parent, m.jtype, m.axis, m.wheel_frame
+    A_joint, joint_offset, loop_closure = m.A_joint, m.joint_offset, m.loop_closure
+    track_frame, track_drive, track_path, track_act = (m.track_frame, m.track_drive,
+                                                       m.track_path, m.track_act)
+    T_world, T_contact, dz, contact_angle = d.T_world, d.T_contact, d.dz, d.contact_angle
     nw = wheel_frame.shape[0]
     ntp = track_frame.shape[0]
     nc = nw + ntp
     nh = A_joint.shape[0] + loop_closure_rows(loop_closure)
     nv = T_world.shape[0] + 5
-    m = nc + nh
+    nrow = nc + nh
     nfree = 0
     for j in range(nv):
         if free[j]:
             nfree += 1
     x = euler_state(q0)
-    e = np.empty(m)
+    e = np.empty(nrow)
     q = state_from_euler(x)
-    _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                    loop_closure, track_frame, track_path, track_act, tkind, tparams, tgrid, q,
-                    T_world, T_contact, dz, contact_angle, e)
+    _contact_errors(m, t, d, q, e)
     L = np.dot(e, e)
     blk = np.empty((3, nv))
     belt = np.empty(3)
-    Aq = np.empty((m, nv))
+    Aq = np.empty((nrow, nv))
     M = np.zeros((nv, nv))
-    J = np.empty((m, nfree))
+    J = np.empty((nrow, nfree))
     for _ in range(max_iter):
         if math.sqrt(L) < tol:
             break
@@ -1396,7 +1401,7 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
         alpha = 1.0
         accepted = False
         xt = x.copy()
-        et = np.empty(m)
+        et = np.empty(nrow)
         for _ls in range(30):
             c = 0
             for j in range(nv):
@@ -1404,9 +1409,7 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
                     xt[j] = x[j] + alpha * dx[c]
                     c += 1
             qt = state_from_euler(xt)
-            _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                            joint_offset, loop_closure, track_frame, track_path, track_act, tkind,
-                            tparams, tgrid, qt, T_world, T_contact, dz, contact_angle, et)
+            _contact_errors(m, t, d, qt, et)
             Lt = np.dot(et, et)
             if Lt <= L + 1e-4 * alpha * slope or Lt < L * (1.0 - 1e-12):
                 accepted = True
@@ -1419,9 +1422,7 @@ def initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radiu
         L = Lt
     q = state_from_euler(x)
     q_out[:] = q
-    _contact_errors(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                    loop_closure, track_frame, track_path, track_act, tkind, tparams, tgrid, q,
-                    T_world, T_contact, dz, contact_angle, e)
+    _contact_errors(m, t, d, q, e)
     return math.sqrt(np.dot(e, e))
 
 

@@ -4,8 +4,14 @@ Each loop runs a whole trajectory inside numba; the batch versions run N traject
 cores (``prange``). They compose the per-step kernels of :mod:`.kernels`, the enhanced-kinematics
 kernels of :mod:`wmr_model.kinematics.enhanced` and the covariance step of
 :mod:`wmr_model.kinematics.uncertainty`, and contain no physics of their own.
-:func:`predict_trajectory` is the one prediction loop; :func:`simulate_trajectory` is it with the
-enhanced, stability and covariance options off.
+:func:`predict_trajectory` is the one prediction loop; a kinematic simulation is it with the
+enhanced, stability and covariance options off (:func:`simulation_options`).
+
+The loops read ``f(m, t, d, o, x, y)``: the model ``m`` (:class:`~wmr_model.vehicles.model
+.KernelModel`), the terrain ``t`` (:class:`~wmr_model.terrain.surface.TerrainArrays`), the
+workspace ``d`` (:class:`~wmr_model.kinematics.data.KernelData`, one per trajectory), the options
+``o`` (:class:`PredictOptions`, checked once by :func:`prediction_options`), the inputs ``x``
+(:class:`PredictInputs`) and the outputs ``y`` (:class:`PredictOutputs`).
 
 Wheeled and tracked vehicles run through the same loops: "wheel" sizes ``nw`` in the per-contact
 arrays below (``vc_xy``, ``vc_norm``, ``dz_traj``, ``vc_slip_traj``) count all contacts, nc =
@@ -14,6 +20,9 @@ wheels followed by track patches (:mod:`wmr_model.vehicles.tracks`); for wheeled
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
 
 # Module import (not ``from``): wmr_model.kinematics.enhanced imports this package's kernels, so
@@ -21,20 +30,18 @@ import numpy as np
 # time.
 import wmr_model.kinematics.enhanced as E
 from wmr_model._jit import njit, prange
+from wmr_model.kinematics.data import kernel_data
 from wmr_model.kinematics.kernels import (
-    CONTACT_WS_WIDTH,
     contact_velocity_norms,
     initialize_terrain_contact,
     integrate_euler,
     joint_space_velocity,
-    loop_closure_rows,
     normalize_state,
     project_loop_closures,
     rescale_quaternion,
-    solve_workspace,
     state_derivative,
 )
-from wmr_model.kinematics.uncertainty import covariance_workspace, propagate_pose_covariance
+from wmr_model.kinematics.uncertainty import propagate_pose_covariance
 from wmr_model.spatial import euler_from_quat, quat_from_euler, quat_mul, quat_to_rot
 
 EULER = 0
@@ -46,205 +53,275 @@ TIPOVER_RISK = 1
 WHEEL_LIFTOFF = 4
 
 
+class PredictOptions(NamedTuple):
+    """Options of :func:`predict_trajectory`, shared by every candidate of a batch.
+
+    ``known`` (nv,) bool: the given entries of the joint-space velocity; ``dt`` [s];
+    ``sigma`` Baumgarte gain [1/s] (2.35); ``integrator`` :data:`EULER` or :data:`RK4`;
+    ``enhanced``: body-level slip (2.44)-(2.52) in every velocity solve (each RK4 stage too);
+    ``assess`` (implied by ``enhanced``): the cg force and stability margin; ``propagate``:
+    pose covariance (3.22)-(3.24) with spectral density ``Qprime`` (6, 6); ``warm_contact``:
+    warm-start collision detection from the previous step's contact angles
+    (:func:`wmr_model.kinematics.kernels.wheel_contact`; False runs the cold fan search every
+    call, the reference for tests); ``every`` output stride k >= 1; ``tipover_margin`` [m] and
+    ``liftoff_threshold`` [m] of the state flags; ``I_frame`` (nf, 6, 6) per-frame spatial
+    inertias, ``gravity`` (3,) world gravity [m/s^2], ``slip_axes`` (4, 3) (enhanced
+    kinematics, :mod:`wmr_model.kinematics.enhanced`).
+    """
+
+    known: np.ndarray
+    dt: float
+    sigma: float
+    integrator: int
+    enhanced: bool
+    assess: bool
+    propagate: bool
+    warm_contact: bool
+    every: int
+    tipover_margin: float
+    liftoff_threshold: float
+    I_frame: np.ndarray
+    gravity: np.ndarray
+    slip_axes: np.ndarray
+    Qprime: np.ndarray
+
+
+class PredictInputs(NamedTuple):
+    """Inputs of one trajectory (of a batch: leading axis N, or 1 where marked shared-able).
+
+    ``q0`` (nq,); ``qdot_cmd`` (T, nv) known joint-space velocity entries per step (others
+    ignored); ``vc_xy`` (T, nc, 2) contact slip velocities per step (zeros for no-slip);
+    ``slip_p`` (6,) p1..p6; ``body_noise`` (T, 6) added to the body twist each step, or (0, 6)
+    for none; ``P0`` (6, 6) initial pose covariance; ``attitude`` (T+1, 2) measured roll,
+    pitch [rad] imposed at the start and after every step, or (0, 2) for none. In a batch
+    ``vc_xy``, ``slip_p``, ``body_noise``, ``P0`` and ``attitude`` may have a leading 1
+    (shared by all candidates).
+    """
+
+    q0: np.ndarray
+    qdot_cmd: np.ndarray
+    vc_xy: np.ndarray
+    slip_p: np.ndarray
+    body_noise: np.ndarray
+    P0: np.ndarray
+    attitude: np.ndarray
+
+
+class PredictOutputs(NamedTuple):
+    """Outputs of one trajectory (of a batch: leading axis N), S = ceil(T / every) + 1 samples.
+
+    ``q_traj`` (S, nq); ``qdot_traj`` (S-1, nv) joint-space velocity integrated in each step
+    (Euler: exactly; RK4: first stage); ``vc_norm`` (S-1, nc) contact point speeds |v_c| at
+    the start of each step; ``dz_traj`` (S, nc) contact height errors. When ``enhanced or
+    assess``: ``slip_traj`` (S-1, 6) body slip (2.50), ``vc_slip_traj`` (S-1, nc, 2) contact
+    slip velocities used (2.52), ``margin_traj`` (S,) stability margin [m]. When ``propagate``:
+    ``P_traj`` (S, 6, 6). ``flags`` (S,) uint8 state flags, or (0,) for none. Unrequested
+    outputs may have a zero-length first axis.
+    """
+
+    q_traj: np.ndarray
+    qdot_traj: np.ndarray
+    vc_norm: np.ndarray
+    dz_traj: np.ndarray
+    slip_traj: np.ndarray
+    vc_slip_traj: np.ndarray
+    margin_traj: np.ndarray
+    P_traj: np.ndarray
+    flags: np.ndarray
+
+
+def prediction_options(known: np.ndarray, dt: float, sigma: float, integrator: int, *,
+                       I_frame: np.ndarray, gravity: np.ndarray | None = None,
+                       slip_axes: np.ndarray | None = None, Qprime: np.ndarray | None = None,
+                       enhanced: bool = False, assess: bool = False, propagate: bool = False,
+                       warm_contact: bool = True, every: int = 1,
+                       tipover_margin: float = -math.inf,
+                       liftoff_threshold: float = math.inf) -> PredictOptions:
+    """:class:`PredictOptions` with each field of the one type the compiled loops take (a
+    Python int where a float is expected would compile a second specialization). Callers
+    validate values (:func:`wmr_model.kinematics.api.prepare_batch`); absent arrays are zeros."""
+    if integrator not in (EULER, RK4):
+        raise ValueError(f"integrator: must be EULER ({EULER}) or RK4 ({RK4}), got {integrator}")
+    if every < 1:
+        raise ValueError(f"every: must be >= 1, got {every}")
+    return PredictOptions(
+        np.ascontiguousarray(known, dtype=np.bool_), float(dt), float(sigma), int(integrator),
+        bool(enhanced), bool(assess), bool(propagate), bool(warm_contact), int(every),
+        float(tipover_margin), float(liftoff_threshold),
+        np.ascontiguousarray(I_frame, dtype=float),
+        np.zeros(3) if gravity is None else np.ascontiguousarray(gravity, dtype=float),
+        np.zeros((4, 3)) if slip_axes is None else np.ascontiguousarray(slip_axes, dtype=float),
+        np.zeros((6, 6)) if Qprime is None else np.ascontiguousarray(Qprime, dtype=float))
+
+
+def simulation_options(known: np.ndarray, dt: float, sigma: float, integrator: int, nf: int,
+                       warm_contact: bool = True) -> PredictOptions:
+    """:class:`PredictOptions` of a kinematic simulation: enhanced kinematics, stability and
+    covariance off."""
+    return prediction_options(known, dt, sigma, integrator, I_frame=np.zeros((nf, 6, 6)),
+                              warm_contact=warm_contact)
+
+
 @njit
-def predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                       loop_closure, track_frame, track_drive, track_path, track_act, tkind,
-                       tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame,
-                       gravity, slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0,
-                       propagate, q_traj, qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj,
-                       margin_traj, P_traj, attitude, warm_contact, every=1, flags=None,
-                       tipover_margin=-np.inf, liftoff_threshold=np.inf):
+def predict_trajectory(m, t, d, o, x, y):
     """Motion prediction over T steps (Figure 2.6 loop), kinematic or enhanced, Euler or RK4.
 
-    The one simulation loop of the package; :func:`simulate_trajectory` is this loop with the
-    enhanced-kinematics, stability and covariance options off.
+    The one simulation loop of the package; a kinematic simulation is this loop with the
+    enhanced-kinematics, stability and covariance options off (:func:`simulation_options`).
+    Model ``m``, terrain ``t``, a fresh workspace ``d`` (:func:`~wmr_model.kinematics.data
+    .kernel_data` for ``o.known``), options ``o`` (:class:`PredictOptions`), inputs ``x``
+    (:class:`PredictInputs`) and outputs ``y`` (:class:`PredictOutputs`).
 
-    Parameters (beyond the model/terrain arrays): ``q0`` (nq,); ``known`` (nv,) bool;
-    ``qdot_cmd`` (T, nv) known joint-space velocity entries per step (others ignored);
-    ``vc_xy`` (T, nw, 2) contact slip velocities per step (zeros for no-slip); ``dt`` [s];
-    ``sigma`` Baumgarte gain [1/s] (2.35); ``integrator`` EULER or RK4.
+    Each step: the joint-space velocity, plain kinematics (2.38) or enhanced (2.44)-(2.52),
+    with the process noise ``x.body_noise`` (Monte Carlo samples, or none) added to the body
+    twist after the solve (:func:`_step_velocity`); the stability margin and flags; the
+    sample writes; the covariance step (3.22)-(3.24) from ``x.P0``; then Euler (2.39) or RK4
+    (:func:`_advance`), loop closures projected and measured roll and pitch imposed
+    (estimation context, §2.2.5, :func:`impose_roll_pitch`; yaw, position and joints kept).
+    Known body angular velocity is part of ``o.known`` / ``x.qdot_cmd``.
 
-    Enhanced kinematics and stability (:mod:`wmr_model.kinematics.enhanced`): ``I_frame`` (nf, 6, 6)
-    per-frame spatial inertias, ``gravity`` (3,) world gravity [m/s^2], ``slip_p`` (6,) p1..p6,
-    ``slip_axes`` (4, 3); ``enhanced`` adds body-level slip (2.44)-(2.52) in every velocity
-    solve (each RK4 stage too); ``assess`` (implied by ``enhanced``) computes f_cg and the
-    stability margin.
-
-    Uncertainty (:mod:`wmr_model.kinematics.uncertainty`): ``body_noise`` (T, 6) added to the body
-    twist each step (or (0, 6) for none); with ``propagate`` the pose covariance starts at ``P0``
-    (6, 6) and follows (3.22)-(3.24) with spectral density ``Qprime`` (6, 6).
-
-    Outputs: ``q_traj`` (T+1, nq), ``qdot_traj`` (T, nv) joint-space velocity integrated in
-    each step (Euler: exactly; RK4: first stage), ``vc_norm`` (T, nw) contact point speeds
-    |v_c| at the start of each step, ``dz_traj`` (T+1, nw) contact height errors. When
-    ``enhanced or assess``: ``slip_traj`` (T, 6) body slip (2.50), ``vc_slip_traj`` (T, nw, 2)
-    contact slip velocities used (2.52), ``margin_traj`` (T+1,) stability margin [m]. When
-    ``propagate``: ``P_traj`` (T+1, 6, 6). Unrequested outputs may have a zero-length first axis.
-
-    Measured inputs (estimation context, §2.2.5): ``attitude`` (T+1, 2) roll, pitch [rad]
-    imposed on the state at the start and after every step (:func:`impose_roll_pitch`; yaw,
-    position and joints kept), or (0, 2) for none. Known body angular velocity is part of
-    ``known`` / ``qdot_cmd``.
-
-    ``warm_contact``: warm-start collision detection from the previous step's contact angles
-    (:func:`wmr_model.kinematics.kernels.wheel_contact`); False runs the cold fan search every
-    call (reference for tests).
-
-    Output stride ``every`` (k >= 1): the outputs hold samples only, states t = 0, k, 2k, ...
-    and always the final state T (S = ceil(T / k) + 1 rows in the state outputs ``q_traj``,
-    ``dz_traj``, ``margin_traj``, ``P_traj``) and the steps t = 0, k, 2k, ... < T (S - 1 rows
-    in the per-step outputs); k = 1 writes everything, as described above. The computation is
-    the same for every k (only the writes are skipped). ``flags`` (S,) uint8, when given: for
-    each sample the OR over the states since the previous sample (the sample's own state for
-    the first) of :data:`TIPOVER_RISK` (stability margin below ``tipover_margin``, when
-    ``enhanced or assess``) and :data:`WHEEL_LIFTOFF` (some wheel's contact height error above
-    ``liftoff_threshold``; wheels only: a track patch clear of the terrain is normal, e.g. upper
-    flippers), so no flagged state is lost between samples.
+    Output stride ``o.every`` (k >= 1): the outputs hold samples only, states t = 0, k, 2k, ...
+    and always the final state T (S = ceil(T / k) + 1 rows in the state outputs) and the steps
+    t = 0, k, 2k, ... < T (S - 1 rows in the per-step outputs); k = 1 writes everything. The
+    computation is the same for every k (only the writes are skipped). ``y.flags`` (S,) uint8,
+    when not empty: for each sample the OR over the states since the previous sample (the
+    sample's own state for the first) of :data:`TIPOVER_RISK` (stability margin below
+    ``o.tipover_margin``, when ``enhanced or assess``) and :data:`WHEEL_LIFTOFF` (some wheel's
+    contact height error above ``o.liftoff_threshold``; wheels only: a track patch clear of
+    the terrain is normal, e.g. upper flippers), so no flagged state is lost between samples.
     """
-    nf = parent.shape[0]
-    nw = wheel_frame.shape[0] + track_frame.shape[0]  # contacts nc: wheels, track patches
-    nv = nf + 5
-    nq = nf + 6
-    m = 3 * nw + A_joint.shape[0] + loop_closure_rows(loop_closure)
-    T_world = np.empty((nf, 4, 4))
-    T_contact = np.empty((nw, 4, 4))
-    dz = np.empty(nw)
-    ang = np.empty(nw)
-    A = np.empty((m, nv))
-    v = np.empty(m)
-    qdot = np.empty(nv)
-    Ic = np.empty((nf, 6, 6))
-    f_cg = np.zeros(6)
-    c = np.zeros(3)
-    v_b_slip = np.zeros(6)
-    vc_slip = np.zeros((nw, 2))
-    P = P0.copy()
-    no_noise = np.zeros(0)
-    stats = enhanced or assess
-    contact_ws = np.zeros((wheel_frame.shape[0] if warm_contact else 0, CONTACT_WS_WIDTH))
-    # per-trajectory scratch of the enhanced, stability and covariance kernels (no allocation
-    # per step); the enhanced one with the wheels' inertias folded into their parents
-    if stats:
-        enhanced_ws = E.folded_enhanced_workspace(parent, jtype, axis, T0, I_frame)
-    else:
-        enhanced_ws = E.enhanced_workspace()
-    margin_ws = E.margin_workspace(nw)
-    cov_ws = covariance_workspace()
-    solve_ws = solve_workspace(m, known, False)  # residual norms unused here
-    imposed = attitude.shape[0] > 0
-    q = q0.copy()
+    nq = x.q0.shape[0]
+    nsteps = x.qdot_cmd.shape[0]
+    stats = o.enhanced or o.assess
+    s = E.BodySlip(o.I_frame, o.gravity, x.slip_p, o.slip_axes, o.enhanced)
+    P = x.P0.copy()
+    q = x.q0.copy()
+    imposed = x.attitude.shape[0] > 0
     if imposed:
-        impose_roll_pitch(q, attitude[0, 0], attitude[0, 1])
+        impose_roll_pitch(q, x.attitude[0, 0], x.attitude[0, 1])
+    qdot = d.qdot
     qn = np.empty(nq)
-    k1 = np.empty(nq)
-    k2 = np.empty(nq)
-    k3 = np.empty(nq)
-    k4 = np.empty(nq)
+    ks = (np.empty(nq), np.empty(nq), np.empty(nq), np.empty(nq))  # RK4 stage derivatives
     qs = np.empty(nq)
-    qd_s = np.empty(nv)
-    nsteps = qdot_cmd.shape[0]
-    has_noise = body_noise.shape[0] > 0
-    has_flags = flags is not None
-    nwheel = wheel_frame.shape[0]
+    qd_s = np.empty(nq - 1)
+    has_flags = y.flags.shape[0] > 0
     fl = 0
-    # One velocity call site (calling through a helper with ~45 array arguments cost about
-    # 0.5 us per step in reference counting, issue 10; for the same reason the enhanced kernel
-    # is called without its scratch-allocating wrapper, 0.3 us): steps t < nsteps run 1 (Euler)
-    # or 4 (RK4) stages; t = nsteps is the final state (contact height error and stability
-    # only).
-    for t in range(nsteps + 1):
-        final = t == nsteps
-        tc = nsteps - 1 if final else t
-        noise = body_noise[t] if has_noise and not final else no_noise
-        nstages = 4 if integrator == RK4 and not final else 1
+    margin = np.nan
+    # steps t < nsteps run 1 (Euler) or 4 (RK4) stages; t = nsteps is the final state (contact
+    # height error and stability only)
+    for step in range(nsteps + 1):
+        final = step == nsteps
+        nstages = 4 if o.integrator == RK4 and not final else 1
         for stage in range(nstages):
             qv = q
             qd = qdot
-            stage_assess = assess
             if stage > 0:  # RK4 stage states
-                if stage == 1:
-                    qs[:] = q + 0.5 * dt * k1
-                elif stage == 2:
-                    qs[:] = q + 0.5 * dt * k2
-                else:
-                    qs[:] = q + dt * k3
-                rescale_quaternion(qs)
+                _stage_state(q, ks[stage - 1], 0.5 * o.dt if stage < 3 else o.dt, qs)
                 qv = qs
                 qd = qd_s
-                stage_assess = False
-            # joint-space velocity: plain kinematics (2.38) or enhanced (2.44)-(2.52); process
-            # noise (Monte Carlo samples, or none) added to the body twist after the solve
-            if enhanced or stage_assess:
-                E._enhanced_joint_space_velocity(
-                    parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                    loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
-                    tgrid, qv, known, qdot_cmd[tc], sigma, vc_xy[tc], I_frame, gravity, slip_p,
-                    slip_axes, enhanced, T_world, T_contact, dz, ang, A, v, qd, Ic, f_cg, c,
-                    v_b_slip, vc_slip, contact_ws, enhanced_ws, solve_ws)
-            else:
-                joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                     joint_offset, loop_closure, track_frame, track_drive,
-                                     track_path, track_act, tkind, tparams, tgrid, qv, known,
-                                     qdot_cmd[tc], sigma, vc_xy[tc], T_world, T_contact, dz, ang,
-                                     A, v, qd, contact_ws, solve_ws)
-            for j in range(noise.shape[0]):
-                qd[j] += noise[j]
+            _step_velocity(m, t, d, o, s, x, step, stage, qv, qd)
             if stage == 0:
                 margin = np.nan
                 if stats:
-                    margin = E.stability_margin(T_world, T_contact, c, f_cg, margin_ws)
+                    margin = E.stability_margin(d.T_world, d.T_contact, d.c, d.f_cg,
+                                                d.margin_ws)
                 if final:
                     break
                 if has_flags:
-                    fl |= _state_flags(margin, dz, nwheel, tipover_margin, liftoff_threshold)
-                if t % every == 0:  # sample: state t and step t
-                    s = t // every
-                    q_traj[s] = q
-                    dz_traj[s] = dz
-                    qdot_traj[s] = qdot
-                    contact_velocity_norms(A, qdot, nw, vc_norm[s])
-                    if stats:
-                        slip_traj[s] = v_b_slip
-                        vc_slip_traj[s] = vc_slip
-                        margin_traj[s] = margin
-                    if propagate:
-                        P_traj[s] = P
+                    fl |= _state_flags(margin, d.dz, m.wheel_frame.shape[0], o.tipover_margin,
+                                       o.liftoff_threshold)
+                if step % o.every == 0:  # sample: state t and step t
+                    _record_sample(o, d, y, step // o.every, q, qdot, margin, P)
                     if has_flags:
-                        flags[s] = fl
+                        y.flags[step // o.every] = fl
                         fl = 0
-                if propagate:  # error_dynamics + propagate_covariance, structure used
-                    propagate_pose_covariance(P, T_world[0, :3, :3], qdot[3:6], Qprime, dt, P,
-                                              cov_ws)
-                if nstages > 1:
-                    state_derivative(q, qdot, k1)
-            elif stage == 1:
-                state_derivative(qs, qd_s, k2)
-            elif stage == 2:
-                state_derivative(qs, qd_s, k3)
-            else:
-                state_derivative(qs, qd_s, k4)
+                if o.propagate:  # error_dynamics + propagate_covariance, structure used
+                    propagate_pose_covariance(P, d.T_world[0, :3, :3], qdot[3:6], o.Qprime,
+                                              o.dt, P, d.cov_ws)
+            if nstages > 1:
+                state_derivative(qv, qd, ks[stage])
         if final:
             break
-        if integrator == EULER:
-            integrate_euler(q, qdot, dt, qn)
-        else:
-            qn[:] = q + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
-            normalize_state(qn)
+        _advance(o, q, qdot, ks, qn)
         q, qn = qn, q  # the new state (no copy)
-        if loop_closure.shape[0] > 0:
-            project_loop_closures(parent, jtype, axis, T0, loop_closure, ~known, q, T_world)
+        if m.loop_closure.shape[0] > 0:
+            project_loop_closures(m.parent, m.jtype, m.axis, m.T0, m.loop_closure, ~o.known, q,
+                                  d.T_world)
         if imposed:
-            impose_roll_pitch(q, attitude[t + 1, 0], attitude[t + 1, 1])
-    # the final state, always the last sample
-    s = (nsteps + every - 1) // every
-    q_traj[s] = q
-    dz_traj[s] = dz
-    if stats:
-        margin_traj[s] = margin
-    if propagate:
-        P_traj[s] = P
-    if has_flags:
-        flags[s] = fl | _state_flags(margin, dz, nwheel, tipover_margin, liftoff_threshold)
+            impose_roll_pitch(q, x.attitude[step + 1, 0], x.attitude[step + 1, 1])
+    _record_final(m, o, d, y, nsteps, q, margin, P, fl)
+
+
+@njit
+def _stage_state(q, k, h, qs):
+    """RK4 stage state ``qs = q + h k`` with its quaternion rescaled to unit length, keeping
+    its sign (:func:`wmr_model.kinematics.kernels.rescale_quaternion`)."""
+    qs[:] = q + h * k
+    rescale_quaternion(qs)
+
+
+@njit
+def _step_velocity(m, t, d, o, s, x, step, stage, q, qdot):
+    """Joint-space velocity ``qdot`` (nv,) at ``q`` for step ``step`` (the final state reuses
+    the last step's commands): plain kinematics (2.38), or enhanced (2.44)-(2.52) when
+    ``o.enhanced`` or, at the step's first stage, ``o.assess``; then the step's process noise
+    added to the body twist (none in the final state)."""
+    nsteps = x.qdot_cmd.shape[0]
+    final = step == nsteps
+    tc = nsteps - 1 if final else step
+    if o.enhanced or (o.assess and stage == 0):
+        E.enhanced_joint_space_velocity(m, t, d, q, o.known, x.qdot_cmd[tc], o.sigma,
+                                        x.vc_xy[tc], qdot, s)
+    else:
+        joint_space_velocity(m, t, d, q, o.known, x.qdot_cmd[tc], o.sigma, x.vc_xy[tc], qdot)
+    if x.body_noise.shape[0] > 0 and not final:
+        noise = x.body_noise[step]
+        for j in range(noise.shape[0]):
+            qdot[j] += noise[j]
+
+
+@njit
+def _record_sample(o, d, y, i, q, qdot, margin, P):
+    """Write sample ``i`` of the outputs ``y``: state ``q``, the step's ``qdot`` and the
+    workspace's contact errors and speeds, slip and ``margin`` (when ``enhanced or assess``),
+    pose covariance ``P`` (when ``propagate``)."""
+    y.q_traj[i] = q
+    y.dz_traj[i] = d.dz
+    y.qdot_traj[i] = qdot
+    contact_velocity_norms(d.A, qdot, d.dz.shape[0], y.vc_norm[i])
+    if o.enhanced or o.assess:
+        y.slip_traj[i] = d.v_b_slip
+        y.vc_slip_traj[i] = d.vc_slip
+        y.margin_traj[i] = margin
+    if o.propagate:
+        y.P_traj[i] = P
+
+
+@njit
+def _advance(o, q, qdot, ks, qn):
+    """The next state ``qn`` from ``q``: Euler (2.39) with ``qdot``, or RK4 from the stage
+    derivatives ``ks`` (quaternion renormalized)."""
+    if o.integrator == EULER:
+        integrate_euler(q, qdot, o.dt, qn)
+    else:
+        k1, k2, k3, k4 = ks
+        qn[:] = q + (o.dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        normalize_state(qn)
+
+
+@njit
+def _record_final(m, o, d, y, nsteps, q, margin, P, fl):
+    """The final state T, always the last sample; its flags OR those since the last sample."""
+    i = (nsteps + o.every - 1) // o.every
+    y.q_traj[i] = q
+    y.dz_traj[i] = d.dz
+    if o.enhanced or o.assess:
+        y.margin_traj[i] = margin
+    if o.propagate:
+        y.P_traj[i] = P
+    if y.flags.shape[0] > 0:
+        y.flags[i] = fl | _state_flags(margin, d.dz, m.wheel_frame.shape[0], o.tipover_margin,
+                                       o.liftoff_threshold)
 
 
 @njit
@@ -274,158 +351,95 @@ def _row(a, n):
 
 
 @njit
-def predict_range(lo, hi, parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                  joint_offset, loop_closure, track_frame, track_drive, track_path, track_act,
-                  tkind, tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator,
-                  I_frame, gravity, slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0,
-                  propagate, q_traj, qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj,
-                  margin_traj, P_traj, attitude, warm_contact, every, flags, tipover_margin,
-                  liftoff_threshold):
-    """:func:`predict_trajectory` for candidates ``lo..hi-1`` of a batch, one after another
-    (arguments as :func:`predict_batch`)."""
+def _candidate(X, Y, n):
+    """Candidate ``n``'s inputs and outputs of the batched records ``X``, ``Y``."""
+    x = PredictInputs(X.q0[n], X.qdot_cmd[n], _row(X.vc_xy, n), _row(X.slip_p, n),
+                      _row(X.body_noise, n), _row(X.P0, n), _row(X.attitude, n))
+    y = PredictOutputs(Y.q_traj[n], Y.qdot_traj[n], Y.vc_norm[n], Y.dz_traj[n], Y.slip_traj[n],
+                       Y.vc_slip_traj[n], Y.margin_traj[n], Y.P_traj[n], Y.flags[n])
+    return x, y
+
+
+@njit
+def predict_range(lo, hi, m, t, o, X, Y):
+    """:func:`predict_trajectory` for candidates ``lo..hi-1`` of a batch, one after another,
+    each with its own fresh workspace (arguments as :func:`predict_batch`)."""
     for n in range(lo, hi):
-        predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, loop_closure, track_frame, track_drive, track_path,
-                           track_act, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n],
-                           _row(vc_xy, n), dt, sigma, integrator, I_frame, gravity,
-                           _row(slip_p, n), slip_axes, enhanced, assess, _row(body_noise, n),
-                           Qprime, _row(P0, n), propagate, q_traj[n], qdot_traj[n], vc_norm[n],
-                           dz_traj[n], slip_traj[n], vc_slip_traj[n], margin_traj[n], P_traj[n],
-                           _row(attitude, n), warm_contact, every, flags[n], tipover_margin,
-                           liftoff_threshold)
+        d = kernel_data(m, o.known, o.I_frame, o.enhanced or o.assess, o.warm_contact, False)
+        x, y = _candidate(X, Y, n)
+        predict_trajectory(m, t, d, o, x, y)
 
 
 @njit(parallel=True)
-def predict_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                  loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
-                  tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame, gravity,
-                  slip_p, slip_axes, enhanced, assess, body_noise, Qprime, P0, propagate, q_traj,
-                  qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj,
-                  attitude, warm_contact, every, flags, tipover_margin, liftoff_threshold,
-                  chunks):
+def predict_batch(m, t, o, X, Y, chunks):
     """:func:`predict_trajectory` for N trajectories in parallel (``prange`` over ``chunks``
     contiguous ranges of candidates, each run by :func:`predict_range`).
 
-    Batched (leading N) arrays: ``q0``, ``qdot_cmd`` and every output (``flags`` (N, S)
-    included). Leading N, or 1 for a value shared by all candidates: ``vc_xy``, ``slip_p``,
-    ``body_noise`` (N or 1, T or 0, 6), ``P0`` (N or 1, 6, 6), ``attitude`` (N or 1, T+1 or 0,
-    2). Shared: the model and terrain arrays, ``known``, ``I_frame``, ``gravity``,
-    ``slip_axes``, ``Qprime``, the output stride ``every`` and the flag thresholds. Each
-    candidate is independent (own workspace), so the result does not depend on the thread
-    count or chunking. Candidates run in chunks rather than one per ``prange`` iteration so
-    that the trajectory loop is called from ordinary compiled code: called per candidate from
-    the parallel region's body it ran about four times slower (measured, Zoë enhanced +
-    covariance, N = 1: 8.2 ms against 2.0 ms).
+    ``X`` (:class:`PredictInputs`), ``Y`` (:class:`PredictOutputs`) batched: leading N in
+    ``q0``, ``qdot_cmd`` and every output (``flags`` (N, S) included); leading N, or 1 for a
+    value shared by all candidates, in ``vc_xy``, ``slip_p``, ``body_noise`` (N or 1, T or 0,
+    6), ``P0`` (N or 1, 6, 6), ``attitude`` (N or 1, T+1 or 0, 2). The options ``o`` are
+    shared. Each candidate is independent (own workspace), so the result does not depend on
+    the thread count or chunking. Candidates run in chunks rather than one per ``prange``
+    iteration so that the trajectory loop is called from ordinary compiled code: called per
+    candidate from the parallel region's body it ran about four times slower (measured, Zoë
+    enhanced + covariance, N = 1: 8.2 ms against 2.0 ms).
     """
-    N = q0.shape[0]
+    N = X.q0.shape[0]
     for c in prange(chunks):
-        predict_range(c * N // chunks, (c + 1) * N // chunks, parent, jtype, axis, T0,
-                      wheel_frame, wheel_radius, A_joint, joint_offset, loop_closure,
-                      track_frame, track_drive, track_path, track_act, tkind, tparams, tgrid, q0,
-                      known, qdot_cmd, vc_xy, dt, sigma, integrator, I_frame, gravity, slip_p,
-                      slip_axes, enhanced, assess, body_noise, Qprime, P0, propagate, q_traj,
-                      qdot_traj, vc_norm, dz_traj, slip_traj, vc_slip_traj, margin_traj, P_traj,
-                      attitude, warm_contact, every, flags, tipover_margin, liftoff_threshold)
-
-
-@njit
-def simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                        loop_closure, track_frame, track_drive, track_path, track_act, tkind,
-                        tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, q_traj,
-                        qdot_traj, vc_norm, dz_traj, warm_contact=True):
-    """Kinematic motion prediction over T steps (Figure 2.6 loop), Euler (2.39) or RK4.
-
-    :func:`predict_trajectory` with enhanced kinematics, stability and covariance off.
-    Parameters (beyond the model/terrain arrays): ``q0`` (nq,); ``known`` (nv,) bool;
-    ``qdot_cmd`` (T, nv) known joint-space velocity entries per step (others ignored);
-    ``vc_xy`` (T, nw, 2) contact slip velocities per step (zeros for no-slip); ``dt`` [s];
-    ``sigma`` Baumgarte gain [1/s] (2.35); ``integrator`` EULER or RK4.
-    Outputs: ``q_traj`` (T+1, nq), ``qdot_traj`` (T, nv), ``vc_norm`` (T, nw) contact point
-    speeds |v_c| at the start of each step, ``dz_traj`` (T+1, nw) contact height errors.
-    """
-    nf = parent.shape[0]
-    nw = wheel_frame.shape[0] + track_frame.shape[0]  # contacts nc: wheels, track patches
-    predict_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                       loop_closure, track_frame, track_drive, track_path, track_act, tkind,
-                       tparams, tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator,
-                       np.zeros((nf, 6, 6)), np.zeros(3), np.zeros(6), np.zeros((4, 3)), False,
-                       False, np.zeros((0, 6)), np.zeros((6, 6)), np.zeros((6, 6)), False, q_traj,
-                       qdot_traj, vc_norm, dz_traj, np.zeros((0, 6)), np.zeros((0, nw, 2)),
-                       np.zeros(0), np.zeros((0, 6, 6)), np.zeros((0, 2)), warm_contact)
+        predict_range(c * N // chunks, (c + 1) * N // chunks, m, t, o, X, Y)
 
 
 @njit(parallel=True)
-def simulate_batch(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                   loop_closure, track_frame, track_drive, track_path, track_act, tkind, tparams,
-                   tgrid, q0, known, qdot_cmd, vc_xy, dt, sigma, integrator, q_traj, qdot_traj,
-                   vc_norm, dz_traj, warm_contact=True):
-    """:func:`simulate_trajectory` for N trajectories in parallel.
-
-    Batched shapes: ``q0`` (N, nq), ``qdot_cmd`` (N, T, nv), ``vc_xy`` (N, T, nw, 2); outputs
-    (N, T+1, nq), (N, T, nv), (N, T, nw), (N, T+1, nw).
-    """
-    for n in prange(q0.shape[0]):
-        simulate_trajectory(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                            joint_offset, loop_closure, track_frame, track_drive, track_path,
-                            track_act, tkind, tparams, tgrid, q0[n], known, qdot_cmd[n], vc_xy[n],
-                            dt, sigma, integrator, q_traj[n], qdot_traj[n], vc_norm[n], dz_traj[n],
-                            warm_contact)
+def simulate_batch(m, t, o, X, Y):
+    """:func:`predict_trajectory` for N trajectories in parallel, one per ``prange`` iteration
+    (the kinematic simulation of :func:`wmr_model.kinematics.api.simulate`; records as
+    :func:`predict_batch`)."""
+    for n in prange(X.q0.shape[0]):
+        predict_range(n, n + 1, m, t, o, X, Y)
 
 
 @njit
-def simulate_unconstrained(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                           joint_offset, loop_closure, track_frame, track_drive, track_path,
-                           track_act, tkind, tparams, tgrid, q0, body_velocity, joint_rates, free,
-                           dt, max_iter, tol, q_traj, vc_norm, dz_traj):
+def simulate_unconstrained(m, t, q0, body_velocity, joint_rates, free, dt, max_iter, tol, out):
     """The conventional baseline of §2.5.1: unconstrained motion, then terrain fitting.
 
     Each step integrates the *nominal* body velocity ``body_velocity`` (T, 6) ``[w; v]`` in body
     coordinates (what the controller assumes on flat ground) and the joint rates
     ``joint_rates`` (T, nj), then re-fits the ``free`` coordinates (z, roll, pitch, passive
-    joints) to the terrain with :func:`initialize_terrain_contact`. ``vc_norm`` (T, nw) reports
-    the contact point speeds implied by the resulting motion (finite-difference joint-space
-    velocity through the wheel Jacobians at the start of the step).
+    joints) to the terrain with :func:`initialize_terrain_contact` (at most ``max_iter``
+    iterations, tolerance ``tol``). ``out`` = ``(q_traj (T+1, nq), vc_norm (T, nc), dz_traj
+    (T+1, nc))``: ``vc_norm`` reports the contact point speeds implied by the resulting motion
+    (finite-difference joint-space velocity through the wheel Jacobians at the start of the
+    step).
     """
-    nf = parent.shape[0]
-    nw = wheel_frame.shape[0] + track_frame.shape[0]  # contacts nc: wheels, track patches
+    q_traj, vc_norm, dz_traj = out
+    nf = m.parent.shape[0]
+    nc = m.wheel_frame.shape[0] + m.track_frame.shape[0]  # contacts: wheels, track patches
     nv = nf + 5
     nq = nf + 6
-    m = 3 * nw + A_joint.shape[0] + loop_closure_rows(loop_closure)
-    T_world = np.empty((nf, 4, 4))
-    T_contact = np.empty((nw, 4, 4))
-    dz = np.empty(nw)
-    ang = np.empty(nw)
-    A = np.empty((m, nv))
-    v = np.empty(m)
-    qdot = np.empty(nv)
-    qdot_fd = np.empty(nv)
     none_known = np.zeros(nv, dtype=np.bool_)
-    zeros_xy = np.zeros((nw, 2))
-    solve_ws = solve_workspace(m, none_known)
+    d = kernel_data(m, none_known, np.zeros((0, 6, 6)), False, False, True)
+    qdot = d.qdot
+    qdot_fd = np.empty(nv)
+    zeros_xy = np.zeros((nc, 2))
     q = q0.copy()
     qn = np.empty(nq)
     qfit = np.empty(nq)
     q_traj[0] = q
-    for t in range(body_velocity.shape[0]):
+    for step in range(body_velocity.shape[0]):
         # wheel Jacobians at the start of the step (for the implied contact speeds)
-        joint_space_velocity(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                             joint_offset, loop_closure, track_frame, track_drive, track_path,
-                             track_act, tkind, tparams, tgrid, q, none_known, qdot, 0.0, zeros_xy,
-                             T_world, T_contact, dz, ang, A, v, qdot, None, solve_ws)
-        dz_traj[t] = dz
-        qdot[0:6] = body_velocity[t]
-        qdot[6:] = joint_rates[t]
+        joint_space_velocity(m, t, d, q, none_known, qdot, 0.0, zeros_xy, qdot)
+        dz_traj[step] = d.dz
+        qdot[0:6] = body_velocity[step]
+        qdot[6:] = joint_rates[step]
         integrate_euler(q, qdot, dt, qn)
-        initialize_terrain_contact(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint,
-                                   joint_offset, loop_closure, track_frame, track_drive, track_path,
-                                   track_act, tkind, tparams, tgrid, qn, free, max_iter, tol,
-                                   T_world, T_contact, dz, ang, qfit)
+        initialize_terrain_contact(m, t, d, qn, free, max_iter, tol, qfit)
         # finite-difference joint-space velocity q -> qfit (body rates in body coordinates)
         _qdot_between(q, qfit, dt, qdot_fd)
-        contact_velocity_norms(A, qdot_fd, nw, vc_norm[t])
+        contact_velocity_norms(d.A, qdot_fd, nc, vc_norm[step])
         q[:] = qfit
-        q_traj[t + 1] = q
-    dz_traj[body_velocity.shape[0]] = dz
+        q_traj[step + 1] = q
+    dz_traj[body_velocity.shape[0]] = d.dz
 
 
 @njit

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -204,6 +205,41 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     """
     if fidelity not in FIDELITIES:
         raise ParameterError(f"fidelity: must be one of {list(FIDELITIES)}, got {fidelity!r}")
+    a = _prediction_inputs(model, q0, commands, dt, slip_params=slip_params,
+                           slip_axes=slip_axes, Qprime=Qprime, P0=P0, integrator=integrator,
+                           stabilization=stabilization, process_noise=process_noise,
+                           gravity=gravity, attitude=attitude,
+                           known_angular_velocity=known_angular_velocity, every=every)
+    return _predict_loop(model, terrain, a, dt, fidelity=fidelity, integrator=integrator,
+                         gravity=gravity, liftoff_threshold=liftoff_threshold,
+                         tipover_margin=tipover_margin, warm_start=warm_start)
+
+
+class _PredictionInputs(NamedTuple):
+    """The checked and batched inputs of :func:`predict` (arrays with leading N or 1)."""
+
+    b: kin_api.BatchInputs
+    p: np.ndarray
+    Q: np.ndarray
+    P: np.ndarray
+    noise: np.ndarray
+    attitude: np.ndarray
+    omega: np.ndarray
+    axes: np.ndarray
+    propagate: bool
+    k: int
+    S: int
+
+
+def _prediction_inputs(model: VehicleModel, q0: np.ndarray, commands: np.ndarray, dt: float, *,
+                       slip_params: np.ndarray | Mapping[str, float] | None,
+                       slip_axes: np.ndarray | None, Qprime: np.ndarray | None,
+                       P0: np.ndarray | None, integrator: str, stabilization: float,
+                       process_noise: np.ndarray | None, gravity: float,
+                       attitude: np.ndarray | None,
+                       known_angular_velocity: np.ndarray | None,
+                       every: int) -> _PredictionInputs:
+    """Check :func:`predict`'s inputs (errors name the argument) and batch them."""
     p = slip_vector(slip_params)
     p = _batched(p, "slip_params", (len(SLIP_NAMES),),
                  "(6,) or (N, 6) (p1..p6), or (8,) or (N, 8) (p1..p8)")
@@ -238,9 +274,7 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
                                                  "process_noise": noise.shape[0],
                                                  "attitude": attitude_a.shape[0],
                                                  "known_angular_velocity": omega.shape[0]})
-    N, T, sigma, q0a = b.N, b.T, b.sigma, b.q0
-    u = b.rates
-
+    N, T = b.N, b.T
     if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
         raise ParameterError(f"every: must be an integer >= 1 (output stride in steps), "
                              f"got {every!r}")
@@ -258,6 +292,17 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         return np.array(a if a.shape[0] == N else a[:1], dtype=float, order="C")
 
     p, P, noise, attitude_a = shared(p), shared(P), shared(noise), shared(attitude_a)
+    return _PredictionInputs(b, p, Q, P, noise, attitude_a, omega, axes, propagate, k, S)
+
+
+def _predict_loop(model: VehicleModel, terrain: Terrain, a: _PredictionInputs, dt: float, *,
+                  fidelity: str, integrator: str, gravity: float, liftoff_threshold: float,
+                  tipover_margin: float, warm_start: bool) -> Prediction:
+    """Allocate the outputs of :func:`predict` and run the compiled loop over the batch."""
+    b, p, Q, P, noise, attitude_a, omega = a.b, a.p, a.Q, a.P, a.noise, a.attitude, a.omega
+    axes, propagate, k, S = a.axes, a.propagate, a.k, a.S
+    N, T, sigma, q0a = b.N, b.T, b.sigma, b.q0
+    u = b.rates
     qdot_cmd = np.zeros((N, T, model.nv))
     qdot_cmd[:, :, 6 + model.actuated_joints] = u
     known = kin_api.simulation_known(model)
@@ -277,26 +322,31 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     P_traj = np.empty((N, S if propagate else 0, 6, 6))
     flags = np.empty((N, S), dtype=np.uint8)
     assess = model.total_mass > 0.0
-    tk, tp, tg = terrain.kernel_args()
     # no mass, no force: the margin is undefined (NaN below) and never flags
     tip = float(tipover_margin) if assess else -math.inf
-    args = (*model.kinematic_arrays(), tk, tp, tg, q0a, known, qdot_cmd, vc, float(dt), sigma,
-            kin_api.INTEGRATORS[integrator], model_frame_inertias(model),
-            np.array([0.0, 0.0, -float(gravity)]), p, axes, fidelity == "enhanced", assess, noise,
-            Q, P, propagate, q_traj, qdot_traj, vcn, dz, slip, vc_slip, margin, P_traj, attitude_a,
-            bool(warm_start), k, flags, tip, float(liftoff_threshold))
+    o = L.prediction_options(
+        known, dt, sigma, kin_api.INTEGRATORS[integrator], I_frame=model_frame_inertias(model),
+        gravity=np.array([0.0, 0.0, -float(gravity)]), slip_axes=axes, Qprime=Q,
+        enhanced=fidelity == "enhanced", assess=assess, propagate=propagate,
+        warm_contact=bool(warm_start), every=k, tipover_margin=tip,
+        liftoff_threshold=float(liftoff_threshold))
+    X = L.PredictInputs(q0a, qdot_cmd, vc, p, noise, P, attitude_a)
+    Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, slip, vc_slip, margin, P_traj, flags)
+    m, t = model.kinematic_arrays(), terrain.kernel_args()
     # both cores for large batches: contiguous chunks of candidates, a few per thread
     chunks = min(N // L.PARALLEL_MIN_CHUNK, PARALLEL_CHUNKS_PER_THREAD * num_threads())
     if chunks < 2:
-        L.predict_range(0, N, *args)
+        L.predict_range(0, N, m, t, o, X, Y)
     else:
-        L.predict_batch(*args, chunks)
+        L.predict_batch(m, t, o, X, Y, chunks)
     if not assess:
         margin[:] = np.nan
     steps = None if k == 1 else np.minimum(np.arange(S) * k, T)
     return Prediction(dt=float(dt), q=q_traj, qdot=qdot_traj, contact_speed=vcn, dz=dz,
                       slip=slip, wheel_slip=vc_slip, stability_margin=margin, flags=flags,
                       covariance=P_traj if propagate else None, steps=steps)
+
+
 
 
 def prediction_bytes(model: VehicleModel, N: int, T: int, S: int, *, covariance: bool) -> int:
