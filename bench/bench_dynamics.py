@@ -124,6 +124,7 @@ def step_profile(quick: bool) -> dict:
     from wmr_model.dynamics.api import gravity_of
     from wmr_model.dynamics.constraints import assemble_constraints, independent_rows
     from wmr_model.dynamics.crba import crba
+    from wmr_model.dynamics.force_balance import StepCache
     from wmr_model.dynamics.rnea import bias_force
     from wmr_model.dynamics.simulate import constraint_cache
     from wmr_model.kinematics.kernels import wheel_contact
@@ -152,6 +153,7 @@ def step_profile(quick: bool) -> dict:
             lambda a=args: contact_force(*a), n)
     q, qd = tr.q[-1].copy(), tr.qdot[-1].copy()
     If, g = model_frame_inertias(m), gravity_of(m)
+    km = m.kinematic_arrays()
     Tw, Ic = np.empty((m.nf, 4, 4)), np.empty((m.nf, 6, 6))
     M, c = np.empty((m.nv, m.nv)), np.empty(m.nv)
     tk, tp, tg = ter.kernel_args()
@@ -159,14 +161,14 @@ def step_profile(quick: bool) -> dict:
     out["parts_us"]["crba (with composite inertias)"] = _per_call_us(
         lambda: crba(m.parent, m.joint_type, m.axis, m.T0, If, q, Tw, Ic, M), n)
     out["parts_us"]["bias_force (rnea)"] = _per_call_us(
-        lambda: bias_force(m.parent, m.joint_type, m.axis, m.T0, If, g, q, qd, Tw, c), n)
+        lambda: bias_force(km, If, g, q, qd, Tw, c), n)
     out["parts_us"]["wheel_contact"] = _per_call_us(
         lambda: wheel_contact(m.parent, m.T0, m.wheel_frame, m.wheel_radius, tk, tp, tg, Tw, Tc,
                               dz, ang), n)
     # the constraint algebra of one step at the same state: independent rows (2.66)-(2.68) and
     # the cached Cholesky quantities (2.79)-(2.83), (2.87)-(2.88)
     crba(m.parent, m.joint_type, m.axis, m.T0, If, q, Tw, Ic, M)
-    bias_force(m.parent, m.joint_type, m.axis, m.T0, If, g, q, qd, Tw, c)
+    bias_force(km, If, g, q, qd, Tw, c)
     na = len(m.actuated_joints)
     nc = 3 * m.nw + na
     A = np.empty((nc, m.nv))
@@ -180,11 +182,11 @@ def step_profile(quick: bool) -> dict:
         lambda: independent_rows(A, active, cols, forced, indep), n)
     AI = np.ascontiguousarray(A[indep])
     nI, nv = AI.shape
-    bufs = (np.empty((nv, nv)), np.empty(nv), np.empty((nI, nv)), np.empty((nI, nI)),
-            np.empty((nI, nI)), np.empty((nI, nI)), np.empty((nv, nI)), np.empty(nI),
-            np.empty(nv), np.empty(nI))
+    bufs = StepCache(AI, np.empty((nv, nv)), np.empty(nv), np.empty((nv, nI)),
+                     np.empty((nI, nI)), np.empty((nI, nI)), np.empty((nI, nI)),
+                     np.empty((nv, nI)), np.empty(nI), np.empty(nv), np.empty(nI))
     out["parts_us"]["constraint_cache (Cholesky)"] = _per_call_us(
-        lambda: constraint_cache(M, c, AI, qd, 0.04, *bufs), n)
+        lambda: constraint_cache(M, c, AI, qd, 0.04, bufs), n)
     print("\nPer-step profile - Zoe, wmrde terrain 1, dt 0.04, 10 s (CPU us per step; real time "
           "is 40000 us)")
     for k, v in out["per_step_us"].items():
@@ -197,7 +199,7 @@ def step_profile(quick: bool) -> dict:
 def loop_models(quick: bool) -> dict:
     """HMMWV lane change (seed 002 scenario 2) with ideal and penalty loop closures: closure
     residual, agreement with the embedded (open-chain) variant, speed."""
-    import wmr_model.dynamics.simulate as sim
+    import wmr_model.dynamics.model as sim
     from wmr_model.experiments import hmmwv
 
     duration = 20.0 if quick else 60.0

@@ -27,13 +27,14 @@ from wmr_model.dynamics.constraints import (
     rows_workspace,
 )
 from wmr_model.dynamics.crba import crba_into, crba_workspace, relative_transforms
+from wmr_model.dynamics.data import create_step_data
+from wmr_model.dynamics.model import DynamicsOptions, compile_dynamics
 from wmr_model.dynamics.rnea import bias_force_fused, bias_force_into, rnea_workspace
 from wmr_model.dynamics.simulate import (
+    create_rollout,
     dynamics_step,
-    loop_arguments,
     simulate_dynamics,
     simulate_loop,
-    step_workspace,
     warm_wheel_contact,
 )
 from wmr_model.experiments import dynamic as sc
@@ -63,20 +64,17 @@ def _crba_loop(parent, jtype, axis, T0, I_frame, Q, TW, Ic, M):
 
 
 @njit
-def _contact_loop(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, TW, TC, DZ,
-                  ANG):
+def _contact_loop(m, ter, TW, TC, DZ, ANG):
     for t in range(TW.shape[0]):
-        wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, TW[t],
-                      TC[t], DZ[t], ANG[t])
+        wheel_contact(m.parent, m.T0, m.wheel_frame, m.wheel_radius, ter.kind, ter.params,
+                      ter.grid, TW[t], TC[t], DZ[t], ANG[t])
 
 
 @njit
-def _warm_contact_loop(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, TW, TC, DZ,
-                       ANG, cws, fan):
+def _warm_contact_loop(m, ter, TW, TC, DZ, ANG, cws, fan):
     cws[:, 0] = 0.0  # each timed pass starts cold, as a trajectory does
     for t in range(TW.shape[0]):  # ANG (nw,): the previous step's angles, overwritten
-        warm_wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, TW[t],
-                           TC[t], DZ[t], ANG, cws, fan)
+        warm_wheel_contact(m, ter, TW[t], TC[t], DZ[t], ANG, cws, fan)
 
 
 @njit
@@ -86,24 +84,24 @@ def _rel_loop(parent, TW, RU, PU):
 
 
 @njit
-def _bias_loop(parent, jtype, axis, I_frame, gravity, Q, QD, TW, RU, PU, Ic, fused, c, ws):
+def _bias_loop(dm, Q, QD, TW, RU, PU, Ic, c, ws):
     """The bias force as the step computes it: from the CRBA's kinematics (RU, PU)."""
     for t in range(Q.shape[0]):
-        if fused:
-            bias_force_fused(np.ascontiguousarray(Ic[0]), gravity, Q[t], QD[t], c)
+        if dm.opt.fused:
+            bias_force_fused(np.ascontiguousarray(Ic[0]), dm.gravity, Q[t], QD[t], c)
         else:
-            bias_force_into(parent, jtype, axis, I_frame, gravity, QD[t], TW[t], RU[t], PU[t],
-                            c, ws)
+            bias_force_into(dm.kin, dm.I_frame, dm.gravity, QD[t], TW[t], (RU[t], PU[t]), c,
+                            ws)
 
 
 @njit
-def _rows_loop(parent, jtype, axis, A_joint, joint_offset, loop_closure, wheel_frame,
-               act_joints, Q, TW, TC, c_hol, J_hol, AA):
+def _rows_loop(dm, Q, TW, TC, c_hol, J_hol, AA):
+    m = dm.kin
     for t in range(Q.shape[0]):
-        holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure, Q[t],
-                              TW[t], c_hol, J_hol)
-        assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, TW[t], TC[t],
-                             AA[t])
+        holonomic_constraints(m.parent, m.jtype, m.axis, m.A_joint, m.joint_offset,
+                              m.loop_closure, Q[t], TW[t], c_hol, J_hol)
+        assemble_constraints(m.parent, m.jtype, m.axis, m.wheel_frame, J_hol, dm.act_joints,
+                             TW[t], TC[t], AA[t])
 
 
 @njit
@@ -116,14 +114,17 @@ def _indep_loop(AA, active, cols, forced, indep):
 
 
 @njit
-def _setup_loop(a0, Q, QD, U, dt, fused, tol, loop_sigma, trk, TW, TC, DZ, ANG, Ic, M, c, AA,
-                fmodel, q_next, qd_next, v_prev, ws):
-    """dynamics_step over the recorded states with no Newton iteration: everything but the
-    iterations (the force balance evaluates its warm start once)."""
+def _setup_loop(dm, ter, d, Q, QD, U, q_next, qd_next):
+    """dynamics_step over the recorded states with no Newton iteration (``dm.opt.max_iter``
+    0): everything but the iterations (the force balance evaluates its warm start once)."""
     for t in range(Q.shape[0]):
-        dynamics_step(*a0, Q[t], QD[t], U[t], dt, v_prev, fused, False, 0, tol, TW[t], TC[t],
-                      DZ[t], ANG[t], Ic, M, c, AA[t], fmodel, q_next, qd_next, loop_sigma, ws,
-                      trk)
+        dynamics_step(dm, ter, d, Q[t], QD[t], U[t], q_next, qd_next)
+
+
+def _warm_started(d, v_prev: np.ndarray):
+    """``d`` with the row velocities of the first step's warm start."""
+    d.v_prev[:] = v_prev
+    return d
 
 
 def _best(fn, repeats: int) -> float:
@@ -141,11 +142,11 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
     """Per-kernel microseconds per step on one terrain, and the mean Newton iterations."""
     T = U.shape[0]
     q0, qd0 = sc._moving_start(model, ter, 1.0)
-    a, _ = loop_arguments(model, ter, DT, contact_model="pacejka", collision=collision)
-    (parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, offset, loop_closure,
-     I_frame, gravity, tk, tp, tg) = a[:14]
-    act = a[18]
-    fused = a[24]
+    dm, _ = compile_dynamics(model, DT, DynamicsOptions(contact_model="pacejka",
+                                                        collision=collision))
+    km, ta = dm.kin, ter.kernel_args()
+    parent, jtype, axis, T0, wheel_frame = km.parent, km.jtype, km.axis, km.T0, km.wheel_frame
+    A_joint, I_frame, act = km.A_joint, dm.I_frame, dm.act_joints
     nf, nw, nv = parent.shape[0], wheel_frame.shape[0], model.nv
     nc = 3 * nw + act.shape[0] + A_joint.shape[0]
     tr = simulate_dynamics(model, ter, q0, qd0, U, DT, contact_model="pacejka",
@@ -171,30 +172,23 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
     for k in range(act.shape[0]):  # ideal actuators, as in dynamics_step
         forced[3 * nw + k] = True
         cols[6 + act[k]] = False
-    Qs, QDs = np.empty_like(tr.q), np.empty_like(tr.qdot)
-    IT, COST = np.empty(T, dtype=np.int64), np.empty(T)
-    FC, DZs = np.empty((T, nw, 3)), np.empty((T, nw))
+    out = create_rollout(model, 1, T)
+    one = type(out)(*(a[0] for a in out))
+    dm0 = dm._replace(opt=dm.opt._replace(single_step=False, max_iter=0))
+    d0 = create_step_data(dm0, nv)
     runs = {
         "fk": lambda: _fk_loop(parent, jtype, axis, T0, Q, TW),
         "crba": lambda: _crba_loop(parent, jtype, axis, T0, I_frame, Q, TW, Ic, M),
-        "contact": lambda: _contact_loop(parent, T0, wheel_frame, wheel_radius, tk, tp, tg,
-                                         TW, TC, DZ, ANG),
-        "contact_warm": lambda: _warm_contact_loop(parent, T0, wheel_frame, wheel_radius, tk, tp,
-                                                   tg, TW, TC, DZ, np.zeros(nw),
+        "contact": lambda: _contact_loop(km, ta, TW, TC, DZ, ANG),
+        "contact_warm": lambda: _warm_contact_loop(km, ta, TW, TC, DZ, np.zeros(nw),
                                                    np.zeros((nw, 7)), np.zeros((nw, 7, 3))),
         "rel": lambda: _rel_loop(parent, TW, RU, PU),
-        "bias": lambda: _bias_loop(parent, jtype, axis, I_frame, gravity, Q, QD, TW, RU, PU, Ic,
-                                   fused, c, rnea_workspace(nf, nv)),
-        "rows": lambda: _rows_loop(parent, jtype, axis, A_joint, offset, loop_closure,
-                                   wheel_frame, act, Q, TW, TC, c_hol, J_hol, AA),
+        "bias": lambda: _bias_loop(dm, Q, QD, TW, RU, PU, Ic, c, rnea_workspace(nf, nv)),
+        "rows": lambda: _rows_loop(dm, Q, TW, TC, c_hol, J_hol, AA),
         "indep": lambda: _indep_loop(AA, active, cols, forced, indep),
-        "setup": lambda: _setup_loop(tuple(a[:23]), Q, QD, U, DT, fused, a[27], a[28], a[30],
-                                     TW, TC, DZ, ANG, Ic, M, c, AA, np.zeros(nc),
-                                     np.empty(model.nq), np.empty(nv), AA[0] @ QD[0],
-                                     step_workspace(nf, nv, nc, nh,
-                                                    nw if collision == "warm" else 0)),
-        "step": lambda: simulate_loop(*a[:23], q0, qd0, U, *a[23:30], Qs, QDs, IT, COST, FC,
-                                      DZs, a[30]),
+        "setup": lambda: _setup_loop(dm0, ta, _warm_started(d0, AA[0] @ QD[0]), Q, QD, U,
+                                     np.empty(model.nq), np.empty(nv)),
+        "step": lambda: simulate_loop(dm, ta, q0, qd0, U, one),
         "call": lambda: simulate_dynamics(model, ter, q0, qd0, U, DT,
                                           contact_model="pacejka", collision=collision),
     }

@@ -14,6 +14,7 @@ from wmr_model.dynamics.constraints import (
     qr_column_pivoting,
     qr_priority_pivoting,
 )
+from wmr_model.dynamics.force_balance import StepCache
 from wmr_model.dynamics.simulate import constraint_cache
 from wmr_model.kinematics.kernels import cholesky_factor, cholesky_solve
 
@@ -47,7 +48,7 @@ def test_constraint_cache_solves_the_saddle_point_system(nv: int, nI: int) -> No
     out = dict(Lm=np.empty((nv, nv)), Minv_tc=np.empty(nv), W=np.empty((nv, nI)),
                Cm=np.empty((nI, nI)), Lc=np.empty((nI, nI)), Cinv=np.empty((nI, nI)),
                G=np.empty((nv, nI)), d=np.empty(nI), qd0=np.empty(nv), lam0=np.empty(nI))
-    constraint_cache(M, c, AI, qdot, dt, *out.values())
+    constraint_cache(M, c, AI, qdot, dt, StepCache(AI, *out.values()))
     G, Cinv, qd0, lam0 = out["G"], out["Cinv"], out["qd0"], out["lam0"]
     for _ in range(3):  # any prescribed row velocities v_I
         v = rng.standard_normal(nI)

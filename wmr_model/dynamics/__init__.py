@@ -8,10 +8,14 @@ from wmr_model.dynamics.api import (
     gravity_of,
     rnea,
 )
+from wmr_model.dynamics.model import DynamicsModel, DynamicsOptions, compile_dynamics
 
 __all__ = [
     "DynamicsData",
+    "DynamicsModel",
+    "DynamicsOptions",
     "bias_force",
+    "compile_dynamics",
     "create_data",
     "crba",
     "gravity_of",

@@ -2,62 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from wmr_model.dynamics import crba as _crba
 from wmr_model.dynamics import rnea as _rnea
-from wmr_model.errors import ParameterError, check_shape
-from wmr_model.vehicles.inertia import model_frame_inertias
+from wmr_model.dynamics.data import DynamicsData, create_data
+from wmr_model.dynamics.model import gravity_of
+from wmr_model.errors import check_shape
 from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["DynamicsData", "create_data", "gravity_of", "crba", "rnea", "bias_force"]
-
-
-@dataclass
-class DynamicsData:
-    """Workspace of the dynamics for one vehicle state.
-
-    Attributes:
-        I_frame: (nf, 6, 6) per-frame spatial inertias (B.13); constant per model.
-        gravity: (3,) world gravitational acceleration [m/s^2].
-        T_world: (nf, 4, 4) frame-to-world transforms (Algorithm 1).
-        Ic: (nf, 6, 6) composite inertias (Algorithm 3 lines 1-4).
-        M: (nv, nv) joint-space inertia (Algorithm 3).
-        c: (nv,) joint-space bias force (Algorithm 4 or 2.89).
-        tau: (nv,) joint-space force of the last :func:`rnea` call.
-    """
-
-    I_frame: np.ndarray
-    gravity: np.ndarray
-    T_world: np.ndarray
-    Ic: np.ndarray
-    M: np.ndarray
-    c: np.ndarray
-    tau: np.ndarray
-
-
-def gravity_of(model: VehicleModel) -> np.ndarray:
-    """World gravity (3,) of ``model``: ``options["gravity"]`` or :data:`~.rnea.GRAVITY`."""
-    g = model.options.get("gravity", _rnea.GRAVITY)
-    try:
-        g = np.asarray(g, dtype=float).reshape(3)
-    except (TypeError, ValueError):
-        raise ParameterError(
-            f"{model.source}: options.gravity must be 3 numbers [m/s^2], got {g!r}") from None
-    if not np.all(np.isfinite(g)):
-        raise ParameterError(f"{model.source}: options.gravity must be finite, got {g.tolist()}")
-    return g
-
-
-def create_data(model: VehicleModel) -> DynamicsData:
-    """Allocate a :class:`DynamicsData` workspace for ``model``."""
-    nf, nv = model.nf, model.nv
-    return DynamicsData(
-        I_frame=model_frame_inertias(model), gravity=gravity_of(model),
-        T_world=np.zeros((nf, 4, 4)), Ic=np.zeros((nf, 6, 6)), M=np.zeros((nv, nv)),
-        c=np.zeros(nv), tau=np.zeros(nv))
 
 
 def _vec(name: str, x: np.ndarray, n: int) -> np.ndarray:
@@ -89,8 +43,8 @@ def rnea(model: VehicleModel, data: DynamicsData, q: np.ndarray, qdot: np.ndarra
         f_ext = np.zeros((model.nf, 6))
     f_ext = np.ascontiguousarray(f_ext, dtype=float)
     check_shape("f_ext", f_ext.shape, (model.nf, 6))
-    _rnea.rnea(model.parent, model.joint_type, model.axis, model.T0, data.I_frame, data.gravity,
-               q, qdot, qddot, f_ext, data.T_world, data.tau)
+    _rnea.rnea(model.kinematic_arrays(), data.I_frame, data.gravity, q, qdot, qddot, f_ext,
+               data.T_world, data.tau)
     return data.tau
 
 
@@ -104,6 +58,6 @@ def bias_force(model: VehicleModel, data: DynamicsData, q: np.ndarray, qdot: np.
                    data.T_world, data.Ic, data.M)
         _rnea.bias_force_fused(np.ascontiguousarray(data.Ic[0]), data.gravity, q, qdot, data.c)
     else:
-        _rnea.bias_force(model.parent, model.joint_type, model.axis, model.T0, data.I_frame,
-                         data.gravity, q, qdot, data.T_world, data.c)
+        _rnea.bias_force(model.kinematic_arrays(), data.I_frame, data.gravity, q, qdot,
+                         data.T_world, data.c)
     return data.c

@@ -36,6 +36,7 @@ strong-Wolfe line search of App. D (Nocedal and Wright Alg. 3.5 with bisection z
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,8 +45,8 @@ from wmr_model.contact.models import contact_force
 from wmr_model.dynamics.actuators import IDEAL, actuator_force
 from wmr_model.kinematics.kernels import cholesky_factor, cholesky_solve
 
-__all__ = ["WOLFE_C1", "WOLFE_C2", "input_maps", "remove_component", "force_balance_error",
-           "workspace", "strong_wolfe",
+__all__ = ["BalanceArgs", "StepCache", "WOLFE_C1", "WOLFE_C2", "input_maps", "remove_component",
+           "force_balance_error", "workspace", "strong_wolfe",
            "gauss_newton_direction", "force_balance"]
 
 #: Strong Wolfe constants (D.2), (D.4), the example values of App. D.
@@ -59,6 +60,58 @@ _MAX_ZOOM = 30
 # (far below any physical velocity scale, far above round-off) and how many per time step.
 _KINK_HOP = 1e-9
 _MAX_KINK_HOPS = 5
+
+
+class StepCache(NamedTuple):
+    """The per-step constants of the force balance, (2.79)-(2.83), (2.87)-(2.88), for nI
+    independent rows (written by :func:`wmr_model.dynamics.simulate.constraint_cache`)."""
+
+    AI: np.ndarray  #: (nI, nv) independent constraint rows A_I (2.66)
+    Lm: np.ndarray  #: (nv, nv) Cholesky factor of M
+    Minv_tc: np.ndarray  #: (nv,) M^{-1}(tau - c), tau = 0
+    W: np.ndarray  #: (nv, nI) M^{-1} A_I^T
+    Cm: np.ndarray  #: (nI, nI) C = A_I M^{-1} A_I^T, then scratch
+    Lc: np.ndarray  #: (nI, nI) Cholesky factor of C
+    Cinv: np.ndarray  #: (nI, nI) C^{-1}
+    G: np.ndarray  #: (nv, nI) M^{-1} A_I^T C^{-1}
+    d_const: np.ndarray  #: (nI,) d_const - A_I qdot / dt
+    qd0: np.ndarray  #: (nv,) qdot'[i+1] at zero inputs
+    lam0: np.ndarray  #: (nI,) lambda at zero inputs
+
+
+class BalanceArgs(NamedTuple):
+    """The constants of one step's force balance (``args_cache`` of :func:`force_balance`);
+    nI independent rows, nx inputs, nc rows of A, ncon contacts, na actuators, nh holonomic
+    rows."""
+
+    ctx_i: np.ndarray  #: (3, nI) int: row of A, prescribed-velocity index, forced flag
+    ctx_f: np.ndarray  #: (nc,) bool: active rows
+    ctx_m: np.ndarray  #: (nc,) int: row kind (0 wheel, 1 actuator, 2 joint)
+    A: np.ndarray  #: (nc, nv) constraint matrix (2.55)
+    G: np.ndarray  #: (nv, nI) M^{-1} A_I^T C^{-1}
+    Cinv: np.ndarray  #: (nI, nI) C^{-1}
+    qd0: np.ndarray  #: (nv,) qdot'[i+1] at zero row velocities
+    lam0: np.ndarray  #: (nI,) lambda at zero row velocities
+    u: np.ndarray  #: prescribed velocities of the forced rows (commands, then Baumgarte)
+    dz: np.ndarray  #: (ncon,) contact height errors the contact models see [m]
+    cjoint: np.ndarray  #: (nh,) holonomic residuals c
+    contact_radius: np.ndarray  #: (ncon,) rolling radii [m]
+    contact_joint: np.ndarray  #: (ncon,) int: joint rolling each contact
+    share: np.ndarray  #: (ncon,) load share of each contact's model force
+    ckinds: np.ndarray  #: (ncon,) contact model kinds
+    cparams: np.ndarray  #: contact model parameters
+    ctables: np.ndarray  #: contact model tables
+    caxes: np.ndarray  #: contact model axes
+    akinds: np.ndarray  #: (na,) actuator kinds
+    aparams: np.ndarray  #: (na, 4) actuator parameters
+    act_joints: np.ndarray  #: (na,) actuated joints
+    jK: np.ndarray  #: (nh,) spring stiffness
+    jD: np.ndarray  #: (nh,) damping
+    dt: float  #: step [s]
+    Je_lam: np.ndarray  #: (nv, nx) d(A_I^T lambda)/dx
+    AG: np.ndarray  #: (nc, nx) A Gx
+    Gx: np.ndarray  #: (nv, nx) dqdot'[i+1]/dx
+    Pfix: np.ndarray  #: (nfix, nv) orthonormal rows of the ideal loop closures
 
 
 @njit
@@ -109,37 +162,16 @@ def input_maps(ctx_i, A, G, Cinv, dt, Je_lam, AG, Gx):
 
 
 @njit
-def force_balance_error(x0, p, alpha, args_cache, e, Je, qdn, fmodel, work):
-    """Error ``e`` (nv,) of (2.78) and its Jacobian ``Je`` (nv, nx) at the inputs ``x = x0 +
-    alpha p`` (nx,); returns ``(L, dL)``: ``L = e.e`` and its derivative along ``p``,
-    ``2 e^T Je p`` (the line function of :func:`strong_wolfe` and its slope).
-
-    ``args_cache`` (the step's constants, unpacked once per call; one function per evaluation
-    so that the arrays cross a single call boundary) is ``(ctx_i, ctx_f, ctx_m, A, G, Cinv,
-    qd0, lam0, u, dz, cjoint, contact_radius, contact_joint, share, ckinds, cparams, ctables,
-    caxes, akinds, aparams, act_joints, jK, jD, dt, Je_lam, AG, Gx, Pfix)``:
-    ``ctx_i`` (int rows): ``[I (nI), input position in I (nx), forced flag per I]`` packed as
-    (3, nI); ``ctx_f`` (nc,) active row flags; ``ctx_m`` (nc,) row kind (0 wheel, 1 act,
-    2 joint); ``Je_lam``, ``AG``, ``Gx`` from :func:`input_maps`; ``Pfix`` (nfix, nv)
-    orthonormal rows spanning the prescribed rows other than ideal actuators (ideal loop
-    closures): ``e`` and ``Je`` are projected onto their orthogonal complement. Contacts
-    (wheels, then track patches) roll at ``contact_radius`` (nc,) times the rate of joint
-    ``contact_joint`` (nc,); ``share`` (nc,) scales each contact's model force (1 for wheels,
-    a patch's load share, :func:`wmr_model.dynamics.track_contact.track_shares`). Writes ``qdn``
-    (nv,) = qdot'[i+1], ``fmodel`` (nc,) and ``x`` into ``work[6]``.
-    ``work`` is the scratch of :func:`workspace` (nothing is allocated per call).
-    """
-    (ctx_i, ctx_f, _, A, G, Cinv, qd0, lam0, u, dz, cjoint, contact_radius, contact_joint,
-     share, ckinds, cparams, ctables, caxes, akinds, aparams, act_joints, jK, jD, dt,
-     Je_lam, AG, Gx, Pfix) = args_cache
-    vI, lam, dfx, fc, Jc, y, x, _, _, Jp, _ = work
-    for i in range(x0.shape[0]):
-        x[i] = x0[i] + alpha * p[i]
-    nc, nv = A.shape
+def _affine_state(x, args_cache, vI, lam, e, Je, qdn):
+    """The inputs' affine maps (2.79)-(2.83): ``vI`` (nI,) the independent rows' velocities
+    (inputs ``x``, then prescribed ones), ``qdn = qd0 + G vI``, ``lam = lam0 + C^{-1} vI / dt``,
+    ``e = A_I^T lam`` over the non-prescribed rows and ``Je`` its constant Jacobian."""
+    k = args_cache
+    ctx_i, A, G, Cinv, qd0, lam0, u = k.ctx_i, k.A, k.G, k.Cinv, k.qd0, k.lam0, k.u
+    dt, Je_lam = k.dt, k.Je_lam
+    nv = A.shape[1]
     nI = ctx_i.shape[1]
-    nx = x0.shape[0]
-    nw = contact_radius.shape[0]  # contacts: wheels, then track patches
-    na = act_joints.shape[0]
+    nx = Je.shape[1]
     ix = 0
     for a in range(nI):
         if ctx_i[2, a] == 1:
@@ -172,9 +204,21 @@ def force_balance_error(x0, p, alpha, args_cache, e, Je, qdn, fmodel, work):
     for j in range(nv):  # d(A_I^T lambda)/dx, constant over the step
         for i in range(nx):
             Je[j, i] = Je_lam[j, i]
-    # model forces f and -d(A^T f)/dx = -A^T (df/dqdot'[i+1]) Gx
-    for r in range(nc):
-        fmodel[r] = 0.0
+
+
+@njit
+def _contact_terms(args_cache, e, Je, qdn, fmodel, work):
+    """Contact forces (2.71) at the next step's velocities into ``fmodel``, and ``-A^T f`` and
+    its Jacobian ``-A^T (df/dqdot'[i+1]) Gx`` into ``e``, ``Je``."""
+    b = args_cache
+    ctx_f, A, dz, contact_radius, contact_joint, share = (b.ctx_f, b.A, b.dz, b.contact_radius,
+                                                          b.contact_joint, b.share)
+    ckinds, cparams, ctables, caxes = b.ckinds, b.cparams, b.ctables, b.caxes
+    dt, AG, Gx = b.dt, b.AG, b.Gx
+    dfx, fc, Jc, y = work[2], work[3], work[4], work[5]
+    nv = A.shape[1]
+    nx = Je.shape[1]
+    nw = contact_radius.shape[0]  # contacts: wheels, then track patches
     for k in range(nw):
         if not ctx_f[3 * k]:
             continue
@@ -214,6 +258,20 @@ def force_balance_error(x0, p, alpha, args_cache, e, Je, qdn, fmodel, work):
                     e[j] -= arj * fc[rr]
                     for i in range(nx):
                         Je[j, i] -= arj * dfx[i]
+
+
+@njit
+def _actuator_joint_terms(args_cache, e, Je, qdn, fmodel):
+    """Actuator forces (2.73) of the non-ideal actuators and the spring-dampers (2.74) of the
+    holonomic rows (from ``c + ċ Δt`` and ``ċ``) into ``fmodel``, ``e`` and ``Je``."""
+    b = args_cache
+    ctx_f, A, u, cjoint, contact_radius = b.ctx_f, b.A, b.u, b.cjoint, b.contact_radius
+    akinds, aparams, act_joints, jK, jD, dt = b.akinds, b.aparams, b.act_joints, b.jK, b.jD, b.dt
+    AG, Gx = b.AG, b.Gx
+    nv = A.shape[1]
+    nx = Je.shape[1]
+    nw = contact_radius.shape[0]
+    na = act_joints.shape[0]
     for a in range(na):
         r = 3 * nw + a
         if akinds[a] == IDEAL or not ctx_f[r]:
@@ -238,9 +296,17 @@ def force_balance_error(x0, p, alpha, args_cache, e, Je, qdn, fmodel, work):
                 e[j] -= arj * f
                 for i in range(nx):
                     Je[j, i] -= arj * g * AG[r, i]
+
+
+@njit
+def _remove_prescribed(args_cache, e, Je):
+    """Drop from ``e`` and ``Je`` what the prescribed rows carry: the joints of ideal
+    actuators (§2.4.4) and the span of the ideal loop closures' rows ``Pfix``."""
+    akinds, act_joints, Pfix = args_cache.akinds, args_cache.act_joints, args_cache.Pfix
+    nx = Je.shape[1]
     # Ideal actuators supply whatever torque their joint needs: those elements of e are zero
     # (§2.4.4), so actuator torque has no effect on the cost.
-    for a in range(na):
+    for a in range(act_joints.shape[0]):
         if akinds[a] == IDEAL:
             j = 6 + act_joints[a]
             e[j] = 0.0
@@ -253,6 +319,39 @@ def force_balance_error(x0, p, alpha, args_cache, e, Je, qdn, fmodel, work):
         remove_component(Pfix[f], e)
         for i in range(nx):
             remove_component(Pfix[f], Je[:, i])
+
+
+@njit
+def force_balance_error(x0, p, alpha, args_cache, e, Je, qdn, fmodel, work):
+    """Error ``e`` (nv,) of (2.78) and its Jacobian ``Je`` (nv, nx) at the inputs ``x = x0 +
+    alpha p`` (nx,); returns ``(L, dL)``: ``L = e.e`` and its derivative along ``p``,
+    ``2 e^T Je p`` (the line function of :func:`strong_wolfe` and its slope).
+
+    ``args_cache`` (the step's constants: one record per evaluation, so that the arrays cross
+    a single call boundary) is a :class:`BalanceArgs`:
+    ``ctx_i`` (int rows): ``[I (nI), input position in I (nx), forced flag per I]`` packed as
+    (3, nI); ``ctx_f`` (nc,) active row flags; ``ctx_m`` (nc,) row kind (0 wheel, 1 act,
+    2 joint); ``Je_lam``, ``AG``, ``Gx`` from :func:`input_maps`; ``Pfix`` (nfix, nv)
+    orthonormal rows spanning the prescribed rows other than ideal actuators (ideal loop
+    closures): ``e`` and ``Je`` are projected onto their orthogonal complement. Contacts
+    (wheels, then track patches) roll at ``contact_radius`` (nc,) times the rate of joint
+    ``contact_joint`` (nc,); ``share`` (nc,) scales each contact's model force (1 for wheels,
+    a patch's load share, :func:`wmr_model.dynamics.track_contact.track_shares`). Writes ``qdn``
+    (nv,) = qdot'[i+1], ``fmodel`` (nc,) and ``x`` into ``work[6]``.
+    ``work`` is the scratch of :func:`workspace` (nothing is allocated per call).
+    """
+    vI, lam, x, Jp = work[0], work[1], work[6], work[9]
+    for i in range(x0.shape[0]):
+        x[i] = x0[i] + alpha * p[i]
+    nv = qdn.shape[0]
+    nx = x0.shape[0]
+    _affine_state(x, args_cache, vI, lam, e, Je, qdn)
+    # model forces f and -d(A^T f)/dx = -A^T (df/dqdot'[i+1]) Gx
+    for r in range(fmodel.shape[0]):
+        fmodel[r] = 0.0
+    _contact_terms(args_cache, e, Je, qdn, fmodel, work)
+    _actuator_joint_terms(args_cache, e, Je, qdn, fmodel)
+    _remove_prescribed(args_cache, e, Je)
     L = 0.0
     for i in range(nv):
         L += e[i] * e[i]

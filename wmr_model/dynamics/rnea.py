@@ -55,7 +55,7 @@ def rnea_workspace(nf, nv):
 
 
 @njit
-def rnea(parent, jtype, axis, T0, I_frame, gravity, q, qdot, qddot, f_ext, T_world, tau):
+def rnea(m, I_frame, gravity, q, qdot, qddot, f_ext, T_world, tau):
     """Recursive Newton-Euler inverse dynamics, Algorithm 4 with acceleration and f_ext.
 
     .. math::
@@ -69,6 +69,8 @@ def rnea(parent, jtype, axis, T0, I_frame, gravity, q, qdot, qddot, f_ext, T_wor
     relative transforms are computed here; :func:`rnea_into` takes them from the CRBA.
 
     Args:
+        m: the tree (``parent``, ``jtype``, ``axis``, ``T0``) of a
+            :class:`~wmr_model.vehicles.model.KernelModel`.
         I_frame: (nf, 6, 6) per-frame spatial inertias about each frame origin (B.13).
         gravity: (3,) world gravitational acceleration.
         q: (nq,); qdot, qddot: (nv,).
@@ -79,22 +81,23 @@ def rnea(parent, jtype, axis, T0, I_frame, gravity, q, qdot, qddot, f_ext, T_wor
     Returns:
         ``tau`` (nv,).
     """
-    nf = parent.shape[0]
-    forward_kinematics(parent, jtype, axis, T0, q, T_world)
+    nf = m.parent.shape[0]
+    forward_kinematics(m.parent, m.jtype, m.axis, m.T0, q, T_world)
     R_up = np.empty((nf, 3, 3))
     p_up = np.empty((nf, 3))
-    relative_transforms(parent, T_world, R_up, p_up)
-    return rnea_into(parent, jtype, axis, I_frame, gravity, qdot, qddot, f_ext, T_world, R_up,
-                     p_up, tau, rnea_workspace(nf, qdot.shape[0]))
+    relative_transforms(m.parent, T_world, R_up, p_up)
+    return rnea_into(m, I_frame, gravity, qdot, qddot, f_ext, T_world, (R_up, p_up), tau,
+                     rnea_workspace(nf, qdot.shape[0]))
 
 
 @njit
-def rnea_into(parent, jtype, axis, I_frame, gravity, qdot, qddot, f_ext, T_world, R_up, p_up,
-              tau, ws):
+def rnea_into(m, I_frame, gravity, qdot, qddot, f_ext, T_world, up, tau, ws):
     """:func:`rnea` at the state whose world transforms ``T_world`` (nf, 4, 4) and relative
-    transforms ``R_up`` (nf, 3, 3), ``p_up`` (nf, 3) are given (as the CRBA leaves them,
+    transforms ``up = (R_up (nf, 3, 3), p_up (nf, 3))`` are given (as the CRBA leaves them,
     :func:`wmr_model.dynamics.crba.crba_into`), in the scratch ``ws`` of
     :func:`rnea_workspace` (nothing allocated). Writes and returns ``tau`` (nv,)."""
+    parent, jtype, axis = m.parent, m.jtype, m.axis
+    R_up, p_up = up
     nf = parent.shape[0]
     v, a, f, S, Iv, _, _ = ws
     for r in range(3):
@@ -154,20 +157,19 @@ def rnea_into(parent, jtype, axis, I_frame, gravity, qdot, qddot, f_ext, T_world
 
 
 @njit
-def bias_force(parent, jtype, axis, T0, I_frame, gravity, q, qdot, T_world, c):
+def bias_force(m, I_frame, gravity, q, qdot, T_world, c):
     """Joint-space bias force ``c(q, qdot')`` (nv,), Algorithm 4: :func:`rnea` at zero accel."""
     nv = qdot.shape[0]
-    return rnea(parent, jtype, axis, T0, I_frame, gravity, q, qdot, np.zeros(nv),
-                np.zeros((parent.shape[0], 6)), T_world, c)
+    return rnea(m, I_frame, gravity, q, qdot, np.zeros(nv), np.zeros((m.parent.shape[0], 6)),
+                T_world, c)
 
 
 @njit
-def bias_force_into(parent, jtype, axis, I_frame, gravity, qdot, T_world, R_up, p_up, c, ws):
-    """:func:`bias_force` reusing the CRBA's forward kinematics and relative transforms
-    (:func:`rnea_into` at zero acceleration and external force; ``ws`` from
+def bias_force_into(m, I_frame, gravity, qdot, T_world, up, c, ws):
+    """:func:`bias_force` reusing the CRBA's forward kinematics and relative transforms ``up =
+    (R_up, p_up)`` (:func:`rnea_into` at zero acceleration and external force; ``ws`` from
     :func:`rnea_workspace`, whose zero arrays are never written)."""
-    return rnea_into(parent, jtype, axis, I_frame, gravity, qdot, ws[5], ws[6], T_world, R_up,
-                     p_up, c, ws)
+    return rnea_into(m, I_frame, gravity, qdot, ws[5], ws[6], T_world, up, c, ws)
 
 
 @njit

@@ -17,7 +17,7 @@ classes: ``BDF``, the variable-order multistep family of MATLAB's ode15s, ``Rada
 ode15s/ode23s/ode23tb with ``RelTol = 1e-2`` and ``MaxStep = 0.04 s``, the defaults here.
 
 Loop closures (closed kinematic chains) enter like the joint constraints, as the stiff
-spring-dampers of :func:`~wmr_model.dynamics.simulate.joint_spring_dampers` on the rows of
+spring-dampers of :func:`~wmr_model.dynamics.model.joint_spring_dampers` on the rows of
 :func:`~wmr_model.kinematics.kernels.holonomic_constraints` (``jK``, ``jD`` have nhc entries);
 there is no projection here, so they stay a penalty.
 
@@ -32,29 +32,32 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple, Unpack
 
 import numpy as np
 from scipy.integrate import BDF, LSODA, Radau
 
 from wmr_model._jit import njit
-from wmr_model.contact.models import contact_force, contact_setup
+from wmr_model.contact.models import contact_force
 from wmr_model.dynamics.actuators import IDEAL, actuator_force
-from wmr_model.dynamics.api import gravity_of
 from wmr_model.dynamics.constraints import assemble_constraints
 from wmr_model.dynamics.crba import crba
+from wmr_model.dynamics.model import (
+    DynamicsKeywords,
+    DynamicsOptions,
+    actuator_setup,
+    compile_dynamics,
+)
 from wmr_model.dynamics.rnea import bias_force
-from wmr_model.dynamics.simulate import _actuators, check_dynamics_inputs, joint_spring_dampers
+from wmr_model.dynamics.simulate import check_dynamics_inputs
 from wmr_model.errors import ParameterError
 from wmr_model.kinematics.kernels import holonomic_constraints, state_derivative, wheel_contact
 from wmr_model.terrain.surface import Terrain
-from wmr_model.vehicles.inertia import model_frame_inertias
 from wmr_model.vehicles.model import VehicleModel
 
-__all__ = ["STIFF_METHODS", "StiffTrajectory", "stiff_derivative", "stiff_jacobian",
-           "simulate_stiff"]
+__all__ = ["STIFF_METHODS", "StiffData", "StiffTrajectory", "create_stiff_data",
+           "stiff_derivative", "stiff_jacobian", "simulate_stiff"]
 
 _SOLVERS = {"BDF": BDF, "Radau": Radau, "LSODA": LSODA}
 STIFF_METHODS = tuple(_SOLVERS)
@@ -64,19 +67,43 @@ STIFF_METHODS = tuple(_SOLVERS)
 _FD_REL_STEP = 6e-6
 
 
+class StiffData(NamedTuple):
+    """Workspace of :func:`stiff_derivative` (nf frames, nw wheels, nrow = 3 nw + na + nhc)."""
+
+    T_world: np.ndarray  #: (nf, 4, 4) frame-to-world transforms
+    T_contact: np.ndarray  #: (nw, 4, 4) contact frames
+    dz: np.ndarray  #: (nw,) contact height errors [m]
+    contact_angle: np.ndarray  #: (nw,) contact angles [rad]
+    Ic: np.ndarray  #: (nf, 6, 6) composite inertias
+    M: np.ndarray  #: (nv, nv) joint-space inertia
+    c: np.ndarray  #: (nv,) joint-space bias force
+    A: np.ndarray  #: (nrow, nv) constraint rows (2.55)
+    f_contact: np.ndarray  #: (nw, 3) contact forces on the wheels, contact coordinates [N]
+
+
+def create_stiff_data(model: VehicleModel) -> StiffData:
+    """The :class:`StiffData` of ``model``."""
+    nf, nw, nv = model.nf, model.nw, model.nv
+    return StiffData(np.empty((nf, 4, 4)), np.empty((nw, 4, 4)), np.empty(nw), np.empty(nw),
+                     np.empty((nf, 6, 6)), np.empty((nv, nv)), np.empty(nv),
+                     np.empty((3 * nw + len(model.actuated_joints) + model.nhc, nv)),
+                     np.empty((nw, 3)))
+
+
 @njit
-def stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                     loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
-                     ctables, caxes, act_joints, akinds, aparams, jK, jD, x, u, T_world, T_contact,
-                     dz, contact_angle, Ic, M, c, A, fc_out, xdot):
+def stiff_derivative(dm, t, x, u, w, xdot):
     """Right-hand side ``xdot`` (nq + nv,) of the stiff ODE at ``x = [q; qdot']``, commands u.
 
-    ``fc_out`` (nw, 3) receives the contact forces on the wheels (contact coordinates). The
-    quaternion is normalized for the kinematics; its rate is that of the stored (unnormalized)
-    quaternion, so the solver's drift of its norm stays a pure scale.
+    ``dm``: :class:`~wmr_model.dynamics.model.DynamicsModel`, ``t``: the terrain record,
+    ``w``: :class:`StiffData`, whose ``f_contact`` (nw, 3) receives the contact forces on the
+    wheels (contact coordinates). The quaternion is normalized for the kinematics; its rate is
+    that of the stored (unnormalized) quaternion, so the solver's drift of its norm stays a
+    pure scale.
     """
-    nw = wheel_frame.shape[0]
-    na = act_joints.shape[0]
+    m = dm.kin
+    A, c, dz = w.A, w.c, w.dz
+    nw = m.wheel_frame.shape[0]
+    na = dm.act_joints.shape[0]
     nv = c.shape[0]
     nq = nv + 1
     q = x[:nq].copy()
@@ -84,17 +111,17 @@ def stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint
     nrm = math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
     for i in range(4):
         q[i] /= nrm
-    crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M)
-    wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                  T_contact, dz, contact_angle)
-    bias_force(parent, jtype, axis, T0, I_frame, gravity, q, qd, T_world, c)
-    nh = jK.shape[0]
+    crba(m.parent, m.jtype, m.axis, m.T0, dm.I_frame, q, w.T_world, w.Ic, w.M)
+    wheel_contact(m.parent, m.T0, m.wheel_frame, m.wheel_radius, t.kind, t.params, t.grid,
+                  w.T_world, w.T_contact, dz, w.contact_angle)
+    bias_force(m, dm.I_frame, dm.gravity, q, qd, w.T_world, c)
+    nh = dm.jK.shape[0]
     c_hol = np.empty(nh)
     J_hol = np.empty((nh, nv))
-    holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closure, q, T_world,
-                          c_hol, J_hol)
-    assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_world,
-                         T_contact, A)
+    holonomic_constraints(m.parent, m.jtype, m.axis, m.A_joint, m.joint_offset, m.loop_closure,
+                          q, w.T_world, c_hol, J_hol)
+    assemble_constraints(m.parent, m.jtype, m.axis, m.wheel_frame, J_hol, dm.act_joints,
+                         w.T_world, w.T_contact, A)
     tau = -c
     vc = np.empty(3)
     fc = np.empty(3)
@@ -105,33 +132,31 @@ def stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint
             for j in range(nv):
                 s += A[3 * k + r, j] * qd[j]
             vc[r] = s
-        Rw = wheel_radius[k] * qd[5 + wheel_frame[k]]
-        contact_force(ckinds[k], cparams[k], ctables[k], caxes[k], vc, Rw, dz[k], fc, Jc)
+        Rw = m.wheel_radius[k] * qd[5 + m.wheel_frame[k]]
+        contact_force(dm.ckinds[k], dm.cparams[k], dm.ctables[k], dm.caxes[k], vc, Rw, dz[k], fc,
+                      Jc)
         for r in range(3):
-            fc_out[k, r] = fc[r]
+            w.f_contact[k, r] = fc[r]
             for j in range(nv):
                 tau[j] += A[3 * k + r, j] * fc[r]
     for a in range(na):
-        j = 6 + act_joints[a]
-        f, _ = actuator_force(akinds[a], aparams[a], qd[j], u[a])
+        j = 6 + dm.act_joints[a]
+        f, _ = actuator_force(dm.akinds[a], dm.aparams[a], qd[j], u[a])
         tau[j] += f
     for r in range(nh):
         cd = 0.0
         for j in range(nv):
             cd += J_hol[r, j] * qd[j]
-        f = -jK[r] * c_hol[r] - jD[r] * cd
+        f = -dm.jK[r] * c_hol[r] - dm.jD[r] * cd
         for j in range(nv):
             tau[j] += J_hol[r, j] * f
-    qdd = np.linalg.solve(M, tau)
+    qdd = np.linalg.solve(w.M, tau)
     state_derivative(x[:nq], qd, xdot[:nq])
     xdot[nq:] = qdd
 
 
 @njit
-def stiff_jacobian(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                   loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams, ctables,
-                   caxes, act_joints, akinds, aparams, jK, jD, x, u, T_world, T_contact, dz,
-                   contact_angle, Ic, M, c, A, fc_out, Jx):
+def stiff_jacobian(dm, t, x, u, w, Jx):
     """Central-difference Jacobian ``Jx`` (nx, nx) of :func:`stiff_derivative` at ``x``."""
     nx = x.shape[0]
     xp = x.copy()
@@ -140,15 +165,9 @@ def stiff_jacobian(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, 
     for i in range(nx):
         h = _FD_REL_STEP * (1.0 + abs(x[i]))
         xp[i] = x[i] + h
-        stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                         loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
-                         ctables, caxes, act_joints, akinds, aparams, jK, jD, xp, u, T_world,
-                         T_contact, dz, contact_angle, Ic, M, c, A, fc_out, fp)
+        stiff_derivative(dm, t, xp, u, w, fp)
         xp[i] = x[i] - h
-        stiff_derivative(parent, jtype, axis, T0, wheel_frame, wheel_radius, A_joint, joint_offset,
-                         loop_closure, I_frame, gravity, tkind, tparams, tgrid, ckinds, cparams,
-                         ctables, caxes, act_joints, akinds, aparams, jK, jD, xp, u, T_world,
-                         T_contact, dz, contact_angle, Ic, M, c, A, fc_out, fm)
+        stiff_derivative(dm, t, xp, u, w, fm)
         xp[i] = x[i]
         for r in range(nx):
             Jx[r, i] = (fp[r] - fm[r]) / (2.0 * h)
@@ -183,18 +202,16 @@ class StiffTrajectory:
 
 
 def simulate_stiff(model: VehicleModel, terrain: Terrain, q0: np.ndarray, qdot0: np.ndarray,
-                   commands: np.ndarray, dt: float, *, method: str = "BDF",
-                   rtol: float = 1e-2, atol: float = 1e-6, max_step: float = 0.04,
-                   contact_model: str | None = None,
-                   contact_params: Mapping[str, Any] | None = None,
-                   actuator: str | Mapping[str, str] = "p",
-                   actuator_params: Mapping[str, Any] | None = None,
-                   joint_stiffness: float | None = None,
-                   joint_damping: float | None = None) -> StiffTrajectory:
+                   commands: np.ndarray, dt: float, options: DynamicsOptions | None = None, *,
+                   method: str = "BDF", rtol: float = 1e-2, atol: float = 1e-6,
+                   max_step: float = 0.04, **keywords: Unpack[DynamicsKeywords]
+                   ) -> StiffTrajectory:
     """Simulate the unconstrained ("stiff ODE") dynamics with an adaptive implicit solver.
 
-    Arguments as :func:`~wmr_model.dynamics.simulate.simulate_dynamics`; ``commands`` (T, na)
-    are held over ``[i dt, (i+1) dt)`` and the output is sampled at ``i dt``. ``method``: one of
+    Arguments as :func:`~wmr_model.dynamics.simulate.simulate_dynamics` (of its options the
+    contact, actuator and joint spring-damper ones apply; the actuator defaults to ``"p"``
+    here, and loop closures are always penalty spring-dampers); ``commands`` (T, na) are held
+    over ``[i dt, (i+1) dt)`` and the output is sampled at ``i dt``. ``method``: one of
     :data:`STIFF_METHODS`; ``rtol``, ``atol``, ``max_step`` [s] go to the SciPy solver. Every
     actuator must have a force law (``"p"`` or ``"dc_motor"``).
     """
@@ -205,26 +222,20 @@ def simulate_stiff(model: VehicleModel, terrain: Terrain, q0: np.ndarray, qdot0:
                              f"{model.name} has {model.ntp} track patches (use "
                              "simulate_dynamics)")
     q0, qdot0, U = check_dynamics_inputs(model, q0, qdot0, commands, dt)
-    akinds, aparams = _actuators(model, actuator, actuator_params)
+    if options is None:
+        keywords.setdefault("actuator", "p")
+    # loop closures stay penalty spring-dampers here (no projection, no multipliers)
+    opts = DynamicsOptions.of(options, {**keywords, "loop_model": "penalty"})
+    akinds, _ = actuator_setup(model, opts.actuator, opts.actuator_params)
     if np.any(akinds == IDEAL):
         bad = [model.joint_names[model.actuated_joints[i]]
                for i in np.flatnonzero(akinds == IDEAL)]
         raise ParameterError(f"actuator: the stiff ODE needs a force law for every actuated "
                              f"joint ('p' or 'dc_motor'); ideal for {bad}")
-    g = gravity_of(model)
-    gn = float(np.linalg.norm(g))
-    mg = model.total_mass * gn
-    cs = contact_setup(model, contact_model, contact_params, gn)
-    jK, jD, offset = joint_spring_dampers(model, mg, joint_stiffness, joint_damping)
-    tk, tp, tg = terrain.kernel_args()
-    nf, nw, nv, nq = model.nf, model.nw, model.nv, model.nq
-    ws = (np.empty((nf, 4, 4)), np.empty((nw, 4, 4)), np.empty(nw), np.empty(nw),
-          np.empty((nf, 6, 6)), np.empty((nv, nv)), np.empty(nv),
-          np.empty((3 * nw + U.shape[1] + model.nhc, nv)), np.empty((nw, 3)))
-    const = (model.parent, model.joint_type, model.axis, model.T0, model.wheel_frame,
-             model.wheel_radius, model.A_joint, offset, model.loop_closure,
-             model_frame_inertias(model), g, tk, tp, tg, cs.kinds, cs.params, cs.tables, cs.axes,
-             model.actuated_joints.astype(np.int64), akinds, aparams, jK, jD)
+    dm, names = compile_dynamics(model, dt, opts)
+    t = terrain.kernel_args()
+    ws = create_stiff_data(model)
+    nq, nv, nw = model.nq, model.nv, model.nw
     T = U.shape[0]
     X = np.empty((T + 1, nq + nv))
     FC = np.empty((T + 1, nw, 3))
@@ -241,12 +252,12 @@ def simulate_stiff(model: VehicleModel, terrain: Terrain, q0: np.ndarray, qdot0:
 
         def fun(_t: float, x: np.ndarray, u: np.ndarray = u) -> np.ndarray:
             out = np.empty(nq + nv)
-            stiff_derivative(*const, np.ascontiguousarray(x), u, *ws, out)
+            stiff_derivative(dm, t, np.ascontiguousarray(x), u, ws, out)
             return out
 
         def jac(_t: float, x: np.ndarray, u: np.ndarray = u) -> np.ndarray:
             out = np.empty((nq + nv, nq + nv))
-            stiff_jacobian(*const, np.ascontiguousarray(x), u, *ws, out)
+            stiff_jacobian(dm, t, np.ascontiguousarray(x), u, ws, out)
             return out
 
         t_eval = np.arange(i0, i1 + 1) * dt
@@ -272,9 +283,9 @@ def simulate_stiff(model: VehicleModel, terrain: Terrain, q0: np.ndarray, qdot0:
     X[:, :4] /= np.linalg.norm(X[:, :4], axis=1, keepdims=True)
     xd = np.empty(nq + nv)
     for i in range(T + 1):
-        stiff_derivative(*const, np.ascontiguousarray(X[i]), U[min(i, T - 1)], *ws, xd)
-        FC[i] = ws[-1]
-        DZ[i] = ws[2]
+        stiff_derivative(dm, t, np.ascontiguousarray(X[i]), U[min(i, T - 1)], ws, xd)
+        FC[i] = ws.f_contact
+        DZ[i] = ws.dz
     return StiffTrajectory(np.arange(T + 1) * dt, X[:, :nq].copy(), X[:, nq:].copy(), FC, DZ,
                            method, n_steps, nfev, njev, T * dt / max(n_steps, 1), wall,
-                           cs.names)
+                           names)

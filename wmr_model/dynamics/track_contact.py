@@ -120,31 +120,34 @@ def patch_contact_length(tkind, tparams, tgrid, T, path_k, fvals):
 
 
 @njit
-def track_shares(track_frame, track_path, track_of, nt, tkind, tparams, tgrid, T_world, nw,
-                 dz, share, dz_model):
+def track_shares(trk, t, T_world, nw, dz, share, dz_model):
     """Load shares and model penetrations of the contacts (module docstring).
+
+    ``trk``: the :class:`~wmr_model.dynamics.model.TrackData`; ``t``: the terrain record
+    (:class:`~wmr_model.terrain.surface.TerrainArrays`); ``T_world`` (nf, 4, 4).
 
     Writes ``share`` (nc,): 1 for wheels, ``l_k / sum_t l_j`` for patch k of track t; and
     ``dz_model`` (nc,): the Δz the contact model sees, ``dz`` (nc,) for wheels and clear
     patches, ``-P_k / l_k`` (minus the mean penetration over the patch's contact length) for
     patches in contact (:func:`patch_contact_length`).
     """
+    track_frame, track_path, track_of = trk.frame, trk.path, trk.of
     ntp = track_of.shape[0]
-    tot = np.zeros(nt)
+    tot = np.zeros(trk.nt)
     fvals = np.empty(track_path.shape[1])
     for k in range(nw):
         share[k] = 1.0
         dz_model[k] = dz[k]
     for k in range(ntp):
         c = nw + k
-        L, P, _ = patch_contact_length(tkind, tparams, tgrid, T_world[track_frame[k]],
+        L, P, _ = patch_contact_length(t.kind, t.params, t.grid, T_world[track_frame[k]],
                                        track_path[k], fvals)
         share[c] = L
         dz_model[c] = -P / L if L > 0.0 else dz[c]
         tot[track_of[k]] += L
     for k in range(ntp):
-        t = tot[track_of[k]]
-        share[nw + k] = share[nw + k] / t if t > 0.0 else 0.0
+        lt = tot[track_of[k]]
+        share[nw + k] = share[nw + k] / lt if lt > 0.0 else 0.0
 
 
 @njit
@@ -210,9 +213,11 @@ def icr_contact_frames(T_world, T_contact, nw, ntp, xi, yi):
 
 
 @njit
-def assemble_track_rows(parent, jtype, axis, track_frame, track_drive, track_path, T_world,
-                        T_contact, contact_angle, nw, contact_radius, icr, A):
+def assemble_track_rows(m, trk, T_world, T_contact, contact_angle, nw, A):
     """Rows ``3(nw + k) .. 3(nw + k) + 2`` of ``A`` (nc, nv): patch k's belt-point Jacobian.
+
+    ``m``: the :class:`~wmr_model.vehicles.model.KernelModel`; ``trk``: the
+    :class:`~wmr_model.dynamics.model.TrackData` (``trk.icr``, ``trk.contact_radius`` below).
 
     Belt-aligned axes: :func:`~wmr_model.kinematics.kernels.track_point_jacobian` as is (its
     belt term is ``-r_d`` on the x axis, the belt tangent). ``icr``: the axes were turned onto
@@ -220,14 +225,15 @@ def assemble_track_rows(parent, jtype, axis, track_frame, track_drive, track_pat
     full speed (seed 003 §IV-C/D): the drive column's belt term is replaced by ``(-r_d, 0, 0)``
     (``r_d`` = ``contact_radius[nw + k]``).
     """
+    track_frame, track_drive, contact_radius = trk.frame, trk.drive, trk.contact_radius
     ntp = track_frame.shape[0]
     nv = A.shape[1]
     blk = np.empty((3, nv))
     belt = np.empty(3)
     for k in range(ntp):
-        track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_path,
+        track_point_jacobian(m.parent, m.jtype, m.axis, track_frame, track_drive, trk.path,
                              T_world, T_contact, contact_angle, nw, k, belt, blk)
-        if icr:
+        if trk.icr:
             col = 5 + track_drive[k]
             for r in range(3):
                 blk[r, col] -= belt[r]

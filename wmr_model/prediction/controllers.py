@@ -594,10 +594,11 @@ def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.n
     state before each step (the force-balance warm start restarts from the current constraint
     velocities each step; converged steps agree to the force-balance tolerance).
     """
+    from wmr_model.dynamics.model import DynamicsOptions, compile_dynamics
     from wmr_model.dynamics.simulate import (
         DynamicsTrajectory,
+        Rollout,
         check_dynamics_inputs,
-        loop_arguments,
         simulate_dynamics,
         simulate_range,
     )
@@ -618,7 +619,8 @@ def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.n
         return simulate_dynamics(model, terrain, q0, qdot0, differential_rates(ctrl, vx, wz),
                                  dt, **options)
     q0, qdot0, _ = check_dynamics_inputs(model, q0, qdot0, np.zeros((T, ctrl.na)), dt)
-    a, names = loop_arguments(model, terrain, dt, **options)
+    dm, names = compile_dynamics(model, dt, DynamicsOptions.of(None, options))
+    ter = terrain.kernel_args()
     Q = np.empty((T + 1, model.nq))
     QD = np.empty((T + 1, model.nv))
     IT = np.empty(T, dtype=np.int64)
@@ -626,19 +628,16 @@ def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.n
     FC = np.empty((T, model.nc, 3))
     DZ = np.empty((T, model.nc))
     Q[0], QD[0] = q0, qdot0
-    q1 = np.empty((1, 2, model.nq))
-    qd1 = np.empty((1, 2, model.nv))
-    it1 = np.empty((1, 1), dtype=np.int64)
-    c1 = np.empty((1, 1))
-    fc1 = np.empty((1, 1, model.nc, 3))
-    dz1 = np.empty((1, 1, model.nc))
+    one = Rollout(np.empty((1, 2, model.nq)), np.empty((1, 2, model.nv)),
+                  np.empty((1, 1), dtype=np.int64), np.empty((1, 1)),
+                  np.empty((1, 1, model.nc, 3)), np.empty((1, 1, model.nc)))
     for t in range(T):
         u = controller_rates(ctrl, Q[t:t + 1], vx[t:t + 1], wz[t:t + 1], dt)
-        simulate_range(0, 1, *a[:23], np.ascontiguousarray(Q[t:t + 1]),
-                       np.ascontiguousarray(QD[t:t + 1]), np.ascontiguousarray(u[None]),
-                       *a[23:30], q1, qd1, it1, c1, fc1, dz1, a[30])
-        Q[t + 1], QD[t + 1] = q1[0, 1], qd1[0, 1]
-        IT[t], COST[t], FC[t], DZ[t] = it1[0, 0], c1[0, 0], fc1[0, 0], dz1[0, 0]
+        simulate_range(0, 1, dm, ter, np.ascontiguousarray(Q[t:t + 1]),
+                       np.ascontiguousarray(QD[t:t + 1]), np.ascontiguousarray(u[None]), one)
+        Q[t + 1], QD[t + 1] = one.q[0, 1], one.qdot[0, 1]
+        IT[t], COST[t] = one.iterations[0, 0], one.cost[0, 0]
+        FC[t], DZ[t] = one.f_contact[0, 0], one.dz[0, 0]
     return DynamicsTrajectory(np.arange(T + 1) * dt, Q, QD, IT, COST, FC, DZ, names)
 
 
