@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -151,85 +152,121 @@ def compare_models(model: VehicleModel, log: CalibrationLog, intervals: np.ndarr
     """
     terrain = flat() if terrain is None else terrain
     cal_iv = intervals if calibration_intervals is None else calibration_intervals
-    test, t_split = None, np.inf
-    if split is not None:
-        t_split = split_time(log.pose_time, split)
-        train, test = split_intervals(log.pose_time, intervals, t_split)
-        cal_train, _ = split_intervals(log.pose_time, cal_iv, t_split)
-        if len(cal_train) == 0:
-            raise ParameterError(f"{log.source}: no informative calibration interval ends in the "
-                                 f"first {split:g} of the log (by {t_split:.1f} s); nothing "
-                                 "to calibrate on before the split")
-        if len(test) == 0:
-            raise ParameterError(f"{log.source}: no evaluation interval starts after the split "
-                                 f"at {t_split:.1f} s (split {split:g}); nothing to evaluate "
-                                 "out of sample")
+    parts = None if split is None else _split_parts(log, intervals, cal_iv, split)
+    test = None if parts is None else parts.test
+    t_split = np.inf if parts is None else parts.t_split
     n0 = {n: DEFAULT_NOISE0.get(n, 0.05) for n in noise}
     n0.update(noise0 or {})
     rows: list[TableRow] = []
     oos: list[TableRow] = []
     info: dict = {}
-    sk = dict(test=test, t_split=t_split)
     dd = DiffDrivePredictor.from_model(model, dt=dt)
-    ev = evaluate(dd, log, intervals, {})
-    rows.append(TableRow("diff drive", ev.mean_pos, ev.mean_yaw, {}, len(intervals)))
-    if test is not None:
-        et = evaluate(dd, log, test, {})
-        oos.append(TableRow("diff drive", et.mean_pos, et.mean_yaw, {}, len(test),
-                            "out-of-sample"))
+    _nominal_rows(rows, oos, "diff drive", dd, log, intervals, test)
     dd_names = ["diff_drive.alpha", "time_offset.pose", *noise]
     bound = {n: 2.0 * v for n, v in n0.items()}
     cal, rec, ev, sp = _online_and_converged(rows, "diff drive+", dd, dd_names, log, intervals,
-                                             cal_iv, n0, bound, iterations, **sk)
+                                             cal_iv, n0, bound, iterations, test, t_split)
     info["diff drive+"] = {"estimate": cal.estimate, "std": cal.std,
                            "rejected": int(sum(not r.accepted for r in rec))}
     if sp:
         info["diff drive+"]["split"] = sp
     kin = ModelPredictor(model, terrain, fidelity="kinematic", dt=dt, inputs=tuple(inputs))
-    ev = evaluate(kin, log, intervals, {})
-    rows.append(TableRow("3D kin.", ev.mean_pos, ev.mean_yaw, {}, len(intervals)))
-    if test is not None:
-        et = evaluate(kin, log, test, {})
-        oos.append(TableRow("3D kin.", et.mean_pos, et.mean_yaw, {}, len(test),
-                            "out-of-sample"))
+    _nominal_rows(rows, oos, "3D kin.", kin, log, intervals, test)
     enh = ModelPredictor(model, terrain, fidelity="enhanced", dt=dt, inputs=tuple(inputs))
     names = [*params, *noise]
     cal, rec, ev, sp = _online_and_converged(rows, "3D kin.+", enh, names, log, intervals,
-                                             cal_iv, n0, bound, iterations, **sk)
-    info["3D kin.+"] = {"estimate": cal.estimate, "std": cal.std,
-                        "rejected": int(sum(not r.accepted for r in rec)),
-                        "converged_after": cal.converged_after(),
-                        "mean_nees": ev.mean_nees,
-                        "median_nees": float(np.nanmedian(ev.nees))}
-    if sp:
-        info["3D kin.+"]["split"] = sp
-    idf = check_identifiability(cal.names, cal.P, initial_std(cal.names), cal.n_accepted)
-    info["3D kin.+"]["identifiability"] = {
-        "checked": idf.checked, "confounded": dict(idf.confounded),
-        "std_ratio": idf.std_ratio, "pairs": [list(p) for p in idf.pairs]}
-    info["3D kin.+"]["warnings"] = physical_warnings(cal.estimate, cal.std, params)
+                                             cal_iv, n0, bound, iterations, test, t_split)
+    info["3D kin.+"] = _enhanced_info(cal, rec, ev, sp, params)
     if offline:
-        fit_iv = cal_iv if test is None else cal_train
+        fit_iv = cal_iv if parts is None else parts.cal_train
         x0 = cal.estimate if sp is None else sp["estimate"]
-        res = calibrate_offline(enh, log, fit_iv, names, x0=x0)
-        ev = evaluate(enh, log, intervals, res.values)
-        rows.append(TableRow("3D kin.+ offline (3.44)", ev.mean_pos, ev.mean_yaw, res.values,
-                             len(intervals)))
-        if test is not None:
-            et = evaluate(enh, log, test, res.values)
-            oos.append(TableRow("3D kin.+ offline (3.44)", et.mean_pos, et.mean_yaw,
-                                res.values, len(test), "out-of-sample"))
-        info["3D kin.+ offline"] = {"estimate": res.values, "std": res.std,
-                                    "inliers": int(res.inliers.sum())}
+        info["3D kin.+ offline"] = _offline_rows(rows, oos, enh, log, intervals, test, fit_iv,
+                                                 names, x0)
     # the out-of-sample rows of _online_and_converged went into ``rows``: move them
     oos += [r for r in rows if r.table == "out-of-sample"]
     rows = [r for r in rows if r.table != "out-of-sample"]
-    if test is not None:
+    if parts is not None:
         order = ["diff drive", "diff drive+ online", "diff drive+ calibrated", "3D kin.",
                  "3D kin.+ online", "3D kin.+ calibrated", "3D kin.+ offline (3.44)"]
         oos.sort(key=lambda r: order.index(r.model))
-        info["split"] = {"fraction": float(split), "t_split": t_split,
-                         "calibration_intervals": len(cal_train),
-                         "evaluation_intervals": len(test),
-                         "in_sample_intervals": len(train)}
+        info["split"] = {"fraction": parts.fraction, "t_split": parts.t_split,
+                         "calibration_intervals": len(parts.cal_train),
+                         "evaluation_intervals": len(parts.test),
+                         "in_sample_intervals": len(parts.train)}
     return oos + rows, info
+
+
+class _Split(NamedTuple):
+    """The out-of-sample split of :func:`compare_models`: fraction F of the log and its stamp
+    [s], the evaluation intervals before (``train``) and after (``test``) it, (K, 2) each, and
+    the calibration intervals before it (``cal_train``)."""
+
+    fraction: float
+    t_split: float
+    train: np.ndarray
+    test: np.ndarray
+    cal_train: np.ndarray
+
+
+def _split_parts(log: CalibrationLog, intervals: np.ndarray, cal_iv: np.ndarray,
+                 split: float) -> _Split:
+    """The intervals before/after the stamp of fraction ``split`` of the log; ParameterError
+    when no calibration interval ends before it or no evaluation interval starts after it."""
+    t_split = split_time(log.pose_time, split)
+    train, test = split_intervals(log.pose_time, intervals, t_split)
+    cal_train, _ = split_intervals(log.pose_time, cal_iv, t_split)
+    if len(cal_train) == 0:
+        raise ParameterError(f"{log.source}: no informative calibration interval ends in the "
+                             f"first {split:g} of the log (by {t_split:.1f} s); nothing "
+                             "to calibrate on before the split")
+    if len(test) == 0:
+        raise ParameterError(f"{log.source}: no evaluation interval starts after the split "
+                             f"at {t_split:.1f} s (split {split:g}); nothing to evaluate "
+                             "out of sample")
+    return _Split(float(split), t_split, train, test, cal_train)
+
+
+def _nominal_rows(rows: list[TableRow], oos: list[TableRow], label: str, predictor,
+                  log: CalibrationLog, intervals: np.ndarray, test: np.ndarray | None) -> None:
+    """The uncalibrated row of ``predictor`` (nominal values) in ``rows`` and, with ``test``
+    intervals, its out-of-sample row in ``oos``."""
+    ev = evaluate(predictor, log, intervals, {})
+    rows.append(TableRow(label, ev.mean_pos, ev.mean_yaw, {}, len(intervals)))
+    if test is not None:
+        et = evaluate(predictor, log, test, {})
+        oos.append(TableRow(label, et.mean_pos, et.mean_yaw, {}, len(test), "out-of-sample"))
+
+
+def _enhanced_info(cal: OnlineCalibrator, rec: list, ev, sp: dict | None,
+                   params: Sequence[str]) -> dict:
+    """Details of the online 3D kin.+ calibration: estimate, std, rejections, convergence,
+    NEES of the converged row, split estimate, identifiability and physical warnings."""
+    info = {"estimate": cal.estimate, "std": cal.std,
+            "rejected": int(sum(not r.accepted for r in rec)),
+            "converged_after": cal.converged_after(),
+            "mean_nees": ev.mean_nees,
+            "median_nees": float(np.nanmedian(ev.nees))}
+    if sp:
+        info["split"] = sp
+    idf = check_identifiability(cal.names, cal.P, initial_std(cal.names), cal.n_accepted)
+    info["identifiability"] = {
+        "checked": idf.checked, "confounded": dict(idf.confounded),
+        "std_ratio": idf.std_ratio, "pairs": [list(p) for p in idf.pairs]}
+    info["warnings"] = physical_warnings(cal.estimate, cal.std, params)
+    return info
+
+
+def _offline_rows(rows: list[TableRow], oos: list[TableRow], enh, log: CalibrationLog,
+                  intervals: np.ndarray, test: np.ndarray | None, fit_iv: np.ndarray,
+                  names: Sequence[str], x0: Mapping[str, float]) -> dict:
+    """The offline (3.44) fit of ``enh`` over ``fit_iv`` from ``x0``: its in-sample row in
+    ``rows`` (and out-of-sample row in ``oos`` with ``test``); returns its details."""
+    res = calibrate_offline(enh, log, fit_iv, names, x0=x0)
+    ev = evaluate(enh, log, intervals, res.values)
+    rows.append(TableRow("3D kin.+ offline (3.44)", ev.mean_pos, ev.mean_yaw, res.values,
+                         len(intervals)))
+    if test is not None:
+        et = evaluate(enh, log, test, res.values)
+        oos.append(TableRow("3D kin.+ offline (3.44)", et.mean_pos, et.mean_yaw,
+                            res.values, len(test), "out-of-sample"))
+    return {"estimate": res.values, "std": res.std, "inliers": int(res.inliers.sum())}
