@@ -154,15 +154,29 @@ def log_from_streams(model: VehicleModel, streams: Mapping[str, object], *,
         encoders, pose, imu: roles of the joint-state, pose and (optional) IMU streams.
         pose_sensor: sensor frame of ``model`` the poses are of (None: the body).
     """
-    from wmr_model.estimation.streams import (
-        PlausibilityLimits,
-        differentiate_positions,
-        usable_poses,
-    )
-
-    enc = streams[encoders]
-    ps = streams[pose]
     notes: list[str] = []
+    names, t_enc, rate = _joint_rates(model, streams[encoders], source, notes)
+    t_pose, pose_rows, cov = _pose_samples(streams[pose], notes)
+    gyro_t = gyro = att_t = rp = None
+    if imu is not None and imu in streams:
+        gyro_t, gyro, att_t, rp = _imu_samples(streams[imu], notes)
+    t0 = float(t_enc[0])
+    return CalibrationLog(
+        joint_names=tuple(names), joint_time=t_enc - t0,
+        joint_rate=rate, pose_time=t_pose - t0,
+        pose=pose_rows, pose_covariance=cov, pose_sensor=pose_sensor,
+        gyro_time=None if gyro_t is None else gyro_t - t0, gyro=gyro,
+        attitude_time=None if att_t is None else att_t - t0, roll_pitch=rp, source=source,
+        notes=tuple(notes))
+
+
+def _joint_rates(model: VehicleModel, enc, source: str,
+                 notes: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Model joint names, stamps (M,) [s] and rates (M, n) of a joint-state stream: rates from
+    the velocities (else differentiated positions) mapped to model joints by name or the
+    ``encoder_map``; repeated stamps, non-finite rates and implausible rim speeds dropped."""
+    from wmr_model.estimation.streams import PlausibilityLimits, differentiate_positions
+
     emap = dict(model.options.get("encoder_map", {}) or {})
     t_enc = np.asarray(enc.stamp, dtype=float)
     keep = np.concatenate([[True], np.diff(t_enc) > 0])
@@ -201,8 +215,15 @@ def log_from_streams(model: VehicleModel, streams: Mapping[str, object], *,
     if ok_rate.sum() < 2:
         raise BagError(f"{source}: {enc.topic}: {int(ok_rate.sum())} usable encoder samples "
                        "(finite rate from velocity or positions, plausible rim speed); need 2")
-    t_enc = t_enc[keep][ok_rate]
-    rate = rate[ok_rate]
+    return names, t_enc[keep][ok_rate], rate[ok_rate]
+
+
+def _pose_samples(ps, notes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stamps (P,) [s], poses (P, 7) ``[q, p]`` (unit quaternions) and covariances (P, 6, 6)
+    of a pose stream: unusable poses and repeated stamps dropped, unusable covariances replaced
+    by :data:`DEFAULT_POSE_STD`."""
+    from wmr_model.estimation.streams import usable_poses
+
     good = usable_poses(ps)
     if not good.all():
         notes.append(f"{ps.topic}: {int((~good).sum())} of {len(good)} poses dropped "
@@ -217,31 +238,28 @@ def log_from_streams(model: VehicleModel, streams: Mapping[str, object], *,
     cov = np.where(bad[:, None, None], _default_covariance(len(cov)), cov)
     t_pose = np.asarray(ps.stamp, dtype=float)
     pkeep = np.concatenate([[True], np.diff(t_pose) > 0])
-    gyro_t = gyro = att_t = rp = None
-    if imu is not None and imu in streams:
-        im = streams[imu]
-        gyro_t = np.asarray(im.stamp, dtype=float)
-        gk = np.concatenate([[True], np.diff(gyro_t) > 0])
-        ori = np.asarray(im.orientation, dtype=float)[gk]
-        gyro_t, gyro = gyro_t[gk], np.asarray(im.angular_velocity, dtype=float)[gk]
-        ok = np.all(np.isfinite(ori), axis=1) & (np.sum(ori * ori, axis=1) > 0.5)
-        if ok.sum() >= 2:  # IMU attitude provided (REP-145): roll/pitch as prediction inputs
-            qo = ori[ok] / np.linalg.norm(ori[ok], axis=1, keepdims=True)
-            att_t, rp = gyro_t[ok], quats_to_euler(qo)[:, :2]
-    if imu is not None and gyro is not None:
-        gok = np.all(np.isfinite(gyro), axis=1) & np.isfinite(gyro_t)
-        if not gok.all():
-            notes.append(f"{streams[imu].topic}: {int((~gok).sum())} non-finite gyro samples "
-                         "dropped")
-            gyro_t, gyro = gyro_t[gok], gyro[gok]
-    t0 = float(t_enc[0])
-    return CalibrationLog(
-        joint_names=tuple(names), joint_time=t_enc - t0,
-        joint_rate=rate, pose_time=t_pose[pkeep] - t0,
-        pose=pose_rows[pkeep], pose_covariance=cov[pkeep], pose_sensor=pose_sensor,
-        gyro_time=None if gyro_t is None else gyro_t - t0, gyro=gyro,
-        attitude_time=None if att_t is None else att_t - t0, roll_pitch=rp, source=source,
-        notes=tuple(notes))
+    return t_pose[pkeep], pose_rows[pkeep], cov[pkeep]
+
+
+def _imu_samples(im, notes: list[str]):
+    """``(gyro_t, gyro, att_t, roll_pitch)`` of an IMU stream: gyro stamps (G,) [s] and rates
+    (G, 3) [rad/s] (repeated stamps and non-finite samples dropped) and, when the IMU provides
+    its attitude (REP-145), the stamps (A,) and roll/pitch (A, 2) [rad] as prediction inputs
+    (else None, None)."""
+    att_t = rp = None
+    gyro_t = np.asarray(im.stamp, dtype=float)
+    gk = np.concatenate([[True], np.diff(gyro_t) > 0])
+    ori = np.asarray(im.orientation, dtype=float)[gk]
+    gyro_t, gyro = gyro_t[gk], np.asarray(im.angular_velocity, dtype=float)[gk]
+    ok = np.all(np.isfinite(ori), axis=1) & (np.sum(ori * ori, axis=1) > 0.5)
+    if ok.sum() >= 2:
+        qo = ori[ok] / np.linalg.norm(ori[ok], axis=1, keepdims=True)
+        att_t, rp = gyro_t[ok], quats_to_euler(qo)[:, :2]
+    gok = np.all(np.isfinite(gyro), axis=1) & np.isfinite(gyro_t)
+    if not gok.all():
+        notes.append(f"{im.topic}: {int((~gok).sum())} non-finite gyro samples dropped")
+        gyro_t, gyro = gyro_t[gok], gyro[gok]
+    return gyro_t, gyro, att_t, rp
 
 
 def _pose_rows(ps, mask: np.ndarray):
