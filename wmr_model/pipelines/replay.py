@@ -53,6 +53,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -531,32 +532,88 @@ def _event_order(stamps: Sequence[np.ndarray]) -> np.ndarray:
 
 def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResult:
     """Replay ``bag`` through odometry, online calibration and evaluation (module docstring)."""
-    from wmr_model.calibration.evaluate import evaluate, online_errors
-    from wmr_model.calibration.intervals import (
-        IntervalPolicy,
-        classify_intervals,
-        interval_class_counts,
-        select_intervals,
-        split_intervals,
-        split_time,
-        unwrapped_yaw,
-    )
-    from wmr_model.calibration.logs import log_from_streams, with_pose_std
-    from wmr_model.calibration.online import OnlineCalibrator
-    from wmr_model.calibration.predictors import DiffDrivePredictor, ModelPredictor
-    from wmr_model.calibration.residuals import body_pose_from_sensor
-
-    # same priors and starting Q' as ``wmr calibrate`` (calibration.table)
-    from wmr_model.calibration.table import DEFAULT_NOISE0, initial_std
-    from wmr_model.estimation.odometry import Odometry3D
-    from wmr_model.io.bags import read_streams
-    from wmr_model.io.synth_bag import read_synth_sidecar, synth_terrain
-    from wmr_model.io.terrain_spec import parse_terrain_spec
-    from wmr_model.terrain.surface import flat
+    from wmr_model.io.synth_bag import read_synth_sidecar
 
     opt = ReplayOptions() if options is None else options
     wall0 = time.perf_counter()
     bag = str(bag)
+    _check_options(opt)
+    side = read_synth_sidecar(bag)
+    inp = _load_inputs(bag, opt, side)
+    _return_free_memory()  # the streams are gone: only the log and plain arrays stay
+    notes, topics, model = inp.notes, inp.topics, inp.model
+    c = _calibration_setup(bag, opt, side, inp)
+    odos, tracks, upd_t = _odometry_pass(inp, c, opt.progress)
+    _return_free_memory()
+    final = c.cal.estimate
+    fstd = c.cal.std
+    ev = _diff_drive_calibration(inp, c, final, opt.dt)
+    ev.X = np.array([h.x for h in c.cal.history])
+    ev.t_upd = np.array(upd_t)
+    table, table_oos, scatter, split = _table_33(ev, c, opt)
+    rt, ref_xy, ref_name = _drift_reference(inp, ev.log_dd, final)
+    duration = float(max(inp.t_enc[-1], inp.log.pose_time[-1]))
+    vehicle, t0, counts, has_imu = model.name, inp.t0, inp.counts, inp.has_imu
+    # the log and the odometry inputs are done with: freed before the drift's temporaries
+    del inp
+    ev.log = ev.log_dd = None
+    _return_free_memory()
+    out_tracks = _drift_tracks(odos, tracks, rt, ref_xy, has_imu)
+    hist = _history(c, ev.t_upd, ev.X)
+    rejected = int((~hist["accepted"]).sum())
+    if rejected:
+        notes.append(f"online 3D kin.+: {rejected} of {len(c.iv_cal)} intervals rejected as "
+                     "outliers (Mahalanobis gate (3.68))")
+    return ReplayResult(
+        bag=bag, vehicle=vehicle, topics=topics, t0=t0,
+        duration=duration, wall_time=time.perf_counter() - wall0,
+        table=table, estimate=final, std=fstd, dd_estimate=ev.dd_cal.estimate,
+        dd_std=ev.dd_cal.std,
+        truth={str(k): float(v) for k, v in (side or {}).get("truth", {}).items()},
+        history=hist, odometry=out_tracks,
+        reference={"t": rt[_thin(len(rt))], "xy": ref_xy[_thin(len(rt)), :2],
+                   "name": ref_name}, scatter=scatter,
+        notes=notes, counts=counts, calibration_intervals=len(c.iv_cal), rejected=rejected,
+        nominal=c.nominal, table_oos=table_oos, interval_classes=c.classes, split=split)
+
+
+@dataclass
+class _Inputs:
+    """What :func:`replay` keeps of the bag once its streams are gone (issue 24: memory bounded
+    by the log's essentials, not by every field of every message).
+
+    Attributes:
+        topics, counts: resolved topics by role and message counts by topic; notes: what was
+            done about the input so far.
+        model, sensor: compiled vehicle (with the pose sensor) and the pose sensor (None: body).
+        terrain, tname: terrain and its description.
+        log: calibration log (times from ``t0``, the first encoder stamp [s]).
+        enc_names, enc_pos (E, nj), enc_vel (E, nj), t_enc (E,): encoder samples for the
+            odometry; t_imu (G,), gyro_raw (G, 3): gyro samples (empty without IMU).
+        ref_truth: ``(t, planar x, y, yaw)`` of the exact truth stream, or None.
+    """
+
+    topics: dict[str, str]
+    counts: dict[str, int]
+    notes: list[str]
+    model: Any
+    sensor: str | None
+    terrain: Any
+    tname: str
+    log: Any
+    t0: float
+    enc_names: Sequence[str]
+    enc_pos: np.ndarray
+    enc_vel: np.ndarray
+    t_enc: np.ndarray
+    t_imu: np.ndarray
+    gyro_raw: np.ndarray
+    has_imu: bool
+    ref_truth: tuple[np.ndarray, np.ndarray] | None
+
+
+def _check_options(opt: ReplayOptions) -> None:
+    """ParameterError on a non-positive interval or dt; the steps per interval in budget."""
     for name, v in (("interval", opt.interval), ("dt", opt.dt)):
         if not (math.isfinite(v) and v > 0):
             raise ParameterError(f"{name}: must be > 0 s, got {v}")
@@ -565,7 +622,51 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     longest = max([opt.interval, *opt.eval_intervals])
     check_budget(f"interval {longest:g} s / dt {opt.dt:g} s: steps per interval",
                  longest / opt.dt, MAX_INTERVAL_STEPS, "use a larger dt")
-    side = read_synth_sidecar(bag)
+
+
+def _load_inputs(bag: str, opt: ReplayOptions, side: dict | None) -> _Inputs:
+    """Read the bag's streams, build the vehicle, terrain and calibration log, and keep the
+    plain arrays the odometry pass and the drift need (the streams go on return)."""
+    from wmr_model.calibration.logs import log_from_streams, with_pose_std
+
+    topics, enc, ps, imu, ref_truth, notes, counts = _read_bag(bag, opt, side)
+    _return_free_memory()  # the reader's row buffers are gone
+    model, sensor = _build_model(opt, side, ps.child_frame_id)
+    terrain, tname = _replay_terrain(opt, side)
+    notes.append(f"terrain: {tname}")
+    enc_f = _fresh_encoders(enc, opt, topics["encoders"], notes)
+    del enc
+    streams = {"enc": enc_f, "pose": ps}
+    if imu is not None:
+        streams["imu"] = imu
+    log = log_from_streams(model, streams, imu="imu" if imu is not None else None,
+                           pose_sensor=sensor, source=bag)
+    notes += log.notes
+    if opt.pose_std is not None:
+        log = with_pose_std(log, *opt.pose_std)
+    if len(log.pose_time) < 2:
+        raise BagError(f"{bag}: {topics['pose']} has {len(log.pose_time)} usable poses; "
+                       "replay needs at least 2")
+    t0 = float(enc_f.stamp[0])
+    t_imu, gyro_raw = np.zeros(0), np.zeros((0, 3))
+    if imu is not None:
+        t_imu, gyro_raw = imu.stamp - t0, imu.angular_velocity
+        if log.gyro is not None and np.array_equal(log.gyro_time, t_imu) \
+                and np.array_equal(log.gyro, gyro_raw):
+            t_imu, gyro_raw = log.gyro_time, log.gyro  # the same numbers: share the log's
+    if ref_truth is not None:
+        ref_truth = (ref_truth[0] - t0, ref_truth[1])
+    return _Inputs(topics, counts, notes, model, sensor, terrain, tname, log, t0,
+                   enc_f.names, enc_f.position, enc_f.velocity, enc_f.stamp - t0, t_imu,
+                   gyro_raw, imu is not None, ref_truth)
+
+
+def _read_bag(bag: str, opt: ReplayOptions, side: dict | None):
+    """``(topics, encoders, pose, imu or None, truth reference or None, notes, counts)``: the
+    resolved topics' streams, IMU without the unused fields, the exact truth as planar
+    ``(t, x y yaw)`` (poses that are not finite dropped) and message counts by topic."""
+    from wmr_model.io.bags import read_streams
+
     topics = _resolve_topics(bag, opt, side)
     kinds = {"encoders": "joint_states", "pose": "pose", "imu": "imu", "truth": "pose"}
     s = read_streams(bag, topics, {r: kinds[r] for r in topics})
@@ -592,34 +693,41 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     if imu is not None:  # the odometry and the log read stamps, rates and attitude only
         imu = dataclasses.replace(imu, receive_time=np.zeros(0),
                                   linear_acceleration=np.zeros((0, 3)))
-    _return_free_memory()  # the reader's row buffers are gone
-    model, sensor = _build_model(opt, side, ps.child_frame_id)
-    # terrain
+    return topics, enc, ps, imu, ref_truth, notes, counts
+
+
+def _replay_terrain(opt: ReplayOptions, side: dict | None):
+    """``(terrain, description)``: ``opt.terrain``, else the synthetic bag's, else flat."""
+    from wmr_model.io.synth_bag import synth_terrain
+    from wmr_model.io.terrain_spec import parse_terrain_spec
+    from wmr_model.terrain.surface import flat
+
     if opt.terrain is not None:
-        terrain = parse_terrain_spec(opt.terrain)
-        tname = opt.terrain
-    elif side is not None:
+        return parse_terrain_spec(opt.terrain), opt.terrain
+    if side is not None:
         tr_ = side["terrain"]
         terrain = synth_terrain(tr_["preset"], int(tr_["seed"]), float(tr_.get("box", 20.0)))
-        tname = f"synthetic {tr_['preset']} (seed {tr_['seed']})"
-    else:
-        terrain, tname = flat(), "flat"
-    notes.append(f"terrain: {tname}")
-    # stale wheel speeds
+        return terrain, f"synthetic {tr_['preset']} (seed {tr_['seed']})"
+    return flat(), "flat"
+
+
+def _fresh_encoders(enc, opt: ReplayOptions, topic: str, notes: list[str]):
+    """The encoder stream with stale wheel speeds handled (module docstring): dropped
+    (``stale_mode`` "drop") or replaced by the line between fresh values ("interpolate");
+    receive times and efforts emptied (unused)."""
     keep = stale_mask(enc.stamp, np.where(np.isfinite(enc.velocity), enc.velocity,
                                           enc.position), opt.stale_hold)
     n_drop = int((~keep).sum())
     if n_drop:
         rate = len(enc.stamp) / max(enc.stamp[-1] - enc.stamp[0], 1e-9)
         fresh = keep.sum() / max(enc.stamp[-1] - enc.stamp[0], 1e-9)
-        notes.append(f"stale wheel speeds: {n_drop} of {len(keep)} {topics['encoders']} "
+        notes.append(f"stale wheel speeds: {n_drop} of {len(keep)} {topic} "
                      f"messages repeat the previous values (published {rate:.1f} Hz, fresh "
                      f"{fresh:.1f} Hz); dropped (hold {opt.stale_hold} s)")
     if opt.stale_mode == "drop":
         enc_f = dataclasses.replace(
             enc, stamp=enc.stamp[keep], receive_time=enc.receive_time[keep],
             position=enc.position[keep], velocity=enc.velocity[keep], effort=enc.effort[keep])
-        vel = enc_f.velocity
     else:  # "interpolate": every stamp kept, held rates replaced by the line between fresh ones
         vel = np.array(enc.velocity)
         for j in range(vel.shape[1]):
@@ -627,45 +735,68 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
             if ok.sum() >= 2:
                 vel[:, j] = np.interp(enc.stamp, enc.stamp[ok], vel[ok, j])
         enc_f = dataclasses.replace(enc, velocity=vel)
-    enc_f = dataclasses.replace(enc_f, receive_time=np.zeros(0),
-                                effort=np.zeros((0, len(enc.names))))
-    del enc, vel
-    streams = {"enc": enc_f, "pose": ps}
-    if imu is not None:
-        streams["imu"] = imu
-    log = log_from_streams(model, streams, imu="imu" if imu is not None else None,
-                           pose_sensor=sensor, source=bag)
-    notes += log.notes
-    if opt.pose_std is not None:
-        log = with_pose_std(log, *opt.pose_std)
-    if len(log.pose_time) < 2:
-        raise BagError(f"{bag}: {topics['pose']} has {len(log.pose_time)} usable poses; "
-                       "replay needs at least 2")
-    t0 = float(enc_f.stamp[0])
-    # keep only what the odometry pass and the drift need, as plain arrays; the streams go
-    # (issue 24: memory bounded by the log's essentials, not by every field of every message)
-    has_imu = imu is not None
-    enc_names, enc_pos, enc_vel = enc_f.names, enc_f.position, enc_f.velocity
-    t_enc = enc_f.stamp - t0
-    t_imu, gyro_raw = np.zeros(0), np.zeros((0, 3))
-    if has_imu:
-        t_imu, gyro_raw = imu.stamp - t0, imu.angular_velocity
-        if log.gyro is not None and np.array_equal(log.gyro_time, t_imu) \
-                and np.array_equal(log.gyro, gyro_raw):
-            t_imu, gyro_raw = log.gyro_time, log.gyro  # the same numbers: share the log's
-    if ref_truth is not None:
-        ref_truth = (ref_truth[0] - t0, ref_truth[1])
-    del enc_f, imu, ps, streams
-    _return_free_memory()
-    is_flat = tname == "flat" or tname.startswith("flat:")
-    params = list(opt.params) if opt.params is not None else _default_params(sensor, side,
+    return dataclasses.replace(enc_f, receive_time=np.zeros(0),
+                               effort=np.zeros((0, len(enc.names))))
+
+
+@dataclass
+class _Calibration:
+    """The online 3D kin.+ calibration of :func:`replay` and what it learns from.
+
+    Attributes:
+        params, noise, names: systematic, Q' and all calibrated names; n0, bound: starting Q'
+            entries and their early bounds.
+        enh, kinp: enhanced and kinematic predictors; cal: the calibrator; start0: its
+            starting values; nominal: nominal values of ``params``.
+        iv_cal: (K, 2) calibration intervals (pose indices); faults: reference faults (None
+            without the check); classes: informative intervals per class; t_split: split stamp
+            [s] (inf: no split).
+    """
+
+    params: list[str]
+    noise: list[str]
+    names: list[str]
+    n0: dict[str, float]
+    bound: dict[str, float]
+    enh: Any
+    kinp: Any
+    cal: Any
+    start0: dict[str, float]
+    nominal: dict[str, float]
+    iv_cal: np.ndarray
+    faults: Any
+    classes: dict[str, int]
+    t_split: float
+
+
+def _calibration_setup(bag: str, opt: ReplayOptions, side: dict | None,
+                       inp: _Inputs) -> _Calibration:
+    """Predictors, the online calibrator and its informative intervals (reference faults
+    excluded when checked); notes what was selected."""
+    from wmr_model.calibration.intervals import (
+        IntervalPolicy,
+        classify_intervals,
+        interval_class_counts,
+        select_intervals,
+        split_time,
+        unwrapped_yaw,
+    )
+    from wmr_model.calibration.online import OnlineCalibrator
+    from wmr_model.calibration.predictors import ModelPredictor
+
+    # same priors and starting Q' as ``wmr calibrate`` (calibration.table)
+    from wmr_model.calibration.table import DEFAULT_NOISE0, initial_std
+
+    log, model, notes = inp.log, inp.model, inp.notes
+    is_flat = inp.tname == "flat" or inp.tname.startswith("flat:")
+    params = list(opt.params) if opt.params is not None else _default_params(inp.sensor, side,
                                                                              is_flat)
     noise = list(opt.noise)
     names = params + noise
     n0 = {n: DEFAULT_NOISE0.get(n, 0.05) for n in noise}
     bound = {n: 2.0 * v for n, v in n0.items()}
-    enh = ModelPredictor(model, terrain, fidelity="enhanced", dt=opt.dt)
-    kinp = ModelPredictor(model, terrain, fidelity="kinematic", dt=opt.dt)
+    enh = ModelPredictor(model, inp.terrain, fidelity="enhanced", dt=opt.dt)
+    kinp = ModelPredictor(model, inp.terrain, fidelity="kinematic", dt=opt.dt)
     cal = OnlineCalibrator(enh, names, std0=initial_std(names), x0=n0, qprime_bound=bound)
     start0 = cal.estimate  # starting values (nominal model, schema defaults, Q' start)
     nominal = {n: float(enh.nominal(n)) for n in params}
@@ -677,20 +808,9 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     iv_all = select_intervals(log.pose_time, IntervalPolicy("time", opt.interval), pos)
     faults = None
     if opt.reference_check:
-        from wmr_model.calibration.reference import check_reference, trusted_intervals
-
-        try:
-            ref = check_reference(log, model, iv_all, topic=topics["pose"], source=bag,
-                                  dt=opt.dt)
-        except ParameterError as e:
-            notes.append(f"reference check skipped: {e}")
-        else:
-            faults, iv_all = ref.faults, ref.intervals
-            iv_cal = trusted_intervals(iv_cal, faults)
-            notes.append(ref.note)
-            notes += [f"WARNING: {w}" for w in ref.warnings]
+        faults, iv_all, iv_cal = _check_reference(bag, opt, inp, iv_all, iv_cal)
     if len(iv_cal) == 0:
-        raise BagError(f"{bag}: no {opt.interval} s interval of {topics['pose']} moves "
+        raise BagError(f"{bag}: no {opt.interval} s interval of {inp.topics['pose']} moves "
                        f"{opt.min_distance} m or turns {opt.min_turn} rad or more; nothing to "
                        "calibrate")
     classes = {k: n for k, n in interval_class_counts(
@@ -702,161 +822,259 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     t_split = math.inf
     if opt.split is not None:
         t_split = split_time(log.pose_time, opt.split)
-    # ---- odometry variants, one pass in stamp order ----------------------------------------
-    emap = _encoder_map(model, enc_names)
-    kw = dict(terrain=terrain, encoder_map=emap)
+    return _Calibration(params, noise, names, n0, bound, enh, kinp, cal, start0, nominal,
+                        iv_cal, faults, classes, t_split)
+
+
+def _check_reference(bag: str, opt: ReplayOptions, inp: _Inputs, iv_all: np.ndarray,
+                     iv_cal: np.ndarray):
+    """``(faults, iv_all, iv_cal)``: the reference check's faults and the intervals clear of
+    them (:mod:`wmr_model.calibration.reference`); unchanged, with a note, when the check
+    cannot run."""
+    from wmr_model.calibration.reference import check_reference, trusted_intervals
+
+    try:
+        ref = check_reference(inp.log, inp.model, iv_all, topic=inp.topics["pose"], source=bag,
+                              dt=opt.dt)
+    except ParameterError as e:
+        inp.notes.append(f"reference check skipped: {e}")
+        return None, iv_all, iv_cal
+    inp.notes.append(ref.note)
+    inp.notes.extend(f"WARNING: {w}" for w in ref.warnings)
+    return ref.faults, ref.intervals, trusted_intervals(iv_cal, ref.faults)
+
+
+def _feed(inp: _Inputs, odo_set: dict, k: int, i: int, rec: dict) -> None:
+    """Event ``i`` of stream ``k`` (0 gyro, 1 encoders) to every odometry of ``odo_set``; the
+    encoder steps recorded in ``rec`` (t, pose, var x, y, yaw)."""
+    if k == 0:
+        w = inp.gyro_raw[i]
+        for o in odo_set.values():
+            if o.use_gyro:  # without gyro the samples would only pile up in its buffer
+                o.update_imu(inp.t_imu[i], w)
+    else:
+        for lab, o in odo_set.items():
+            r = o.update_encoders(inp.t_enc[i], inp.enc_names, inp.enc_pos[i], inp.enc_vel[i])
+            if r.stepped:
+                P = o.P
+                rec[lab].append(inp.t_enc[i], o.q[:7], P[3, 3], P[4, 4], P[2, 2])
+
+
+def _odometry_pass(inp: _Inputs, c: _Calibration, progress: bool):
+    """``(odometries, tracks, update times)``: the odometry variants and the online
+    calibration, one pass over gyro, encoder and interval-end events in stamp order; then the
+    converged variant (final estimate from the start) over the same events."""
+    from wmr_model.estimation.odometry import Odometry3D
+
+    model, cal = inp.model, c.cal
+    kw = dict(terrain=inp.terrain, encoder_map=_encoder_map(model, inp.enc_names))
     odos = {ODO_ENCODERS: Odometry3D(model, use_gyro=False, **kw)}
-    if has_imu:
+    if inp.has_imu:
         odos[ODO_GYRO] = Odometry3D(model, use_gyro=True, **kw)
         odos[ODO_ONLINE] = Odometry3D(model, use_gyro=True, fidelity="enhanced", **kw)
     else:
-        notes.append("no IMU topic: gyro odometry variants skipped")
+        inp.notes.append("no IMU topic: gyro odometry variants skipped")
         odos[ODO_ONLINE] = Odometry3D(model, use_gyro=False, fidelity="enhanced", **kw)
     odos[ODO_ONLINE].set_parameters(_odometry_params(cal.estimate, model))
-    t_cal = log.pose_time[iv_cal[:, 1]]
-    stamps = (t_imu, t_enc, t_cal)
+    t_cal = inp.log.pose_time[c.iv_cal[:, 1]]
+    stamps = (inp.t_imu, inp.t_enc, t_cal)
     order = _event_order(stamps)
-    n_imu, n_ie = len(t_imu), len(t_imu) + len(t_enc)
+    n_imu, n_ie = len(inp.t_imu), len(inp.t_imu) + len(inp.t_enc)
     t_last = max(float(t[-1]) for t in stamps if len(t))
-    tracks = {k: TrackSamples(len(t_enc)) for k in odos}
+    tracks = {k: TrackSamples(len(inp.t_enc)) for k in odos}
     upd_t: list[float] = []
-    bar = _Progress(len(order), opt.progress)
-
-    def feed(odo_set: dict, k: int, i: int, rec: dict) -> None:
-        if k == 0:
-            w = gyro_raw[i]
-            for o in odo_set.values():
-                if o.use_gyro:  # without gyro the samples would only pile up in its buffer
-                    o.update_imu(t_imu[i], w)
-        else:
-            for lab, o in odo_set.items():
-                r = o.update_encoders(t_enc[i], enc_names, enc_pos[i], enc_vel[i])
-                if r.stepped:
-                    P = o.P
-                    rec[lab].append(t_enc[i], o.q[:7], P[3, 3], P[4, 4], P[2, 2])
-
+    bar = _Progress(len(order), progress)
     for n_ev, j in enumerate(order.tolist()):
         k = 0 if j < n_imu else 1 if j < n_ie else 2
         i = j - (0, n_imu, n_ie)[k]
         if k == 2:
-            a, b = iv_cal[i]
-            rec = cal.update(log, int(a), int(b))
+            a, b = c.iv_cal[i]
+            rec = cal.update(inp.log, int(a), int(b))
             upd_t.append(float(t_cal[i]))
             if rec.accepted:
                 odos[ODO_ONLINE].set_parameters(_odometry_params(cal.estimate, model))
         else:
-            feed(odos, k, i, tracks)
+            _feed(inp, odos, k, i, tracks)
         if n_ev % 256 == 0:
             bar.update(n_ev, f"{stamps[k][i]:.0f} s of {t_last:.0f} s")
     bar.close()
-    final = cal.estimate
-    fstd = cal.std
     # converged odometry: the final estimate from the start
-    conv = {ODO_CONVERGED: Odometry3D(model, use_gyro=has_imu, fidelity="enhanced", **kw)}
-    conv[ODO_CONVERGED].set_parameters(_odometry_params(final, model))
-    tracks[ODO_CONVERGED] = TrackSamples(len(t_enc))
+    conv = {ODO_CONVERGED: Odometry3D(model, use_gyro=inp.has_imu, fidelity="enhanced", **kw)}
+    conv[ODO_CONVERGED].set_parameters(_odometry_params(cal.estimate, model))
+    tracks[ODO_CONVERGED] = TrackSamples(len(inp.t_enc))
     for j in order.tolist():
         if j < n_ie:
-            feed(conv, 0 if j < n_imu else 1, j if j < n_imu else j - n_imu, tracks)
-    del order
-    _return_free_memory()
+            _feed(inp, conv, 0 if j < n_imu else 1, j if j < n_imu else j - n_imu, tracks)
     odos.update(conv)
-    # ---- diff drive+ (planar, body poses) ----------------------------------------------------
+    return odos, tracks, upd_t
+
+
+@dataclass
+class _Rows:
+    """The calibrated models Table 3.3 scores: diff drive(+) on the body-frame log ``log_dd``
+    (names ``dd_names``, start ``dd_start``, history ``Xdd`` (U, n)) and 3D kin.(+) on ``log``
+    (history ``X`` (U, n)); ``t_upd`` (U,) update times [s]."""
+
+    dd: Any
+    dd_cal: Any
+    dd_names: list[str]
+    dd_start: dict[str, float]
+    log_dd: Any
+    log: Any
+    final: dict[str, float]
+    Xdd: np.ndarray
+    X: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    t_upd: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def _diff_drive_calibration(inp: _Inputs, c: _Calibration, final: dict[str, float],
+                            dt: float) -> _Rows:
+    """Diff drive+ calibrated online over the calibration intervals on body poses (a pose
+    sensor's poses moved to the body with the converged 3D kin.+ offset)."""
+    from wmr_model.calibration.online import OnlineCalibrator
+    from wmr_model.calibration.predictors import DiffDrivePredictor
+    from wmr_model.calibration.residuals import body_pose_from_sensor
+    from wmr_model.calibration.table import initial_std
+
+    log, sensor = inp.log, inp.sensor
     log_dd = log
     if sensor is not None:
-        T = np.array(model.sensor_frame[sensor][1])
-        for c, kk in (("x", 0), ("y", 1), ("z", 2)):
-            T[kk, 3] = final.get(f"sensor.{sensor}.{c}", T[kk, 3])
+        T = np.array(inp.model.sensor_frame[sensor][1])
+        for ax, kk in (("x", 0), ("y", 1), ("z", 2)):
+            T[kk, 3] = final.get(f"sensor.{sensor}.{ax}", T[kk, 3])
         log_dd = dataclasses.replace(log, pose=body_pose_from_sensor(log.pose, T),
                                      pose_sensor=None)
-        notes.append(f"diff-drive rows: {topics['pose']} poses moved to the body with the "
-                     f"converged 3D kin.+ offset of sensor {sensor!r}")
-    dd = DiffDrivePredictor.from_model(model, dt=opt.dt)
-    dd_names = ["diff_drive.alpha", "time_offset.pose", *noise]
-    dd_cal = OnlineCalibrator(dd, dd_names, std0=initial_std(dd_names), x0=n0, qprime_bound=bound)
+        inp.notes.append(f"diff-drive rows: {inp.topics['pose']} poses moved to the body with "
+                         f"the converged 3D kin.+ offset of sensor {sensor!r}")
+    dd = DiffDrivePredictor.from_model(inp.model, dt=dt)
+    dd_names = ["diff_drive.alpha", "time_offset.pose", *c.noise]
+    dd_cal = OnlineCalibrator(dd, dd_names, std0=initial_std(dd_names), x0=c.n0,
+                              qprime_bound=c.bound)
     dd_start = dd_cal.estimate
-    dd_cal.run(log_dd, iv_cal)
-    # ---- Table 3.3 ---------------------------------------------------------------------------
-    X = np.array([h.x for h in cal.history])
-    Xdd = np.array([h.x for h in dd_cal.history])
-    t_upd = np.array(upd_t)
+    dd_cal.run(log_dd, c.iv_cal)
+    return _Rows(dd, dd_cal, dd_names, dd_start, log_dd, log, final,
+                 np.array([h.x for h in dd_cal.history]))
 
-    def online(pred, lg, iv, hist, nms, start) -> tuple[float, float]:
-        if len(iv) == 0:
-            return math.nan, math.nan
-        pe, ye = online_errors(pred, lg, iv, t_upd, hist, nms, start)
-        return float(pe.mean()), float(ye.mean())
+
+def _online(ev: _Rows, pred, lg, iv: np.ndarray, hist: np.ndarray, nms: Sequence[str],
+            start: Mapping[str, float]) -> tuple[float, float]:
+    """Mean position and yaw error of ``pred`` over ``iv``, each interval predicted with the
+    estimate of the updates finished by its start."""
+    from wmr_model.calibration.evaluate import online_errors
+
+    if len(iv) == 0:
+        return math.nan, math.nan
+    pe, ye = online_errors(pred, lg, iv, ev.t_upd, hist, nms, start)
+    return float(pe.mean()), float(ye.mean())
+
+
+def _in_sample_rows(ev: _Rows, c: _Calibration, iv: np.ndarray):
+    """Table 3.3 rows over ``iv`` (in sample: converged = final estimates) and the evaluation
+    of 3D kin.+ converged (its residuals feed the scatter plot)."""
+    from wmr_model.calibration.evaluate import evaluate
+
+    K = len(iv)
+    rows: list[tuple[str, float, float, int]] = []
+    e = evaluate(ev.dd, ev.log_dd, iv, {})
+    rows.append(("diff drive", e.mean_pos, e.mean_yaw, K))
+    rows.append(("diff drive+ online", *_online(ev, ev.dd, ev.log_dd, iv, ev.Xdd, ev.dd_names,
+                                                ev.dd_start), K))
+    e = evaluate(ev.dd, ev.log_dd, iv, ev.dd_cal.estimate)
+    rows.append(("diff drive+ converged", e.mean_pos, e.mean_yaw, K))
+    e = evaluate(c.kinp, ev.log, iv, {})
+    rows.append(("3D kin.", e.mean_pos, e.mean_yaw, K))
+    rows.append(("3D kin.+ online", *_online(ev, c.enh, ev.log, iv, ev.X, c.names, c.start0),
+                 K))
+    e = evaluate(c.enh, ev.log, iv, ev.final)
+    rows.append(("3D kin.+ converged", e.mean_pos, e.mean_yaw, K))
+    return rows, e
+
+
+def _out_of_sample_rows(ev: _Rows, c: _Calibration, iv: np.ndarray, x_split: dict[str, float],
+                        dd_split: dict[str, float]) -> list[tuple[str, float, float, int]]:
+    """Table rows over the intervals of ``iv`` starting after ``c.t_split``, "calibrated" with
+    the estimates frozen at the split (module docstring)."""
+    from wmr_model.calibration.evaluate import evaluate
+    from wmr_model.calibration.intervals import split_intervals
+
+    _, test = split_intervals(ev.log.pose_time, iv, c.t_split)
+    K = len(test)
+    if K == 0:
+        return []
+    out = []
+    e = evaluate(ev.dd, ev.log_dd, test, {})
+    out.append(("diff drive", e.mean_pos, e.mean_yaw, K))
+    out.append(("diff drive+ online", *_online(ev, ev.dd, ev.log_dd, test, ev.Xdd, ev.dd_names,
+                                               ev.dd_start), K))
+    e = evaluate(ev.dd, ev.log_dd, test, dd_split)
+    out.append(("diff drive+ calibrated", e.mean_pos, e.mean_yaw, K))
+    e = evaluate(c.kinp, ev.log, test, {})
+    out.append(("3D kin.", e.mean_pos, e.mean_yaw, K))
+    out.append(("3D kin.+ online", *_online(ev, c.enh, ev.log, test, ev.X, c.names, c.start0),
+                K))
+    e = evaluate(c.enh, ev.log, test, x_split)
+    out.append(("3D kin.+ calibrated", e.mean_pos, e.mean_yaw, K))
+    return out
+
+
+def _table_33(ev: _Rows, c: _Calibration, opt: ReplayOptions):
+    """``(table, table_oos, scatter, split)`` of :class:`ReplayResult` over the evaluation
+    interval lengths (reference faults excluded); the scatter is of the calibration interval
+    length (else the first length with intervals)."""
+    from wmr_model.calibration.intervals import IntervalPolicy, select_intervals
 
     table: dict[float, list[tuple[str, float, float, int]]] = {}
     table_oos: dict[float, list[tuple[str, float, float, int]]] = {}
     scatter: dict = {}
-    n_split = int(np.searchsorted(t_upd, t_split, side="right"))
-    x_split = dict(zip(names, X[n_split - 1])) if n_split else dict(start0)
-    dd_split = dict(zip(dd_names, Xdd[n_split - 1])) if n_split else dict(dd_start)
-
-    def _out_of_sample_rows(iv, ts) -> list[tuple[str, float, float, int]]:
-        """Table rows over the intervals of ``iv`` starting after ``ts`` (module docstring)."""
-        _, test = split_intervals(log.pose_time, iv, ts)
-        K = len(test)
-        if K == 0:
-            return []
-        out = []
-        e = evaluate(dd, log_dd, test, {})
-        out.append(("diff drive", e.mean_pos, e.mean_yaw, K))
-        out.append(("diff drive+ online", *online(dd, log_dd, test, Xdd, dd_names, dd_start),
-                    K))
-        e = evaluate(dd, log_dd, test, dd_split)
-        out.append(("diff drive+ calibrated", e.mean_pos, e.mean_yaw, K))
-        e = evaluate(kinp, log, test, {})
-        out.append(("3D kin.", e.mean_pos, e.mean_yaw, K))
-        out.append(("3D kin.+ online", *online(enh, log, test, X, names, start0), K))
-        e = evaluate(enh, log, test, x_split)
-        out.append(("3D kin.+ calibrated", e.mean_pos, e.mean_yaw, K))
-        return out
-
+    n_split = int(np.searchsorted(ev.t_upd, c.t_split, side="right"))
+    x_split = dict(zip(c.names, ev.X[n_split - 1])) if n_split else dict(c.start0)
+    dd_split = dict(zip(ev.dd_names, ev.Xdd[n_split - 1])) if n_split else dict(ev.dd_start)
     for L in opt.eval_intervals:
-        iv = select_intervals(log.pose_time, IntervalPolicy("time", float(L)))
-        if faults is not None:
-            iv = trusted_intervals(iv, faults)
-        K = len(iv)
-        rows: list[tuple[str, float, float, int]] = []
-        if K == 0:
-            table[float(L)] = rows
+        iv = select_intervals(ev.log.pose_time, IntervalPolicy("time", float(L)))
+        if c.faults is not None:
+            from wmr_model.calibration.reference import trusted_intervals
+
+            iv = trusted_intervals(iv, c.faults)
+        if len(iv) == 0:
+            table[float(L)] = []
             continue
-        e = evaluate(dd, log_dd, iv, {})
-        rows.append(("diff drive", e.mean_pos, e.mean_yaw, K))
-        rows.append(("diff drive+ online", *online(dd, log_dd, iv, Xdd, dd_names, dd_start), K))
-        e = evaluate(dd, log_dd, iv, dd_cal.estimate)
-        rows.append(("diff drive+ converged", e.mean_pos, e.mean_yaw, K))
-        e = evaluate(kinp, log, iv, {})
-        rows.append(("3D kin.", e.mean_pos, e.mean_yaw, K))
-        rows.append(("3D kin.+ online", *online(enh, log, iv, X, names, start0), K))
-        e = evaluate(enh, log, iv, final)
-        rows.append(("3D kin.+ converged", e.mean_pos, e.mean_yaw, K))
-        table[float(L)] = rows
-        if math.isfinite(t_split):
-            table_oos[float(L)] = _out_of_sample_rows(iv, t_split)
+        table[float(L)], e = _in_sample_rows(ev, c, iv)
+        if math.isfinite(c.t_split):
+            table_oos[float(L)] = _out_of_sample_rows(ev, c, iv, x_split, dd_split)
         if abs(L - opt.interval) < 1e-9 or not scatter:
-            yaw0 = _planar(log.pose[iv[:, 0]])[:, 2]
-            c, s_ = np.cos(yaw0), np.sin(yaw0)
-            Rz = np.stack([np.stack([c, s_], -1), np.stack([-s_, c], -1)], 1)  # world->start
-            scatter = {"length": float(L), "r": np.einsum("kij,kj->ki", Rz, e.r[:, :2]),
-                       "R": np.einsum("kij,kjl,kml->kim", Rz, e.R[:, :2, :2], Rz),
-                       "nees": e.nees}
-    # ---- drift against the reference ---------------------------------------------------------
-    if ref_truth is not None:
-        rt, ref_xy = ref_truth
-        ref_name = topics["truth"]
-    else:
-        d = final.get("time_offset.pose", 0.0)
-        rt = log.pose_time - d
-        ref_xy = _planar(log_dd.pose if sensor is not None else log.pose)
-        ref_name = f"{topics['pose']} (shifted by time_offset.pose = {d:.3f} s)"
-    duration = float(max(t_enc[-1], log.pose_time[-1]))
-    # the log and the odometry inputs are done with: freed before the drift's temporaries
-    # (rebound, not deleted: feed and the table helpers above close over them)
-    log = log_dd = pos = yaw_u = enc_pos = enc_vel = t_imu = gyro_raw = t_enc = stamps = None
-    _return_free_memory()
+            scatter = _scatter(ev.log, iv, e, float(L))
+    split = ({} if not math.isfinite(c.t_split) else {
+        "fraction": float(opt.split), "t_split": c.t_split, "calibration_intervals": n_split,
+        "estimate": x_split, "dd_estimate": dd_split})
+    return table, table_oos, scatter, split
+
+
+def _scatter(log, iv: np.ndarray, e, length: float) -> dict:
+    """Residuals ``r`` (K, 2) [m] and predicted covariances ``R`` (K, 2, 2) of evaluation
+    ``e`` over ``iv`` in each interval's start-heading frame, and the NEES."""
+    yaw0 = _planar(log.pose[iv[:, 0]])[:, 2]
+    c, s_ = np.cos(yaw0), np.sin(yaw0)
+    Rz = np.stack([np.stack([c, s_], -1), np.stack([-s_, c], -1)], 1)  # world->start
+    return {"length": length, "r": np.einsum("kij,kj->ki", Rz, e.r[:, :2]),
+            "R": np.einsum("kij,kjl,kml->kim", Rz, e.R[:, :2, :2], Rz), "nees": e.nees}
+
+
+def _drift_reference(inp: _Inputs, log_dd, final: dict[str, float]):
+    """``(t, planar x y yaw, name)`` of the drift reference: the exact truth when present,
+    else the pose reference (moved to the body) shifted by the converged latency."""
+    if inp.ref_truth is not None:
+        rt, ref_xy = inp.ref_truth
+        return rt, ref_xy, inp.topics["truth"]
+    d = final.get("time_offset.pose", 0.0)
+    rt = inp.log.pose_time - d
+    ref_xy = _planar(log_dd.pose if inp.sensor is not None else inp.log.pose)
+    return rt, ref_xy, f"{inp.topics['pose']} (shifted by time_offset.pose = {d:.3f} s)"
+
+
+def _drift_tracks(odos: dict, tracks: dict[str, TrackSamples], rt: np.ndarray,
+                  ref_xy: np.ndarray, has_imu: bool) -> dict[str, OdometryTrack]:
+    """The odometry tracks (two samples or more) with their diagnostics and their drift
+    against the reference; without IMU the labels lose their "+ gyro"."""
     out_tracks: dict[str, OdometryTrack] = {}
     for lab in odos:
         if len(tracks[lab]) < 2:
@@ -870,29 +1088,17 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         if not has_imu:  # no IMU: no "+ gyro" in the labels of the enhanced variants
             tr_.label = lab.replace(" + gyro", "")
         out_tracks[tr_.label] = tr_
-    truth = {str(k): float(v) for k, v in (side or {}).get("truth", {}).items()}
-    hist = {"t": t_upd, "names": list(names), "x": X, "std": np.array([h.std for h in
-                                                                           cal.history]),
-            "accepted": np.array([h.accepted for h in cal.history]),
-            "mahalanobis": np.array([h.mahalanobis for h in cal.history]),
-            "r": [h.r for h in cal.history],
-            "intervals": iv_cal}
-    rejected = int((~hist["accepted"]).sum())
-    if rejected:
-        notes.append(f"online 3D kin.+: {rejected} of {len(iv_cal)} intervals rejected as "
-                     "outliers (Mahalanobis gate (3.68))")
-    return ReplayResult(
-        bag=bag, vehicle=model.name, topics=topics, t0=t0,
-        duration=duration, wall_time=time.perf_counter() - wall0,
-        table=table, estimate=final, std=fstd, dd_estimate=dd_cal.estimate, dd_std=dd_cal.std,
-        truth=truth, history=hist, odometry=out_tracks,
-        reference={"t": rt[_thin(len(rt))], "xy": ref_xy[_thin(len(rt)), :2],
-                   "name": ref_name}, scatter=scatter,
-        notes=notes, counts=counts, calibration_intervals=len(iv_cal), rejected=rejected,
-        nominal=nominal, table_oos=table_oos, interval_classes=classes,
-        split=({} if not math.isfinite(t_split) else {
-            "fraction": float(opt.split), "t_split": t_split, "calibration_intervals": n_split,
-            "estimate": x_split, "dd_estimate": dd_split}))
+    return out_tracks
+
+
+def _history(c: _Calibration, t_upd: np.ndarray, X: np.ndarray) -> dict:
+    """``ReplayResult.history`` of the online 3D kin.+ calibration."""
+    h = c.cal.history
+    return {"t": t_upd, "names": list(c.names), "x": X, "std": np.array([r.std for r in h]),
+            "accepted": np.array([r.accepted for r in h]),
+            "mahalanobis": np.array([r.mahalanobis for r in h]),
+            "r": [r.r for r in h],
+            "intervals": c.iv_cal}
 
 
 # ---- outputs -------------------------------------------------------------------------------
@@ -947,74 +1153,18 @@ def write_output_bag(result: ReplayResult, path: str | Path, storage: str = "mca
     import heapq
 
     from rosbags.rosbag2 import StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-    from wmr_model.kinematics.uncertainty import to_ros_pose_covariance
-
-    ts = get_typestore(Stores.ROS2_JAZZY)
-    msgdef = _calibration_msgdef()
-    if msgdef is not None:
-        ts.register(get_types_from_msg(msgdef, "wmr_model/msg/CalibrationState"))
-    T = ts.types
+    ts, has_state = _output_typestore()
     p = Path(path)
     if p.exists():
         raise ParameterError(f"{p}: exists; choose a new output bag path")
     plug = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage]
-
-    def stamp(t: float):
-        ns = int(round((result.t0 + t) * 1e9))
-        return T["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9), ns
-
-    Hd, Q, P3 = T["std_msgs/msg/Header"], T["geometry_msgs/msg/Quaternion"], \
-        T["geometry_msgs/msg/Point"]
-    V3 = T["geometry_msgs/msg/Vector3"]
-
-    def odometry_msgs(n: int, lab: str, tr_: OdometryTrack):
-        topic = f"/wmr/odometry/{n}"
-        for t, q, v in ((r[0], r[1:8], r[8:11]) for b in tr_.samples.blocks() for r in b):
-            st, ns = stamp(float(t))
-            P = np.zeros((6, 6))
-            P[3, 3], P[4, 4], P[2, 2] = v[0], v[1], v[2]
-            pose = T["geometry_msgs/msg/Pose"](
-                position=P3(x=float(q[4]), y=float(q[5]), z=float(q[6])),
-                orientation=Q(x=float(q[1]), y=float(q[2]), z=float(q[3]), w=float(q[0])))
-            tw = T["geometry_msgs/msg/Twist"](linear=V3(x=0.0, y=0.0, z=0.0),
-                                              angular=V3(x=0.0, y=0.0, z=0.0))
-            m = T["nav_msgs/msg/Odometry"](
-                header=Hd(stamp=st, frame_id="odom"), child_frame_id=lab,
-                pose=T["geometry_msgs/msg/PoseWithCovariance"](
-                    pose=pose, covariance=np.ascontiguousarray(to_ros_pose_covariance(P),
-                                                                  dtype=float)),
-                twist=T["geometry_msgs/msg/TwistWithCovariance"](
-                    twist=tw, covariance=np.zeros(36)))
-            yield ns, topic, "nav_msgs/msg/Odometry", m
-
-    def calibration_msgs():
-        h = result.history
-        sysn = [n for n in h["names"] if not n.startswith("noise.")]
-        noi = [n for n in h["names"] if n.startswith("noise.")]
-        si = [h["names"].index(n) for n in sysn]
-        ni = [h["names"].index(n) for n in noi]
-        for k in range(len(h["t"])):
-            st, ns = stamp(float(h["t"][k]))
-            sd = h["std"][k][si]
-            m = T["wmr_model/msg/CalibrationState"](
-                header=Hd(stamp=st, frame_id="base_link"), parameter_names=sysn,
-                values=np.ascontiguousarray(h["x"][k][si], float),
-                covariance=np.ascontiguousarray(np.diag(sd * sd).reshape(-1)),
-                stochastic_names=noi,
-                stochastic_values=np.ascontiguousarray(h["x"][k][ni], float),
-                last_innovation=np.ascontiguousarray(h["r"][k], float),
-                last_nis=float(h["mahalanobis"][k]),
-                last_accepted=bool(h["accepted"][k]), interval_count=k + 1,
-                rejected_count=int((~h["accepted"][:k + 1]).sum()))
-            yield ns, "/wmr/calibration_state", "wmr_model/msg/CalibrationState", m
-
     # each topic is in stamp order: merged by (stamp, topic), one message in memory at a time
     # per topic (a sorted list of every message object took ~1 KB per odometry step)
-    topics = [odometry_msgs(n, lab, tr_) for n, (lab, tr_) in enumerate(result.odometry.items())]
-    if msgdef is not None:
-        topics.append(calibration_msgs())
+    topics = [_odometry_msgs(ts, result.t0, n, lab, tr_)
+              for n, (lab, tr_) in enumerate(result.odometry.items())]
+    if has_state:
+        topics.append(_calibration_msgs(ts, result))
     if not p.parent.is_dir():
         raise ParameterError(f"output bag {p}: folder {p.parent} does not exist")
     with Writer(p, version=8, storage_plugin=plug) as w:
@@ -1024,3 +1174,76 @@ def write_output_bag(result: ReplayResult, path: str | Path, storage: str = "mca
                 conns[topic] = w.add_connection(topic, mt, typestore=ts)
             w.write(conns[topic], ns, ts.serialize_cdr(m, mt))
     return p
+
+
+def _output_typestore():
+    """``(typestore, has_state)``: ROS 2 Jazzy types plus wmr_model/msg/CalibrationState when
+    its definition is found (``has_state``)."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    ts = get_typestore(Stores.ROS2_JAZZY)
+    msgdef = _calibration_msgdef()
+    if msgdef is not None:
+        ts.register(get_types_from_msg(msgdef, "wmr_model/msg/CalibrationState"))
+    return ts, msgdef is not None
+
+
+def _ros_stamp(ts, t0: float, t: float):
+    """``(builtin_interfaces/Time, ns)`` of ``t`` [s from the bag start ``t0``]."""
+    ns = int(round((t0 + t) * 1e9))
+    return ts.types["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9), ns
+
+
+def _odometry_msgs(ts, t0: float, n: int, lab: str, tr_: OdometryTrack):
+    """``(ns, topic, type, message)`` of each sample of odometry variant ``lab``, in order:
+    nav_msgs/Odometry on ``/wmr/odometry/<n>`` with the x, y, yaw variances (zero twist)."""
+    from wmr_model.kinematics.uncertainty import to_ros_pose_covariance
+
+    T = ts.types
+    Hd, Q, P3 = T["std_msgs/msg/Header"], T["geometry_msgs/msg/Quaternion"], \
+        T["geometry_msgs/msg/Point"]
+    V3 = T["geometry_msgs/msg/Vector3"]
+    topic = f"/wmr/odometry/{n}"
+    for t, q, v in ((r[0], r[1:8], r[8:11]) for b in tr_.samples.blocks() for r in b):
+        st, ns = _ros_stamp(ts, t0, float(t))
+        P = np.zeros((6, 6))
+        P[3, 3], P[4, 4], P[2, 2] = v[0], v[1], v[2]
+        pose = T["geometry_msgs/msg/Pose"](
+            position=P3(x=float(q[4]), y=float(q[5]), z=float(q[6])),
+            orientation=Q(x=float(q[1]), y=float(q[2]), z=float(q[3]), w=float(q[0])))
+        tw = T["geometry_msgs/msg/Twist"](linear=V3(x=0.0, y=0.0, z=0.0),
+                                          angular=V3(x=0.0, y=0.0, z=0.0))
+        m = T["nav_msgs/msg/Odometry"](
+            header=Hd(stamp=st, frame_id="odom"), child_frame_id=lab,
+            pose=T["geometry_msgs/msg/PoseWithCovariance"](
+                pose=pose, covariance=np.ascontiguousarray(to_ros_pose_covariance(P),
+                                                              dtype=float)),
+            twist=T["geometry_msgs/msg/TwistWithCovariance"](
+                twist=tw, covariance=np.zeros(36)))
+        yield ns, topic, "nav_msgs/msg/Odometry", m
+
+
+def _calibration_msgs(ts, result: ReplayResult):
+    """``(ns, topic, type, message)`` of each calibration update, in order:
+    wmr_model/msg/CalibrationState on ``/wmr/calibration_state``."""
+    T = ts.types
+    h = result.history
+    sysn = [n for n in h["names"] if not n.startswith("noise.")]
+    noi = [n for n in h["names"] if n.startswith("noise.")]
+    si = [h["names"].index(n) for n in sysn]
+    ni = [h["names"].index(n) for n in noi]
+    for k in range(len(h["t"])):
+        st, ns = _ros_stamp(ts, result.t0, float(h["t"][k]))
+        sd = h["std"][k][si]
+        m = T["wmr_model/msg/CalibrationState"](
+            header=T["std_msgs/msg/Header"](stamp=st, frame_id="base_link"),
+            parameter_names=sysn,
+            values=np.ascontiguousarray(h["x"][k][si], float),
+            covariance=np.ascontiguousarray(np.diag(sd * sd).reshape(-1)),
+            stochastic_names=noi,
+            stochastic_values=np.ascontiguousarray(h["x"][k][ni], float),
+            last_innovation=np.ascontiguousarray(h["r"][k], float),
+            last_nis=float(h["mahalanobis"][k]),
+            last_accepted=bool(h["accepted"][k]), interval_count=k + 1,
+            rejected_count=int((~h["accepted"][:k + 1]).sum()))
+        yield ns, "/wmr/calibration_state", "wmr_model/msg/CalibrationState", m
