@@ -59,14 +59,22 @@ def _ellipse(C: np.ndarray, n: int = 100) -> np.ndarray:
 
 
 def _plots(result, d: Path) -> None:
+    """The report's PNG plots (module docstring) in ``d``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     meta = {"Software": None}
+    _plot_path(plt, result, d, meta)
+    _plot_error_time(plt, result, d, meta)
+    _plot_parameters(plt, result, d, meta)
+    _plot_scatter(plt, result, d, meta)
+
+
+def _plot_path(plt, result, d: Path, meta: dict) -> None:
+    """``path.png``: reference and odometry paths, aligned at the start."""
     ref = result.reference
-    # path overlay
     fig, ax = plt.subplots(figsize=(7, 6))
     ax.plot(ref["xy"][:, 0], ref["xy"][:, 1], "k-", lw=2, label=f"reference ({ref['name']})")
     for lab, tr in result.odometry.items():
@@ -82,7 +90,10 @@ def _plots(result, d: Path) -> None:
     fig.tight_layout()
     _savefig(fig, d / "path.png", dpi=110, metadata=meta)
     plt.close(fig)
-    # error vs time
+
+
+def _plot_error_time(plt, result, d: Path, meta: dict) -> None:
+    """``error_time.png``: horizontal position error of each odometry variant vs time."""
     fig, ax = plt.subplots(figsize=(8, 4))
     for lab, tr in result.odometry.items():
         if len(tr.err):
@@ -95,7 +106,10 @@ def _plots(result, d: Path) -> None:
     fig.tight_layout()
     _savefig(fig, d / "error_time.png", dpi=110, metadata=meta)
     plt.close(fig)
-    # parameter convergence (Fig. 3.5)
+
+
+def _plot_parameters(plt, result, d: Path, meta: dict) -> None:
+    """``parameters.png``: online estimates with their +-1 sigma band (Fig. 3.5)."""
     h = result.history
     names = h["names"]
     n = len(names)
@@ -125,7 +139,11 @@ def _plots(result, d: Path) -> None:
     fig.tight_layout()
     _savefig(fig, d / "parameters.png", dpi=100, metadata=meta)
     plt.close(fig)
-    # interval scatter (Fig. 3.8)
+
+
+def _plot_scatter(plt, result, d: Path, meta: dict) -> None:
+    """``scatter.png``: end-pose residuals in the start-heading frame with the sample and mean
+    predicted 95 % covariance ellipses (Fig. 3.8)."""
     sc = result.scatter
     fig, ax = plt.subplots(figsize=(6, 6))
     if sc:
