@@ -271,8 +271,6 @@ def _rotvec_quat(q: np.ndarray):
 def _simulate(cfg: SynthConfig) -> dict:
     """Truth and sensor arrays of ``cfg`` (no bag I/O)."""
     from wmr_model.calibration.synthetic import synthetic_log
-    from wmr_model.estimation.odometry import Odometry3D
-    from wmr_model.kinematics import api as kapi
 
     if not (math.isfinite(cfg.duration) and cfg.duration > 0):
         raise ParameterError(f"duration: must be > 0 s, got {cfg.duration}")
@@ -305,7 +303,35 @@ def _simulate(cfg: SynthConfig) -> dict:
     K = int(round(cfg.duration * sim_rate))  # steps kept
     q = run.q[:K + 1]
     rate = run.log.joint_rate[:K]  # (K, na) true joint rates of each step (encoder_std 0)
-    # body twist of each step from consecutive true poses
+    imu = _imu_samples(true, q, sim_rate, nz, rng)
+    ke = np.arange(n_enc, K + 1, n_enc)
+    enc_pos, enc_vel = _encoder_samples(rate, ke, n_enc, dt, nz, rng)
+    cmd = _commanded_twist(true, act, rate)
+    kc = np.arange(0, K, n_cmd)
+    kg = np.arange(0, K, n_gt)
+    gsel = run.log.pose_time <= cfg.duration
+    return dict(
+        cfg=cfg, nominal=nominal, true=true, run=run, dt=dt, K=K, dims=dims, preset=pre,
+        imu_t=np.arange(1, K + 1) * dt, gyro=imu["gyro"], accel=imu["accel"], ori=imu["ori"],
+        enc_t=ke * dt, enc_pos=enc_pos, enc_vel=enc_vel,
+        enc_names=encoder_joint_names(true),
+        cmd_t=kc * dt, cmd=cmd[kc], gt_t=kg * dt, gt_q=q[kg], gt_v=imu["v_body"][kg],
+        gt_w=imu["w_body"][kg],
+        gps_t=run.log.pose_time[gsel], gps=run.log.pose[gsel],
+        gps_cov=run.log.pose_covariance[gsel], gps_sensor_T=true.sensor_frame[GPS_SENSOR][1])
+
+
+def _imu_samples(true, q: np.ndarray, sim_rate: float, nz, rng: np.random.Generator) -> dict:
+    """Body twist of each step (``w_body``, ``v_body`` (K, 3)) from consecutive true poses
+    ``q`` (K + 1, nq) at ``sim_rate`` [Hz], and the IMU's ``gyro``, ``accel`` (K, 3) and
+    ``ori`` (K, 4) ``[w, x, y, z]`` in the IMU frame the odometry assumes, with noise from
+    ``rng`` (gyro, accel, attitude in that order)."""
+    from scipy.spatial.transform import Rotation
+
+    from wmr_model.estimation.odometry import Odometry3D
+
+    K = len(q) - 1
+    dt = 1.0 / sim_rate
     rot = _rotvec_quat(q[:, 0:4])
     w_body = (rot[:-1].inv() * rot[1:]).as_rotvec() / dt  # (K, 3)
     v_world = np.diff(q[:, 4:7], axis=0) / dt  # (K, 3)
@@ -322,35 +348,33 @@ def _simulate(cfg: SynthConfig) -> dict:
              + nz.accel_std * rng.standard_normal((K, 3)))
     R_imu = rot[1:] * _rotvec_quat(_matrix_quat(R_body_imu))
     dori = np.asarray(nz.orientation_std) * rng.standard_normal((K, 3))
-    from scipy.spatial.transform import Rotation
-
     ori = (Rotation.from_rotvec(dori) * R_imu).as_quat(scalar_first=True)
-    # encoders: angle quantized to ticks, rate averaged over the period plus noise
+    return {"w_body": w_body, "v_body": v_body, "gyro": gyro, "accel": accel, "ori": ori}
+
+
+def _encoder_samples(rate: np.ndarray, ke: np.ndarray, n_enc: int, dt: float, nz,
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Encoder positions and rates at steps ``ke`` from the true joint rates (K, na): the
+    angle quantized to ticks, the rate averaged over the period plus noise from ``rng``."""
     tick = 2.0 * math.pi / nz.ticks_per_rev
-    angle = np.vstack([np.zeros((1, len(act))), np.cumsum(rate * dt, axis=0)])
-    ke = np.arange(n_enc, K + 1, n_enc)
+    angle = np.vstack([np.zeros((1, rate.shape[1])), np.cumsum(rate * dt, axis=0)])
     enc_pos = np.round(angle[ke] / tick) * tick
     enc_vel = (angle[ke] - angle[ke - n_enc]) / (n_enc * dt)
-    enc_vel = enc_vel + nz.encoder_rate_std * rng.standard_normal(enc_vel.shape)
-    # commanded twist: the route's (vx, wz) recovered from the wheel rates of the true vehicle
+    return enc_pos, enc_vel + nz.encoder_rate_std * rng.standard_normal(enc_vel.shape)
+
+
+def _commanded_twist(true, act: list[int], rate: np.ndarray) -> np.ndarray:
+    """(K, 2) ``vx, wz`` of the route recovered from the actuated wheels' true rates (K, na)
+    (least squares over the wheels at the neutral state)."""
+    from wmr_model.kinematics import api as kapi
+
     data = kapi.create_data(true)
     Tw = kapi.forward_kinematics(true, data, true.neutral_state())
     wi = [list(true.wheel_joints).index(k) for k in act]
     y_w = np.array([Tw[true.wheel_frame[i], 1, 3] for i in wi])
     r_w = np.array([true.wheel_radius[i] for i in wi])
     A = np.stack([1.0 / r_w, -y_w / r_w], axis=1)
-    cmd = np.linalg.lstsq(A, rate.T, rcond=None)[0].T  # (K, 2) vx, wz
-    kc = np.arange(0, K, n_cmd)
-    kg = np.arange(0, K, n_gt)
-    gsel = run.log.pose_time <= cfg.duration
-    return dict(
-        cfg=cfg, nominal=nominal, true=true, run=run, dt=dt, K=K, dims=dims, preset=pre,
-        imu_t=np.arange(1, K + 1) * dt, gyro=gyro, accel=accel, ori=ori,
-        enc_t=ke * dt, enc_pos=enc_pos, enc_vel=enc_vel,
-        enc_names=encoder_joint_names(true),
-        cmd_t=kc * dt, cmd=cmd[kc], gt_t=kg * dt, gt_q=q[kg], gt_v=v_body[kg], gt_w=w_body[kg],
-        gps_t=run.log.pose_time[gsel], gps=run.log.pose[gsel],
-        gps_cov=run.log.pose_covariance[gsel], gps_sensor_T=true.sensor_frame[GPS_SENSOR][1])
+    return np.linalg.lstsq(A, rate.T, rcond=None)[0].T
 
 
 def _matrix_quat(R: np.ndarray) -> np.ndarray:
