@@ -21,6 +21,7 @@ Parameters not listed in ``names`` take the predictor's ``base`` values, then sc
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -47,6 +48,7 @@ from wmr_model.vehicles.reference_models import integrate_planar
 
 __all__ = [
     "IntervalPrediction",
+    "IntervalPredictor",
     "ModelPredictor",
     "DiffDrivePredictor",
     "default_step",
@@ -96,8 +98,59 @@ def _values(base: Mapping[str, float], names: Sequence[str], row: np.ndarray) ->
     return out
 
 
+class IntervalPredictor(ABC):
+    """What the calibrators drive (:class:`~wmr_model.calibration.online.OnlineCalibrator`,
+    :func:`~wmr_model.calibration.offline.calibrate_offline`,
+    :func:`~wmr_model.calibration.evaluate.evaluate`): ``g(x_meas(t0), u(*), p)`` of (3.26)
+    through :meth:`check_names`, :meth:`nominal` and :meth:`simulate`, plus the plumbing every
+    predictor shares: candidate values over ``base`` and whole steps over an interval.
+
+    Subclasses are dataclasses with the fields ``dt`` (nominal step [s]) and ``base`` (values of
+    the named parameters not being estimated).
+    """
+
+    dt: float
+    base: dict[str, float]
+
+    @abstractmethod
+    def check_names(self, names: Sequence[str]) -> None:
+        """Raise ParameterError for names this predictor cannot vary."""
+
+    @abstractmethod
+    def simulate(self, log: CalibrationLog, i0: int, i1: int, names: Sequence[str],
+                 X: np.ndarray) -> IntervalPrediction:
+        """Predict interval ``(i0, i1)`` for candidate rows ``X`` (N, n) of ``names``."""
+
+    def nominal(self, name: str) -> float:
+        """Starting value of ``name``: ``base``, else the schema default."""
+        return float(self.base.get(name, get_spec(name).default))
+
+    def candidates(self, names: Sequence[str], X: np.ndarray) -> list[dict[str, float]]:
+        """Named values of each candidate row of ``X`` (N, n) (or one row (n,)) over ``base``."""
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        return [_values(self.base, names, X[k]) for k in range(X.shape[0])]
+
+    def interval_clock(self, log: CalibrationLog, i0: int,
+                       i1: int) -> tuple[int, float, np.ndarray]:
+        """``(T, dt, mid)``: ``T`` whole steps of ``dt`` [s] over pose interval ``(i0, i1)``
+        (:func:`interval_steps`) and the step midpoints ``mid`` (T,) [s from its start]."""
+        dur = float(log.pose_time[i1] - log.pose_time[i0])
+        T, dt = interval_steps(dur, self.dt)
+        return T, dt, (np.arange(T) + 0.5) * dt
+
+    def planar_setup(self, log: CalibrationLog, i0: int, i1: int, names: Sequence[str],
+                     X: np.ndarray) -> tuple[list[dict[str, float]], int, float, np.ndarray]:
+        """``(candidates, T, dt, mid)`` of a planar predictor (:meth:`candidates`,
+        :meth:`interval_clock`); ParameterError unless the log's poses are of the body frame
+        (planar models have no sensor offset)."""
+        cands = self.candidates(names, X)
+        if log.pose_sensor is not None:
+            raise ParameterError(f"{type(self).__name__}: poses must be of the body frame")
+        return (cands, *self.interval_clock(log, i0, i1))
+
+
 @dataclass
-class ModelPredictor:
+class ModelPredictor(IntervalPredictor):
     """3D (enhanced) kinematic interval predictor over ``terrain``.
 
     Attributes:
@@ -221,15 +274,12 @@ class ModelPredictor:
     def simulate(self, log: CalibrationLog, i0: int, i1: int, names: Sequence[str],
                  X: np.ndarray) -> IntervalPrediction:
         """Predict interval ``(i0, i1)`` for candidate rows ``X`` (N, n) of ``names``."""
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        N = X.shape[0]
+        cands = self.candidates(names, X)
+        N = len(cands)
         m = self.model
-        cands = [_values(self.base, names, X[k]) for k in range(N)]
         sensor = log.pose_sensor
         stream = "pose"
-        dur = float(log.pose_time[i1] - log.pose_time[i0])
-        T, dt = interval_steps(dur, self.dt)
-        mid = (np.arange(T) + 0.5) * dt
+        T, dt, mid = self.interval_clock(log, i0, i1)
         self._check_inputs(log)
         wheel_of_joint = {int(j): w for w, j in enumerate(m.wheel_joints)}
         act = [int(k) for k in m.actuated_joints]
@@ -325,7 +375,7 @@ def planar_interval(pose0: np.ndarray, vx: np.ndarray, wz: np.ndarray,
 
 
 @dataclass
-class DiffDrivePredictor:
+class DiffDrivePredictor(IntervalPredictor):
     """Planar differential drive (3.64)-(3.65) / diff drive+ (3.66) interval predictor.
 
     Attributes:
@@ -365,26 +415,16 @@ class DiffDrivePredictor:
                 raise ParameterError(f"{n}: not a parameter of the diff-drive predictor "
                                      "(diff_drive.alpha, time_offset.<stream>)")
 
-    def nominal(self, name: str) -> float:
-        """Starting value of ``name``: ``base``, else the schema default."""
-        return float(self.base.get(name, get_spec(name).default))
-
     def simulate(self, log: CalibrationLog, i0: int, i1: int, names: Sequence[str],
                  X: np.ndarray) -> IntervalPrediction:
         """Predict interval ``(i0, i1)`` for candidate rows ``X`` (N, n) of ``names``."""
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        N = X.shape[0]
-        if log.pose_sensor is not None:
-            raise ParameterError("DiffDrivePredictor: poses must be of the body frame")
-        dur = float(log.pose_time[i1] - log.pose_time[i0])
-        T, dt = interval_steps(dur, self.dt)
-        mid = (np.arange(T) + 0.5) * dt
+        cands, T, dt, mid = self.planar_setup(log, i0, i1, names, X)
+        N = len(cands)
         li = [log.joint_names.index(n) for n in self.left]
         ri = [log.joint_names.index(n) for n in self.right]
         vx = np.empty((N, T))
         wz = np.empty((N, T))
-        for k in range(N):
-            c = _values(self.base, names, X[k])
+        for k, c in enumerate(cands):
             d = float(c.get("time_offset.pose", 0.0))
             rates = log.rates_at(log.pose_time[i0] - d + mid)
             vl = self.radius * rates[:, li].mean(axis=1)

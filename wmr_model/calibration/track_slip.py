@@ -33,7 +33,11 @@ import numpy as np
 
 from wmr_model import kinematics as kin
 from wmr_model.calibration.logs import CalibrationLog
-from wmr_model.calibration.predictors import IntervalPrediction, interval_steps, planar_interval
+from wmr_model.calibration.predictors import (
+    IntervalPrediction,
+    IntervalPredictor,
+    planar_interval,
+)
 from wmr_model.calibration.residuals import (
     component_indices,
     pose_residual,
@@ -280,7 +284,7 @@ def track_slip_log(model: VehicleModel, manoeuvres: Sequence[Manoeuvre],
 
 
 @dataclass
-class PlanarSlipPredictor:
+class PlanarSlipPredictor(IntervalPredictor):
     """Planar skid-steer interval predictor with the enhanced-kinematics slip law.
 
     The no-slip motion is the ideal differential drive of the belts (3.64)-(3.65):
@@ -320,29 +324,18 @@ class PlanarSlipPredictor:
                 raise ParameterError(f"{n}: not a parameter of the planar slip predictor "
                                      "(slip.*, time_offset.<stream>)")
 
-    def nominal(self, name: str) -> float:
-        """Starting value of ``name``: ``base``, else the schema default."""
-        return float(self.base.get(name, get_spec(name).default))
-
     def simulate(self, log: CalibrationLog, i0: int, i1: int, names: Sequence[str],
                  X: np.ndarray) -> IntervalPrediction:
         """Predict interval ``(i0, i1)`` for candidate rows ``X`` (N, n) of ``names``."""
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        N = X.shape[0]
-        if log.pose_sensor is not None:
-            raise ParameterError("PlanarSlipPredictor: poses must be of the body frame")
-        dur = float(log.pose_time[i1] - log.pose_time[i0])
-        T, dt = interval_steps(dur, self.dt)
-        mid = (np.arange(T) + 0.5) * dt
+        cands, T, dt, mid = self.planar_setup(log, i0, i1, names, X)
+        N = len(cands)
         li, ri = log.joint_names.index(self.left), log.joint_names.index(self.right)
         f_cg = np.zeros(6)
         f_cg[5] = -STANDARD_GRAVITY  # weight per unit mass: only f_z matters on level ground
         vx = np.empty((N, T))
         wz = np.empty((N, T))
         v_cg = np.zeros(6)
-        for k in range(N):
-            c = dict(self.base)
-            c.update({n: float(v) for n, v in zip(names, X[k])})
+        for k, c in enumerate(cands):
             p = slip_vector({n: v for n, v in c.items() if n.startswith("slip.")})
             d = float(c.get("time_offset.pose", 0.0))
             rates = log.rates_at(log.pose_time[i0] - d + mid)
