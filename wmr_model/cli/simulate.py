@@ -127,112 +127,31 @@ def _script_rates(path: str, names: list[str], dt: float):
 
 def run(args: argparse.Namespace) -> int:
     """Simulate and report."""
-    import time
-
     import numpy as np
 
-    from wmr_model import kinematics as kin
-    from wmr_model.budgets import MAX_STEPS, check_budget
     from wmr_model.cli._output import emit
-    from wmr_model.errors import ParameterError
     from wmr_model.io.terrain_spec import parse_terrain_spec
     from wmr_model.io.vehicles import load_vehicle, require_ground_contact
-    from wmr_model.prediction.controllers import (
-        open_loop_rates,
-        predict_controlled,
-        vehicle_controller,
-    )
-    from wmr_model.spatial import quat_from_euler
 
-    if not (math.isfinite(args.dt) and args.dt > 0):
-        raise ParameterError(f"--dt: must be > 0 s, got {args.dt}")
-    if not (math.isfinite(args.duration) and args.duration > 0):
-        raise ParameterError(f"--duration: must be > 0 s, got {args.duration}")
-    if args.commands is None:
-        check_budget(f"--duration {args.duration:g} s / --dt {args.dt:g} s: steps",
-                     round(args.duration / args.dt), MAX_STEPS,
-                     "use a larger --dt or a shorter --duration")
-    for flag in ("speed", "yaw_rate", "stabilization"):
-        v = getattr(args, flag)
-        if v is not None and not math.isfinite(v):
-            raise ParameterError(f"--{flag.replace('_', '-')}: must be finite, got {v}")
+    _check_arguments(args)
     model = load_vehicle(args.vehicle, sidecar=args.sidecar)
     require_ground_contact(model)
     terrain = parse_terrain_spec(args.terrain)
-    x0, y0, yaw_deg = _floats(args.start, "--start", 3)
-    q = model.neutral_state()
+    start = _floats(args.start, "--start", 3)
     names = [model.joint_names[k] for k in model.actuated_joints]
-    ctrl = None
-    if args.commands:
-        rates, duration = _script_rates(args.commands, names, args.dt)
-    else:
-        steps = max(1, round(args.duration / args.dt))
-        duration = steps * args.dt
-        if args.joint_rates is not None:
-            r = _floats(args.joint_rates, "--joint-rates", len(names))
-        else:
-            # The vehicle's controller; open-loop kinds (naive: §2.5.1's flat-ground solve,
-            # differential) give the rates up front, closed-loop ones step by step (below).
-            speed = 0.5 if args.speed is None else args.speed
-            seg = np.array([[speed, args.yaw_rate, duration]])
-            ctrl = vehicle_controller(model, args.controller)
-            if not ctrl.feedback:
-                r = open_loop_rates(model, ctrl, np.tile([speed, args.yaw_rate], (1, steps, 1)),
-                                    args.dt)[0]
-            else:  # closed loop: rates from the state at every step (run below)
-                if args.method != "dae":
-                    raise ParameterError(f"--controller: the {ctrl.kind} controller is closed "
-                                         "loop and runs with --method dae only; use "
-                                         "--controller naive for --method unconstrained")
-                r = np.zeros((steps, len(names)))
-        r = np.asarray(r, dtype=float)
-        rates = r if r.ndim == 2 else np.tile(r, (steps, 1))
+    rates, duration, ctrl, seg = _commanded_rates(model, names, args)
     closed = ctrl is not None and ctrl.feedback
     if not closed:
         _check_rates(model, names, rates)
-    q[0:4] = quat_from_euler(0.0, 0.0, math.radians(yaw_deg))
-    q[4], q[5] = x0, y0
-    # Start 0.5 m above the terrain plus the vehicle's reach below its frames (largest wheel
-    # radius, or belt depth below a track frame: tracked vehicles have no wheels), then let
-    # initialize_contact (2.27)-(2.32) put the contacts on it.
-    reach = max(model.wheel_radius.max(initial=0.0),
-                np.abs(model.track_path[..., 2]).max(initial=0.0))
-    q[6] = float(terrain.height(x0, y0)) + float(reach) + 0.5
-    q0, fit = kin.initialize_contact(model, terrain, q)
-    if not (math.isfinite(fit) and fit <= reach):
-        raise ParameterError(f"{model.source}: initial contact error {fit:.3g} m exceeds the "
-                             f"reach {reach:.3g} m: the joint constraints contradict each other "
-                             "or the wheels cannot touch the terrain together")
-    # One-step warm-up so the timing excludes numba's one-time compile / cache load.
-    if args.method == "dae":
-        kin.simulate(model, terrain, q0, rates[:1], args.dt, integrator=args.integrator)
-    else:
-        kin.simulate_unconstrained(model, terrain, q0, rates[:1], args.dt)
-    t0 = time.perf_counter()
-    if closed:
-        pr = predict_controlled(model, terrain, q0, seg, args.dt, controller=ctrl,
-                                integrator=args.integrator, stabilization=args.stabilization)
-        traj = kin.Trajectory(pr.dt, pr.q[0], pr.qdot[0], pr.contact_speed[0], pr.dz[0])
-    elif args.method == "dae":
-        traj = kin.simulate(model, terrain, q0, rates, args.dt, integrator=args.integrator,
-                            stabilization=args.stabilization)
-    else:
-        traj = kin.simulate_unconstrained(model, terrain, q0, rates, args.dt)
-    wall = time.perf_counter() - t0
+    q0, fit, reach = _initial_state(model, terrain, start)
+    traj, wall = _integrate(model, terrain, q0, rates, seg, ctrl if closed else None, args)
     if closed:
         rates = traj.qdot[:, 6 + model.actuated_joints]
         _check_rates(model, names, rates)
-    _check_plausible(traj, model, float(reach), args.dt)
+    _check_plausible(traj, model, reach, args.dt)
     eul = traj.euler
     if args.out:
-        cols = ["t", "x", "y", "z", "roll", "pitch", "yaw", *model.joint_names,
-                *[f"dz_{c}" for c in _contact_names(model)]]
-        table = np.column_stack([traj.time, traj.position, eul, traj.joints, traj.dz])
-        from wmr_model.io.files import atomic_output
-
-        with atomic_output(args.out) as tmp:
-            np.savetxt(tmp, table, delimiter=",", header=",".join(cols), comments="",
-                       fmt="%.9g")
+        _write_trajectory(args.out, model, traj)
     summary = {
         "vehicle": model.name,
         "terrain": terrain.name,
@@ -252,6 +171,131 @@ def run(args: argparse.Namespace) -> int:
     }
     emit(args, summary, _text)
     return 0
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """ParameterError naming the flag for a bad step, duration, step count or number."""
+    from wmr_model.budgets import MAX_STEPS, check_budget
+    from wmr_model.errors import ParameterError
+
+    if not (math.isfinite(args.dt) and args.dt > 0):
+        raise ParameterError(f"--dt: must be > 0 s, got {args.dt}")
+    if not (math.isfinite(args.duration) and args.duration > 0):
+        raise ParameterError(f"--duration: must be > 0 s, got {args.duration}")
+    if args.commands is None:
+        check_budget(f"--duration {args.duration:g} s / --dt {args.dt:g} s: steps",
+                     round(args.duration / args.dt), MAX_STEPS,
+                     "use a larger --dt or a shorter --duration")
+    for flag in ("speed", "yaw_rate", "stabilization"):
+        v = getattr(args, flag)
+        if v is not None and not math.isfinite(v):
+            raise ParameterError(f"--{flag.replace('_', '-')}: must be finite, got {v}")
+
+
+def _commanded_rates(model: Any, names: list[str], args: argparse.Namespace):
+    """``(rates (T, na), duration [s], controller or None, twist segment (1, 3) or None)``
+    of the command flags: a CSV script, constant joint rates, or --speed/--yaw-rate through
+    the vehicle's controller (a closed-loop one leaves zero rates: it runs step by step)."""
+    import numpy as np
+
+    from wmr_model.errors import ParameterError
+    from wmr_model.prediction.controllers import open_loop_rates, vehicle_controller
+
+    if args.commands:
+        rates, duration = _script_rates(args.commands, names, args.dt)
+        return rates, duration, None, None
+    ctrl = seg = None
+    steps = max(1, round(args.duration / args.dt))
+    duration = steps * args.dt
+    if args.joint_rates is not None:
+        r = _floats(args.joint_rates, "--joint-rates", len(names))
+    else:
+        # The vehicle's controller; open-loop kinds (naive: §2.5.1's flat-ground solve,
+        # differential) give the rates up front, closed-loop ones step by step (_integrate).
+        speed = 0.5 if args.speed is None else args.speed
+        seg = np.array([[speed, args.yaw_rate, duration]])
+        ctrl = vehicle_controller(model, args.controller)
+        if not ctrl.feedback:
+            r = open_loop_rates(model, ctrl, np.tile([speed, args.yaw_rate], (1, steps, 1)),
+                                args.dt)[0]
+        else:  # closed loop: rates from the state at every step
+            if args.method != "dae":
+                raise ParameterError(f"--controller: the {ctrl.kind} controller is closed "
+                                     "loop and runs with --method dae only; use "
+                                     "--controller naive for --method unconstrained")
+            r = np.zeros((steps, len(names)))
+    r = np.asarray(r, dtype=float)
+    return (r if r.ndim == 2 else np.tile(r, (steps, 1))), duration, ctrl, seg
+
+
+def _initial_state(model: Any, terrain: Any, start: list[float]):
+    """``(q0 (nq,), contact fit [m], reach [m])``: the --start pose ``(x, y, yaw_deg)`` put
+    on the terrain.
+
+    Starts 0.5 m above the terrain plus the vehicle's reach below its frames (largest wheel
+    radius, or belt depth below a track frame: tracked vehicles have no wheels), then
+    initialize_contact (2.27)-(2.32) puts the contacts on it.
+    """
+    import numpy as np
+
+    from wmr_model import kinematics as kin
+    from wmr_model.errors import ParameterError
+    from wmr_model.spatial import quat_from_euler
+
+    x0, y0, yaw_deg = start
+    q = model.neutral_state()
+    q[0:4] = quat_from_euler(0.0, 0.0, math.radians(yaw_deg))
+    q[4], q[5] = x0, y0
+    reach = float(max(model.wheel_radius.max(initial=0.0),
+                      np.abs(model.track_path[..., 2]).max(initial=0.0)))
+    q[6] = float(terrain.height(x0, y0)) + reach + 0.5
+    q0, fit = kin.initialize_contact(model, terrain, q)
+    if not (math.isfinite(fit) and fit <= reach):
+        raise ParameterError(f"{model.source}: initial contact error {fit:.3g} m exceeds the "
+                             f"reach {reach:.3g} m: the joint constraints contradict each other "
+                             "or the wheels cannot touch the terrain together")
+    return q0, fit, reach
+
+
+def _integrate(model: Any, terrain: Any, q0: Any, rates: Any, seg: Any, closed_loop: Any,
+               args: argparse.Namespace):
+    """``(trajectory, wall time [s])`` of the --method integration (the closed-loop
+    controller ``closed_loop`` steps the twist ``seg``), timed after a one-step warm-up that
+    takes numba's one-time compile / cache load."""
+    import time
+
+    from wmr_model import kinematics as kin
+    from wmr_model.prediction.controllers import predict_controlled
+
+    if args.method == "dae":
+        kin.simulate(model, terrain, q0, rates[:1], args.dt, integrator=args.integrator)
+    else:
+        kin.simulate_unconstrained(model, terrain, q0, rates[:1], args.dt)
+    t0 = time.perf_counter()
+    if closed_loop is not None:
+        pr = predict_controlled(model, terrain, q0, seg, args.dt, controller=closed_loop,
+                                integrator=args.integrator, stabilization=args.stabilization)
+        traj = kin.Trajectory(pr.dt, pr.q[0], pr.qdot[0], pr.contact_speed[0], pr.dz[0])
+    elif args.method == "dae":
+        traj = kin.simulate(model, terrain, q0, rates, args.dt, integrator=args.integrator,
+                            stabilization=args.stabilization)
+    else:
+        traj = kin.simulate_unconstrained(model, terrain, q0, rates, args.dt)
+    return traj, time.perf_counter() - t0
+
+
+def _write_trajectory(path: str, model: Any, traj: Any) -> None:
+    """The trajectory as CSV: t, position, roll/pitch/yaw, joints, contact height errors."""
+    import numpy as np
+
+    from wmr_model.io.files import atomic_output
+
+    cols = ["t", "x", "y", "z", "roll", "pitch", "yaw", *model.joint_names,
+            *[f"dz_{c}" for c in _contact_names(model)]]
+    table = np.column_stack([traj.time, traj.position, traj.euler, traj.joints, traj.dz])
+    with atomic_output(path) as tmp:
+        np.savetxt(tmp, table, delimiter=",", header=",".join(cols), comments="",
+                   fmt="%.9g")
 
 
 def _check_rates(model: Any, names: list[str], rates: Any) -> None:
