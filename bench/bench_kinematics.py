@@ -22,8 +22,17 @@ from wmr_model.experiments import kinematic as ex
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
-from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics.constraints import constraint_system
 from wmr_model.kinematics.data import KernelData
+from wmr_model.kinematics.integrate import integrate_euler
+from wmr_model.kinematics.solve import (
+    joint_space_velocity,
+    resolve_partitioned,
+    solve_partitioned,
+    solve_workspace,
+)
+from wmr_model.kinematics.wheel_collision import contact_workspace, wheel_contact
+from wmr_model.vehicles.tree import forward_kinematics
 
 
 def _fmt(v, spec=".4f"):
@@ -70,14 +79,14 @@ def zoe_table(quick: bool) -> list[dict]:
 @njit(cache=False)
 def _time_fk(m, Q, T_world):
     for s in range(Q.shape[0]):
-        K.forward_kinematics(m[0], m[1], m[2], m[3], Q[s], T_world)
+        forward_kinematics(m[0], m[1], m[2], m[3], Q[s], T_world)
 
 
 @njit(cache=False)
 def _time_contact(m, t, TW, T_contact, dz, ang, ws):
     ws[:, :] = 0.0  # a trajectory: cold first call, then warm-started
     for s in range(TW.shape[0]):
-        K.wheel_contact(m[0], m[3], m[4], m[5], t[0], t[1], t[2], TW[s], T_contact, dz, ang, ws)
+        wheel_contact(m[0], m[3], m[4], m[5], t[0], t[1], t[2], TW[s], T_contact, dz, ang, ws)
 
 
 @njit(cache=False)
@@ -87,13 +96,13 @@ def _time_constraints(m, Q, TW, TC, DZ, ANG, sigma, vc, d):
         ds = KernelData(TW[s], TC[s], DZ[s], ANG[s], d.A, d.v, d.qdot, d.contact_ws, d.solve_ws,
                         d.Ic, d.f_cg, d.c, d.v_b_slip, d.vc_slip, d.enhanced_ws, d.margin_ws,
                         d.cov_ws)
-        K.constraint_system(m, ds, Q[s], sigma, vc)
+        constraint_system(m, ds, Q[s], sigma, vc)
 
 
 @njit(cache=False)
 def _time_solve(AA, VV, known, qk, qdot, ws):
     for s in range(AA.shape[0]):
-        K.solve_partitioned(AA[s], VV[s], known, qk, qdot, ws)
+        solve_partitioned(AA[s], VV[s], known, qk, qdot, ws)
 
 
 @njit(cache=False)
@@ -101,21 +110,21 @@ def _time_solve_resolve(AA, VV, known, qk, qdot, ws):
     # the enhanced step's pair: a solve, then the same A and known set with a new right-hand
     # side (here the first solve's residual direction, any vector does)
     for s in range(AA.shape[0]):
-        K.solve_partitioned(AA[s], VV[s], known, qk, qdot, ws)
-        K.resolve_partitioned(AA[s], VV[s] * 0.5, known, qk, qdot, ws)
+        solve_partitioned(AA[s], VV[s], known, qk, qdot, ws)
+        resolve_partitioned(AA[s], VV[s] * 0.5, known, qk, qdot, ws)
 
 
 @njit(cache=False)
 def _time_euler(Q, QD, dt, qn):
     for s in range(Q.shape[0]):
-        K.integrate_euler(Q[s], QD[s], dt, qn)
+        integrate_euler(Q[s], QD[s], dt, qn)
 
 
 @njit(cache=False)
 def _time_step(m, t, Q, known, qk, sigma, vc, d):
     d.contact_ws[:, :] = 0.0
     for s in range(Q.shape[0]):
-        K.joint_space_velocity(m, t, d, Q[s], known, qk, sigma, vc, d.qdot)
+        joint_space_velocity(m, t, d, Q[s], known, qk, sigma, vc, d.qdot)
 
 
 def _best(f, *args, repeats=40):
@@ -159,8 +168,8 @@ def kernel_profile(quick: bool, dt: float = 0.04) -> dict:
             kin.joint_space_velocity(model, d, terrain, Q[s], known, qk, sigma)
             TW[s], TC[s], DZ[s], ANG[s] = d.T_world, d.T_contact, d.dz, d.contact_angle
             AA[s], VV[s], QD[s] = d.A, d.v, d.qdot
-        ws = K.contact_workspace(model.nc)
-        sws = K.solve_workspace(d.A.shape[0], known)
+        ws = contact_workspace(model.nc)
+        sws = solve_workspace(d.A.shape[0], known)
         u = np.tile(ex.straight_wheel_rates(model, 1.0), (S, 1))
         times = {
             "forward_kinematics": _best(_time_fk, m, Q, d.T_world),

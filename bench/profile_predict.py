@@ -39,13 +39,20 @@ from wmr_model.experiments import kinematic as ex
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import enhanced as E
-from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics.constraints import constraint_system, loop_closure_rows
 from wmr_model.kinematics.data import KernelData
+from wmr_model.kinematics.solve import (
+    joint_space_velocity,
+    resolve_partitioned,
+    solve_partitioned,
+    solve_workspace,
+)
 from wmr_model.kinematics.uncertainty import (
     covariance_workspace,
     error_dynamics,
     propagate_covariance,
 )
+from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH, wheel_contact
 from wmr_model.prediction.predict import predict
 from wmr_model.spatial import STANDARD_GRAVITY
 from wmr_model.terrain import surface as tr
@@ -55,6 +62,7 @@ from wmr_model.vehicles.inertia import (
     mass_com_into,
     model_frame_inertias,
 )
+from wmr_model.vehicles.tree import forward_kinematics
 
 DT = 0.04
 DURATION = 5.0
@@ -66,7 +74,7 @@ def _fk(reps, a, Q, T_world):
     for _ in range(reps):
         for n in range(Q.shape[0]):
             for t in range(Q.shape[1] - 1):
-                K.forward_kinematics(a[0], a[1], a[2], a[3], Q[n, t], T_world)
+                forward_kinematics(a[0], a[1], a[2], a[3], Q[n, t], T_world)
                 s += T_world[-1, 0, 3]
     return s
 
@@ -77,11 +85,11 @@ def _contact(reps, a, tg, Q, T_world, T_contact, dz, ang, warm):
     nw = a[4].shape[0]
     for _ in range(reps):
         for n in range(Q.shape[0]):
-            ws = np.zeros((nw if warm else 0, K.CONTACT_WS_WIDTH))
+            ws = np.zeros((nw if warm else 0, CONTACT_WS_WIDTH))
             for t in range(Q.shape[1] - 1):
-                K.forward_kinematics(a[0], a[1], a[2], a[3], Q[n, t], T_world)
-                K.wheel_contact(a[0], a[3], a[4], a[5], tg[0], tg[1], tg[2], T_world, T_contact,
-                                dz, ang, ws)
+                forward_kinematics(a[0], a[1], a[2], a[3], Q[n, t], T_world)
+                wheel_contact(a[0], a[3], a[4], a[5], tg[0], tg[1], tg[2], T_world, T_contact,
+                              dz, ang, ws)
                 s += dz[0]
     return s
 
@@ -96,7 +104,7 @@ def _constraints(reps, a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc, d):
                 dt = KernelData(T_worlds[n, t], T_contacts[n, t], dzs[n, t], angs[n, t], d.A,
                                 d.v, d.qdot, d.contact_ws, d.solve_ws, d.Ic, d.f_cg, d.c,
                                 d.v_b_slip, d.vc_slip, d.enhanced_ws, d.margin_ws, d.cov_ws)
-                K.constraint_system(a, dt, Q[n, t], sigma, vc)
+                constraint_system(a, dt, Q[n, t], sigma, vc)
                 s += d.A[0, 0]
     return s
 
@@ -107,7 +115,7 @@ def _solve(reps, As, vs, known, qcmd, qdot, ws):
     for _ in range(reps):
         for n in range(As.shape[0]):
             for t in range(As.shape[1]):
-                s += K.solve_partitioned(As[n, t], vs[n, t], known, qcmd[n, t], qdot, ws)
+                s += solve_partitioned(As[n, t], vs[n, t], known, qcmd[n, t], qdot, ws)
     return s
 
 
@@ -117,7 +125,7 @@ def _resolve(reps, As, vs, known, qcmd, qdot, ws):
     for _ in range(reps):
         for n in range(As.shape[0]):
             for t in range(As.shape[1]):
-                s += K.resolve_partitioned(As[n, t], vs[n, t], known, qcmd[n, t], qdot, ws)
+                s += resolve_partitioned(As[n, t], vs[n, t], known, qcmd[n, t], qdot, ws)
     return s
 
 
@@ -158,8 +166,8 @@ def _jsv(reps, a, tg, Q, known, qcmd, sigma, vc, d):
         for n in range(Q.shape[0]):
             d.contact_ws[:, :] = 0.0  # a new trajectory: no warm start yet
             for t in range(Q.shape[1] - 1):
-                s += K.joint_space_velocity(a, tg, d, Q[n, t], known, qcmd[n, t], sigma, vc,
-                                            d.qdot)
+                s += joint_space_velocity(a, tg, d, Q[n, t], known, qcmd[n, t], sigma, vc,
+                                          d.qdot)
     return s
 
 
@@ -283,7 +291,7 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     qcmd[:, :, 6 + m.actuated_joints] = commands
     sigma = kin.DEFAULT_STABILIZATION / DT
     vc = np.zeros((m.nc, 2))
-    mrows = 3 * m.nc + a[6].shape[0] + K.loop_closure_rows(a[8])
+    mrows = 3 * m.nc + a[6].shape[0] + loop_closure_rows(a[8])
     I_frame = model_frame_inertias(m)
     gravity = np.array([0.0, 0.0, -STANDARD_GRAVITY])
     p = np.ascontiguousarray(ex.BATCH_SLIP, dtype=float)
@@ -332,9 +340,9 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     us["constraint_system"] = _per_step(_constraints, states, a, Q, T_worlds, T_contacts, dzs,
                                         angs, sigma, vc, d.kernel)
     us["solve_partitioned"] = _per_step(_solve, states, As, vs, known, qcmd, d.qdot,
-                                        K.solve_workspace(mrows, known))
-    sws = K.solve_workspace(mrows, known)
-    K.solve_partitioned(As[0, 0], vs[0, 0], known, qcmd[0, 0], d.qdot, sws)
+                                        solve_workspace(mrows, known))
+    sws = solve_workspace(mrows, known)
+    solve_partitioned(As[0, 0], vs[0, 0], known, qcmd[0, 0], d.qdot, sws)
     us["resolve_partitioned"] = _per_step(_resolve, states, As, vs, known, qcmd, d.qdot, sws)
     kd = kin.create_data(m, known).kernel
     us["joint_space_velocity (total)"] = _per_step(_jsv, states, a, tg, Q, known, qcmd, sigma,

@@ -20,7 +20,7 @@ from wmr_model.errors import ParameterError
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import enhanced as E
-from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics.track_collision import contact_detection
 from wmr_model.kinematics.uncertainty import (
     covariance_workspace,
     error_dynamics,
@@ -30,6 +30,7 @@ from wmr_model.prediction.controllers import straight_wheel_rates
 from wmr_model.prediction.predict import TIPOVER_RISK, WHEEL_LIFTOFF, predict
 from wmr_model.terrain import surface as tr
 from wmr_model.vehicles.inertia import composite_inertias, composite_workspace, model_frame_inertias
+from wmr_model.vehicles.tree import forward_kinematics
 
 DT = 0.04
 T = 10
@@ -164,9 +165,9 @@ def _state_arrays(m, terrain, q):
     T_contact = np.empty((m.nc, 4, 4))
     dz = np.empty(m.nc)
     ang = np.empty(m.nc)
-    K.forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, T_world)
-    K.contact_detection(m.parent, m.T0, m.wheel_frame, m.wheel_radius, m.track_frame,
-                        m.track_path, *terrain.kernel_args(), T_world, T_contact, dz, ang)
+    forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, T_world)
+    contact_detection(m.parent, m.T0, m.wheel_frame, m.wheel_radius, m.track_frame,
+                      m.track_path, *terrain.kernel_args(), T_world, T_contact, dz, ang)
     return T_world, T_contact
 
 
@@ -222,7 +223,7 @@ def test_composite_inertia_matches_numpy_oracle(zoe, full):
     I_frame = model_frame_inertias(m)
     T_world = np.empty((m.nf, 4, 4))
     q = full.q[3, -1]
-    K.forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, T_world)
+    forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, T_world)
     oracle = np.zeros((6, 6))
     for i in range(m.nf):
         Tib = np.linalg.inv(T_world[0]) @ T_world[i]  # frame i in body coordinates

@@ -16,7 +16,8 @@ from wmr_model.experiments import kinematic as ex
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import enhanced as E
-from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics.solve import resolve_partitioned, solve_partitioned, solve_workspace
+from wmr_model.kinematics.wheel_collision import contact_workspace
 from wmr_model.terrain.surface import rough
 from wmr_model.vehicles.inertia import model_frame_inertias
 
@@ -40,14 +41,14 @@ def _system(seed, rank_deficient=False):
 def test_resolve_is_a_fresh_solve_exactly(seed, rank_deficient):
     A, v, known, qk, v2 = _system(seed, rank_deficient)
     nv = A.shape[1]
-    ws = K.solve_workspace(A.shape[0], known)
+    ws = solve_workspace(A.shape[0], known)
     q_ws, q_fresh, q_re, q_re_fresh = (np.empty(nv) for _ in range(4))
-    res_ws = K.solve_partitioned(A, v, known, qk, q_ws, ws)
-    res_fresh = K.solve_partitioned(A, v, known, qk, q_fresh)
+    res_ws = solve_partitioned(A, v, known, qk, q_ws, ws)
+    res_fresh = solve_partitioned(A, v, known, qk, q_fresh)
     assert np.array_equal(q_ws, q_fresh) and res_ws == res_fresh
     assert ws[4][1] == (0 if rank_deficient else 1)  # factor kept, or the SVD fallback marked
-    res_re = K.resolve_partitioned(A, v2, known, qk, q_re, ws)
-    res_re_fresh = K.solve_partitioned(A, v2, known, qk, q_re_fresh)
+    res_re = resolve_partitioned(A, v2, known, qk, q_re, ws)
+    res_re_fresh = solve_partitioned(A, v2, known, qk, q_re_fresh)
     assert np.array_equal(q_re, q_re_fresh) and res_re == res_re_fresh
     # and it is the least-squares solution of (2.37)-(2.38)
     x = np.linalg.lstsq(A[:, ~known], v2 - A[:, known] @ qk[known], rcond=1e-10)[0]
@@ -59,9 +60,9 @@ def test_workspace_for_another_known_set_is_refused():
     A, v, known, qk, _ = _system(0)
     other = known.copy()
     other[np.flatnonzero(~known)[0]] = True
-    ws = K.solve_workspace(A.shape[0], other)
+    ws = solve_workspace(A.shape[0], other)
     with pytest.raises(ValueError, match="known set"):
-        K.solve_partitioned(A, v, known, qk, np.empty(A.shape[1]), ws)
+        solve_partitioned(A, v, known, qk, np.empty(A.shape[1]), ws)
 
 
 @pytest.mark.parametrize("name", ["zoe", "absolem"])
@@ -78,14 +79,14 @@ def test_enhanced_second_solve_equals_a_fresh_solve(name):
     qk[6 + m.actuated_joints] = 2.0
     gravity = np.array([0.0, 0.0, -9.81])
     for q in tr.q[::5]:
-        kd = d.kernel._replace(contact_ws=K.contact_workspace(m.nw),
+        kd = d.kernel._replace(contact_ws=contact_workspace(m.nw),
                                enhanced_ws=E.enhanced_workspace(),
-                               solve_ws=K.solve_workspace(d.A.shape[0], known))
+                               solve_ws=solve_workspace(d.A.shape[0], known))
         E.enhanced_joint_space_velocity(
             m.kinematic_arrays(), terrain.kernel_args(), kd, q, known, qk, 12.5,
             np.zeros((m.nc, 2)), d.qdot,
             E.BodySlip(model_frame_inertias(m), gravity, ex.BATCH_SLIP, E.slip_axes_array(),
                        True))
         fresh = np.empty(m.nv)
-        K.solve_partitioned(d.A, d.v, known, qk, fresh)
+        solve_partitioned(d.A, d.v, known, qk, fresh)
         assert np.array_equal(d.qdot, fresh)

@@ -17,7 +17,6 @@ import pytest
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import enhanced as E
-from wmr_model.kinematics import kernels as K
 from wmr_model.terrain import surface as tr
 from wmr_model.vehicles.inertia import (
     body_composite_inertia,
@@ -26,6 +25,7 @@ from wmr_model.vehicles.inertia import (
     fold_spinning_leaves,
     model_frame_inertias,
 )
+from wmr_model.vehicles.tree import forward_kinematics
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +105,7 @@ def test_body_composite_equals_full_pass_and_numpy_sum(zoe, seed):
     T_world = np.empty((m.nf, 4, 4))
     for _ in range(5):
         q = _random_state(m, rng)
-        K.forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, T_world)
+        forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, T_world)
         full = composite_inertias(m.parent, I_frame, T_world, np.empty((m.nf, 6, 6))).copy()
         fast = body_composite_inertia(keep, parent_k, I_k, T_world, np.empty((nk, 4, 4)),
                                       np.empty((nk, 6, 6)), composite_workspace()).copy()

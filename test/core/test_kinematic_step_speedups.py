@@ -21,13 +21,27 @@ from wmr_model._jit import JIT_ENABLED
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
-from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics.constraints import constraint_system
+from wmr_model.kinematics.integrate import integrate_euler
+from wmr_model.kinematics.solve import solve_partitioned
+from wmr_model.kinematics.wheel_collision import (
+    CONTACT_FAN_HALF_SPAN,
+    CONTACT_FAN_POINTS,
+    WARM_CONTACT_BRACKET,
+    WARM_CONTACT_MAX_WALK,
+    _rotate_angle,
+    _sin_cos_small,
+    _write_contact_frame,
+    contact_workspace,
+    wheel_contact,
+)
 from wmr_model.prediction.controllers import straight_wheel_rates
 from wmr_model.terrain.surface import terrain_height_normal
+from wmr_model.vehicles.tree import forward_kinematics
 
 DT = 0.04
-H = K.WARM_CONTACT_BRACKET
-FAN_STEP = K.CONTACT_FAN_HALF_SPAN / (K.CONTACT_FAN_POINTS // 2)
+H = WARM_CONTACT_BRACKET
+FAN_STEP = CONTACT_FAN_HALF_SPAN / (CONTACT_FAN_POINTS // 2)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +82,7 @@ def _oracle_wheel(targs, Tw, R, d_prev, fan_centre):
     if fan_centre is not None and np.sum((Tw[:3, 3] - fan_centre) ** 2) <= R * R:
         d = d_prev
         em, e0, ep = (_height_error(targs, Tw, R, d + k * H) for k in (-1, 0, 1))
-        for _ in range(K.WARM_CONTACT_MAX_WALK):
+        for _ in range(WARM_CONTACT_MAX_WALK):
             if em[0] < e0[0] and em[0] <= ep[0]:
                 d -= H
                 ep, e0, em = e0, em, _height_error(targs, Tw, R, d - H)
@@ -83,9 +97,9 @@ def _oracle_wheel(targs, Tw, R, d_prev, fan_centre):
     _, *n0 = terrain_height_normal(*targs, Tw[0, 3], Tw[1, 3])
     u = np.array(n0) - np.dot(n0, Tw[:3, 1]) * Tw[:3, 1]
     d0 = math.atan2(u @ Tw[:3, 0], u @ Tw[:3, 2])
-    half = K.CONTACT_FAN_POINTS // 2
+    half = CONTACT_FAN_POINTS // 2
     f = [_height_error(targs, Tw, R, d0 + (j - half) * FAN_STEP)[0]
-         for j in range(K.CONTACT_FAN_POINTS)]
+         for j in range(CONTACT_FAN_POINTS)]
     best = int(np.argmin(f))
     d = d0 + (best - half) * FAN_STEP
     if 0 < best < len(f) - 1:
@@ -113,7 +127,7 @@ class OracleCollision:
                 self.centre[k] = Tw[:3, 3].copy()
             self.angle[k] = d
             dz[k] = f
-            K._write_contact_frame(T_contact[k], *Tw[:3, 1], *Tw[:3, 0], *n, *r)
+            _write_contact_frame(T_contact[k], *Tw[:3, 1], *Tw[:3, 0], *n, *r)
 
 
 def _oracle_run(m, terrain, q0, steps):
@@ -128,13 +142,13 @@ def _oracle_run(m, terrain, q0, steps):
     qs, dzs = [q.copy()], []
     kd = d.kernel._replace(contact_angle=coll.angle)  # the oracle's contact angles
     for _ in range(steps):
-        K.forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, d.T_world)
+        forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, d.T_world)
         coll(targs, d.T_world, d.T_contact, d.dz)
         dzs.append(d.dz.copy())
-        K.constraint_system(m.kinematic_arrays(), kd, q, 0.5 / DT, np.zeros((m.nc, 2)))
-        K.solve_partitioned(d.A, d.v, known, qk, d.qdot)
+        constraint_system(m.kinematic_arrays(), kd, q, 0.5 / DT, np.zeros((m.nc, 2)))
+        solve_partitioned(d.A, d.v, known, qk, d.qdot)
         qn = np.empty(m.nq)
-        K.integrate_euler(q, d.qdot, DT, qn)
+        integrate_euler(q, d.qdot, DT, qn)
         q = qn
         qs.append(q.copy())
     return np.array(qs), np.array(dzs)
@@ -147,19 +161,19 @@ def test_warm_collision_matches_exact_trig_oracle_state_by_state(zoe, terrains):
     traj = kin.simulate(m, terrain, q0, np.tile(straight_wheel_rates(m, 1.0), (150, 1)), DT)
     targs = terrain.kernel_args()
     d = kin.create_data(m)
-    ws = K.contact_workspace(m.nw)
+    ws = contact_workspace(m.nw)
     coll = OracleCollision(m)
     T_contact = np.empty_like(d.T_contact)
     dz = np.empty(m.nw)
     warm_steps = 0
     for q in traj.q:
         # both searches start from the kernel's previous angles and last fan centres
-        K.forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, d.T_world)
+        forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, d.T_world)
         coll.angle[:] = d.contact_angle
         coll.centre = [ws[k, 1:4].copy() if ws[k, 0] > 0 else None for k in range(m.nw)]
         fan_before = ws[:, 1:4].copy()
-        K.wheel_contact(m.parent, m.T0, m.wheel_frame, m.wheel_radius, *targs, d.T_world,
-                        d.T_contact, d.dz, d.contact_angle, ws)
+        wheel_contact(m.parent, m.T0, m.wheel_frame, m.wheel_radius, *targs, d.T_world,
+                      d.T_contact, d.dz, d.contact_angle, ws)
         warm_steps += int(np.sum(np.all(ws[:, 1:4] == fan_before, axis=1)))
         coll(targs, d.T_world, T_contact, dz)
         np.testing.assert_allclose(d.dz, dz, rtol=0, atol=1e-6)
@@ -186,7 +200,7 @@ def test_zoe_benchmark_runs_match_exact_trig_oracle(zoe, terrains):
 def test_small_angle_sin_cos_matches_libm():
     x = np.linspace(-0.1, 0.1, 4001)  # the search uses |x| <= WARM_CONTACT_BRACKET
     assert H < 0.1
-    sc = np.array([K._sin_cos_small(float(v)) for v in x])
+    sc = np.array([_sin_cos_small(float(v)) for v in x])
     np.testing.assert_allclose(sc[:, 0], np.sin(x), rtol=0, atol=3e-17)  # ~2 ulp of 0.1
     np.testing.assert_allclose(sc[:, 1], np.cos(x), rtol=0, atol=3e-16)  # ~2 ulp of 1
 
@@ -194,7 +208,7 @@ def test_small_angle_sin_cos_matches_libm():
 def test_rotate_angle_is_the_angle_sum():
     rng = np.random.default_rng(3)
     for d, e in rng.uniform(-4.0, 4.0, (200, 2)):
-        s, c = K._rotate_angle(math.sin(d), math.cos(d), math.sin(e), math.cos(e))
+        s, c = _rotate_angle(math.sin(d), math.cos(d), math.sin(e), math.cos(e))
         assert abs(s - math.sin(d + e)) < 1e-15 and abs(c - math.cos(d + e)) < 1e-15
 
 
@@ -210,7 +224,7 @@ def test_solve_partitioned_matches_lstsq(seed):
     known[rng.choice(nv, 4, replace=False)] = True
     qk = rng.normal(size=nv)
     qdot = np.empty(nv)
-    res = K.solve_partitioned(A, v, known, qk, qdot)
+    res = solve_partitioned(A, v, known, qk, qdot)
     x = np.linalg.lstsq(A[:, ~known], v - A[:, known] @ qk[known], rcond=None)[0]
     np.testing.assert_allclose(qdot[~known], x, rtol=0, atol=1e-10)
     np.testing.assert_array_equal(qdot[known], qk[known])
@@ -238,11 +252,11 @@ def test_step_kernels_do_not_allocate(zoe, terrains):
     def step(reps, args, targs, q, sigma, vc, d, qn, ws):
         parent, jtype, axis, T0, wf, wr = args[0], args[1], args[2], args[3], args[4], args[5]
         for _ in range(reps):
-            K.forward_kinematics(parent, jtype, axis, T0, q, d.T_world)
-            K.wheel_contact(parent, T0, wf, wr, targs[0], targs[1], targs[2], d.T_world,
-                            d.T_contact, d.dz, d.contact_angle, ws)
-            K.constraint_system(args, d, q, sigma, vc)
-            K.integrate_euler(q, d.qdot, 0.04, qn)
+            forward_kinematics(parent, jtype, axis, T0, q, d.T_world)
+            wheel_contact(parent, T0, wf, wr, targs[0], targs[1], targs[2], d.T_world,
+                          d.T_contact, d.dz, d.contact_angle, ws)
+            constraint_system(args, d, q, sigma, vc)
+            integrate_euler(q, d.qdot, 0.04, qn)
 
     m = zoe
     terrain = terrains[0]
@@ -250,7 +264,7 @@ def test_step_kernels_do_not_allocate(zoe, terrains):
     d = kin.create_data(m)
     run = (m.kinematic_arrays(), terrain.kernel_args(), q0, 12.5, np.zeros((m.nc, 2)),
            d.kernel, np.empty(m.nq),
-           K.contact_workspace(m.nw))
+           contact_workspace(m.nw))
     step(1, *run)
     a0 = count()
     step(1, *run)

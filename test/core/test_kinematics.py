@@ -60,7 +60,7 @@ def test_wheel_jacobian_matches_finite_difference(seed):
     kin.wheel_contact(m, data, terrain)
     A, _ = kin.constraint_system(m, data, q, 0.0)
     qdot = rng.normal(size=m.nv)
-    from wmr_model.kinematics.kernels import integrate_euler
+    from wmr_model.kinematics.integrate import integrate_euler
 
     Tw0 = data.T_world.copy()
     Tc0 = data.T_contact.copy()

@@ -16,12 +16,13 @@ from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
-from wmr_model.kinematics import kernels as K
 from wmr_model.kinematics import loops as L
+from wmr_model.kinematics.wheel_collision import contact_workspace, wheel_contact
 from wmr_model.prediction.controllers import straight_wheel_rates
 from wmr_model.prediction.predict import predict
 from wmr_model.spatial import quats_to_euler
 from wmr_model.terrain import surface as tr
+from wmr_model.vehicles.tree import forward_kinematics
 
 DT = 0.04
 STEPS = 100  # 4 s at 1 m/s
@@ -64,12 +65,12 @@ def test_warm_collision_matches_cold_state_by_state(zoe, rough):
     T_world = np.empty((m.nf, 4, 4))
     warm = (np.empty((m.nw, 4, 4)), np.empty(m.nw), np.zeros(m.nw))
     cold = (np.empty((m.nw, 4, 4)), np.empty(m.nw), np.zeros(m.nw))
-    ws = K.contact_workspace(m.nw)
+    ws = contact_workspace(m.nw)
     ddz, dang = [], []
     for qt in q:
-        K.forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, qt, T_world)
-        K.wheel_contact(*args, T_world, *warm, ws)
-        K.wheel_contact(*args, T_world, *cold)
+        forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, qt, T_world)
+        wheel_contact(*args, T_world, *warm, ws)
+        wheel_contact(*args, T_world, *cold)
         ddz.append(warm[1] - cold[1])
         dang.append(warm[2] - cold[2])
     ddz, dang = np.array(ddz), np.array(dang)

@@ -11,7 +11,7 @@
 import numpy as np
 import pytest
 
-from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics.solve import resolve_partitioned, solve_partitioned, solve_workspace
 from wmr_model.kinematics.uncertainty import (
     covariance_workspace,
     error_dynamics,
@@ -71,11 +71,11 @@ def test_solve_without_residual_gives_the_same_velocity(seed):
     v1, v2 = rng.normal(size=m), rng.normal(size=m)
     out = []
     for residual in (True, False):
-        ws = K.solve_workspace(m, known, residual)
+        ws = solve_workspace(m, known, residual)
         qdot = np.zeros(nv)
-        r1 = K.solve_partitioned(A, v1, known, qk, qdot, ws)
+        r1 = solve_partitioned(A, v1, known, qk, qdot, ws)
         q1 = qdot.copy()
-        r2 = K.resolve_partitioned(A, v2, known, qk, qdot, ws)
+        r2 = resolve_partitioned(A, v2, known, qk, qdot, ws)
         out.append((r1, q1, r2, qdot.copy(), np.tril(ws[2])))  # the factor: lower triangle
     (r1, q1, r2, q2, N), (s1, p1, s2, p2, M) = out
     assert np.array_equal(q1, p1) and np.array_equal(q2, p2) and np.array_equal(N, M)

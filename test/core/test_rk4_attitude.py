@@ -15,7 +15,7 @@ import pytest
 
 from wmr_model import kinematics as kin
 from wmr_model.io.vehicles import load_vehicle
-from wmr_model.kinematics.kernels import rescale_quaternion
+from wmr_model.kinematics.integrate import rescale_quaternion
 from wmr_model.spatial import quat_normalize
 from wmr_model.terrain.surface import flat
 

@@ -10,8 +10,10 @@ from wmr_model.errors import ModelError
 from wmr_model.experiments import tracks as ext
 from wmr_model.io.urdf import load_urdf
 from wmr_model.io.vehicles import list_vehicles, load_vehicle, vehicle_files
-from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics.constraints import track_point_jacobian
 from wmr_model.kinematics.describe import describe
+from wmr_model.kinematics.integrate import integrate_euler
+from wmr_model.kinematics.track_collision import _patch_height_error, track_activation
 from wmr_model.prediction.predict import predict
 from wmr_model.spatial import quat_to_rot, rot_to_euler
 from wmr_model.terrain.surface import flat, rough
@@ -80,7 +82,7 @@ def test_belt_geometry_closed_form():
 def test_activation_is_c1_and_bounded():
     act = np.array([0.005, 0.02, 0.02])
     dzs = np.linspace(-0.01, 0.03, 4001)
-    w = np.array([K.track_activation(d, act) for d in dzs])
+    w = np.array([track_activation(d, act) for d in dzs])
     assert w[0] == 1.0 and w[-1] == 0.0 and np.all(np.diff(w) <= 1e-15)
     assert np.abs(np.diff(w)).max() < 2 * 1.5 / 0.015 * (dzs[1] - dzs[0])
 
@@ -99,8 +101,8 @@ def test_track_jacobian_matches_finite_differences(absolem):
     k = 30  # a lower-run patch of the right track
     blk = np.empty((3, m.nv))
     belt = np.empty(3)
-    K.track_point_jacobian(m.parent, m.joint_type, m.axis, m.track_frame, m.track_drive,
-                           m.track_path, d.T_world, d.T_contact, d.contact_angle, 0, k, belt, blk)
+    track_point_jacobian(m.parent, m.joint_type, m.axis, m.track_frame, m.track_drive,
+                         m.track_path, d.T_world, d.T_contact, d.contact_angle, 0, k, belt, blk)
     Rc = d.T_contact[k, :3, :3]
     u = d.contact_angle[k]
     j = int(np.floor(u))
@@ -117,7 +119,7 @@ def test_track_jacobian_matches_finite_differences(absolem):
         qd = np.zeros(m.nv)
         qd[col] = 1.0
         qp = np.empty(m.nq)
-        K.integrate_euler(q, qd, h, qp)
+        integrate_euler(q, qd, h, qp)
         fd = Rc.T @ (point(qp) - point(q)) / h
         expect = blk[:, col] - (belt if col == 5 + m.track_drive[k] else 0.0)
         np.testing.assert_allclose(expect, fd, atol=2e-6)
@@ -213,12 +215,12 @@ def test_edge_height_error_measures_the_tread_above_a_nosing():
     top = ext.STAIR_STEPS * ext.STAIR_RISE
     pl = np.zeros(6)
     pl[[0, 2]] = 0.304, top + 0.05
-    dz, rx, _, rz, nx, _, nz = K._patch_height_error(tk, tp, tg, np.eye(4), pl)
+    dz, rx, _, rz, nx, _, nz = _patch_height_error(tk, tp, tg, np.eye(4), pl)
     assert dz == pytest.approx(0.05, abs=1e-12) and (nx, nz) == (0.0, 1.0)
     assert (rx, rz) == (0.304, top + 0.05)
     # on the flat tread itself the correction changes nothing
     pl[[0, 2]] = 0.1, top + 0.02
-    assert K._patch_height_error(tk, tp, tg, np.eye(4), pl)[0] == pytest.approx(0.02, abs=1e-12)
+    assert _patch_height_error(tk, tp, tg, np.eye(4), pl)[0] == pytest.approx(0.02, abs=1e-12)
 
 
 def test_patch_contact_normal_is_the_belt_normal(absolem):

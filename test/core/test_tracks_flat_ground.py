@@ -20,8 +20,8 @@ import pytest
 from wmr_model import kinematics as kin
 from wmr_model.experiments import tracks as ext
 from wmr_model.io.vehicles import load_vehicle
-from wmr_model.kinematics import kernels as K
 from wmr_model.kinematics.api import DEFAULT_STABILIZATION
+from wmr_model.kinematics.constraints import track_point_jacobian
 from wmr_model.spatial import quat_to_rot
 from wmr_model.terrain.surface import flat, inclined_plane
 
@@ -121,9 +121,9 @@ def test_arc_patch_takes_the_lower_run_contact_axes(absolem, on_flat):
     belt = np.empty(3)
     for c in hover:
         np.testing.assert_allclose(d.T_contact[c, :3, 2], [0.0, 0.0, 1.0], atol=1e-9)
-        K.track_point_jacobian(absolem.parent, absolem.joint_type, absolem.axis,
-                               absolem.track_frame, absolem.track_drive, absolem.track_path,
-                               d.T_world, d.T_contact, d.contact_angle, 0, c, belt, blk)
+        track_point_jacobian(absolem.parent, absolem.joint_type, absolem.axis,
+                             absolem.track_frame, absolem.track_drive, absolem.track_path,
+                             d.T_world, d.T_contact, d.contact_angle, 0, c, belt, blk)
         np.testing.assert_allclose(belt, [-0.09, 0.0, 0.0], atol=1e-12)
 
 

@@ -14,7 +14,7 @@ from scipy import stats
 from wmr_model import kinematics as kin
 from wmr_model import parameters
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.kinematics.kernels import integrate_euler
+from wmr_model.kinematics.integrate import integrate_euler
 from wmr_model.kinematics.uncertainty import (
     cholesky_from_qprime,
     error_dynamics,

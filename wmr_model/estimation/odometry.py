@@ -79,13 +79,14 @@ from wmr_model.estimation.streams import (
     wheel_rate_problem,
 )
 from wmr_model.kinematics import api as kin
-from wmr_model.kinematics import kernels as K
 from wmr_model.kinematics.enhanced import (
     BodySlip,
     enhanced_joint_space_velocity,
     enhanced_workspace,
     slip_axes_array,
 )
+from wmr_model.kinematics.integrate import integrate_euler
+from wmr_model.kinematics.solve import joint_space_velocity, solve_workspace
 from wmr_model.kinematics.uncertainty import (
     TWIST_COMPONENTS,
     check_covariance,
@@ -741,7 +742,7 @@ class Odometry3D:
         m, t = model.kinematic_arrays(), self.terrain.kernel_args()
         vc = np.zeros((model.nc, 2))
         # fresh solve scratch for this step's known set (with or without the gyro)
-        d = data.kernel._replace(solve_ws=K.solve_workspace(data.A.shape[0], known))
+        d = data.kernel._replace(solve_ws=solve_workspace(data.A.shape[0], known))
         if self.fidelity == "enhanced":
             d = d._replace(enhanced_ws=enhanced_workspace())
             res = enhanced_joint_space_velocity(
@@ -749,14 +750,14 @@ class Odometry3D:
                 BodySlip(self._I_frame, np.array([0.0, 0.0, -STANDARD_GRAVITY]), self.slip,
                          self.slip_axes, True))
         else:
-            res = K.joint_space_velocity(m, t, d, q, known, qk, sigma, vc, d.qdot)
+            res = joint_space_velocity(m, t, d, q, known, qk, sigma, vc, d.qdot)
         self.diagnostics.max_residual = max(self.diagnostics.max_residual, float(res))
         qdot = data.qdot
         # covariance first: F and G at the start of the step (3.22)-(3.24)
         propagate_pose_covariance(self.P, quat_to_rot(q[0:4]), np.ascontiguousarray(qdot[3:6]),
                                   self.Qprime, dt, self.P, self._cov_ws)
         q_next = np.empty(model.nq)
-        K.integrate_euler(q, qdot, dt, q_next)
+        integrate_euler(q, qdot, dt, q_next)
         # measured positions of non-wheel joints (steering, suspension) replace integrated ones
         if pos.size:
             for i, n in enumerate(names):

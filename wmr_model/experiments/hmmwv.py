@@ -41,13 +41,14 @@ from wmr_model.contact.models import contact_setup
 from wmr_model.dynamics.simulate import simulate_dynamics
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import initialize_contact
+from wmr_model.kinematics.constraints import project_loop_closures
 from wmr_model.kinematics.describe import holonomic_jacobian
-from wmr_model.kinematics.kernels import forward_kinematics, project_loop_closures
 from wmr_model.prediction.predict import dynamic_stability_margin
 from wmr_model.spatial import STANDARD_GRAVITY, quat_to_rot, quats_to_euler
 from wmr_model.terrain.surface import Terrain, flat, rough
 from wmr_model.vehicles.inertia import composite_inertias, inertia_mass_com, model_frame_inertias
 from wmr_model.vehicles.model import VehicleModel
+from wmr_model.vehicles.tree import forward_kinematics
 
 __all__ = [
     "CORNERS",
@@ -128,7 +129,7 @@ def steering_map(model: VehicleModel, rack: np.ndarray) -> np.ndarray:
 
     The closed linkage solved at design ride height (suspension joints at zero): the rack is
     set and the loop closures are solved for the knuckle angles by
-    :func:`~wmr_model.kinematics.kernels.project_loop_closures` (continuation along ``rack``,
+    :func:`~wmr_model.kinematics.constraints.project_loop_closures` (continuation along ``rack``,
     which should start near 0). Positive angles turn the wheel left (about +z).
     """
     rack = np.asarray(rack, dtype=float)

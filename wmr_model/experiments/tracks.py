@@ -136,7 +136,7 @@ def body_from_track_speeds(model: VehicleModel, flippers: tuple[float, ...],
     belt speeds, probed at 0.1 m/s), from the
     settled state the scenarios start from (:func:`settle`) and with their Baumgarte gain (it
     decides which hovering end-arc patches are released,
-    :func:`wmr_model.kinematics.kernels.release_track_adhesion`): the least-squares skid-steer
+    :func:`wmr_model.kinematics.solve.release_track_adhesion`): the least-squares skid-steer
     solution, whose effective track width exceeds the geometric one.
     """
     terrain = flat() if terrain is None else terrain

@@ -19,11 +19,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics import constraints, solve
 from wmr_model.kinematics import loops as L
+from wmr_model.kinematics.constraints import project_loop_closures
 from wmr_model.kinematics.data import KernelData, kernel_data
+from wmr_model.kinematics.initialize import initialize_terrain_contact
+from wmr_model.kinematics.solve import solve_workspace
+from wmr_model.kinematics.track_collision import contact_detection
+from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH
 from wmr_model.spatial import quats_to_euler
 from wmr_model.terrain.surface import Terrain, flat
+from wmr_model.vehicles import tree
 from wmr_model.vehicles.model import REVOLUTE, VehicleModel
 
 __all__ = [
@@ -69,12 +75,12 @@ class KinematicsData:
             transforms (Algorithm 1); ``T_contact`` (nc, 4, 4) contact frames (Figure 2.3);
             ``dz`` (nc,) contact height errors Δz [m] (2.8); ``contact_angle`` (nc,) contact
             angles δ [rad] (2.9), for a track patch its fractional sub-point coordinate
-            (:func:`wmr_model.kinematics.kernels.track_contact`); ``A`` (3 nc + nhc, nv)
+            (:func:`wmr_model.kinematics.track_collision.track_contact`); ``A`` (3 nc + nhc, nv)
             stacked constraint matrix (2.34), nhc = ncj + nlr holonomic rows; ``v``
             (3 nc + nhc,) right-hand side (2.34)-(2.36); ``qdot`` (nv,) joint-space velocity;
             ``contact_ws`` (nw, CONTACT_WS_WIDTH) the collision warm-start state carried from
             one :func:`joint_space_velocity` call to the next (previous contact angles are in
-            ``contact_angle``; :func:`wmr_model.kinematics.kernels.wheel_contact`).
+            ``contact_angle``; :func:`wmr_model.kinematics.wheel_collision.wheel_contact`).
         residual: |A qdot - v| of the last solve.
     """
 
@@ -111,7 +117,7 @@ def create_data(model: VehicleModel, known: np.ndarray | None = None, *,
 
 
 #: Collision workspace with no rows: a cold fan search every call.
-_COLD_CONTACT = np.zeros((0, K.CONTACT_WS_WIDTH))
+_COLD_CONTACT = np.zeros((0, CONTACT_WS_WIDTH))
 
 
 def _state(model: VehicleModel, q: np.ndarray, name: str = "q") -> np.ndarray:
@@ -136,19 +142,19 @@ def _sigma(stabilization: float, dt: float) -> float:
 def forward_kinematics(model: VehicleModel, data: KinematicsData, q: np.ndarray) -> np.ndarray:
     """Algorithm 1: write and return ``data.T_world`` (nf, 4, 4) for state ``q`` (nq,)."""
     q = _state(model, q)
-    K.forward_kinematics(model.parent, model.joint_type, model.axis, model.T0, q, data.T_world)
+    tree.forward_kinematics(model.parent, model.joint_type, model.axis, model.T0, q, data.T_world)
     return data.T_world
 
 
 def wheel_contact(model: VehicleModel, data: KinematicsData, terrain: Terrain) -> np.ndarray:
     """Collision detection (2.8)-(2.9) from ``data.T_world``; writes contact frames, returns Δz.
 
-    Covers every contact: wheels, then track patches (:func:`K.contact_detection`).
+    Covers every contact: wheels, then track patches (:func:`contact_detection`).
     """
     tk, tp, tg = terrain.kernel_args()
-    K.contact_detection(model.parent, model.T0, model.wheel_frame, model.wheel_radius,
-                        model.track_frame, model.track_path, tk, tp, tg, data.T_world,
-                        data.T_contact, data.dz, data.contact_angle)
+    contact_detection(model.parent, model.T0, model.wheel_frame, model.wheel_radius,
+                      model.track_frame, model.track_path, tk, tp, tg, data.T_world,
+                      data.T_contact, data.dz, data.contact_angle)
     return data.dz
 
 
@@ -161,7 +167,7 @@ def constraint_system(model: VehicleModel, data: KinematicsData, q: np.ndarray, 
     """
     q = _state(model, q)
     vc = np.zeros((model.nc, 2)) if vc_xy is None else _array(vc_xy, (model.nc, 2), "vc_xy")
-    K.constraint_system(model.kinematic_arrays(), data.kernel, q, float(sigma), vc)
+    constraints.constraint_system(model.kinematic_arrays(), data.kernel, q, float(sigma), vc)
     return data.A, data.v
 
 
@@ -192,9 +198,9 @@ def joint_space_velocity(model: VehicleModel, data: KinematicsData, terrain: Ter
     vc = np.zeros((model.nc, 2)) if vc_xy is None else _array(vc_xy, (model.nc, 2), "vc_xy")
     d = data.kernel
     d = d._replace(contact_ws=d.contact_ws if warm_start else _COLD_CONTACT,
-                   solve_ws=K.solve_workspace(d.A.shape[0], known))
-    data.residual = K.joint_space_velocity(model.kinematic_arrays(), terrain.kernel_args(), d,
-                                           q, known, qk, float(sigma), vc, d.qdot)
+                   solve_ws=solve_workspace(d.A.shape[0], known))
+    data.residual = solve.joint_space_velocity(model.kinematic_arrays(), terrain.kernel_args(),
+                                               d, q, known, qk, float(sigma), vc, d.qdot)
     return data.qdot
 
 
@@ -269,17 +275,17 @@ def initialize_contact(model: VehicleModel, terrain: Terrain, q: np.ndarray | No
     Returns:
         ``(q, rms)``: the fitted state (nq,) and sqrt of the final objective L (2.28) [m].
         With loop closures the free joints are then projected onto the closures
-        (:func:`K.project_loop_closures`), so they hold exactly; ``rms`` is the fit's.
+        (:func:`project_loop_closures`), so they hold exactly; ``rms`` is the fit's.
     """
     q0 = model.neutral_state() if q is None else _state(model, q)
     free = initialization_free(model) if free is None else _array(free, (model.nv,), "free", bool)
     data = create_data(model)
     q_out = np.empty(model.nq)
-    err = K.initialize_terrain_contact(model.kinematic_arrays(), terrain.kernel_args(),
-                                       data.kernel, q0, free, int(max_iter), float(tol), q_out)
+    err = initialize_terrain_contact(model.kinematic_arrays(), terrain.kernel_args(),
+                                     data.kernel, q0, free, int(max_iter), float(tol), q_out)
     if model.nlc:  # closures exact (the fit trades them against contact on uneven ground)
-        K.project_loop_closures(model.parent, model.joint_type, model.axis, model.T0,
-                                model.loop_closure, free, q_out, data.T_world)
+        project_loop_closures(model.parent, model.joint_type, model.axis, model.T0,
+                              model.loop_closure, free, q_out, data.T_world)
     return q_out, float(err)
 
 

@@ -18,8 +18,10 @@ import numpy as np
 
 import wmr_model.kinematics.enhanced as E
 from wmr_model._jit import njit
-from wmr_model.kinematics.kernels import CONTACT_WS_WIDTH, loop_closure_rows, solve_workspace
+from wmr_model.kinematics.constraints import loop_closure_rows
+from wmr_model.kinematics.solve import solve_workspace
 from wmr_model.kinematics.uncertainty import covariance_workspace
+from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH
 
 __all__ = ["KernelData", "kernel_data", "constraint_rows"]
 
@@ -27,7 +29,7 @@ __all__ = ["KernelData", "kernel_data", "constraint_rows"]
 class KernelData(NamedTuple):
     """Workspace of one trajectory (or one state) of the compiled kinematics.
 
-    Fields written by :func:`wmr_model.kinematics.kernels.joint_space_velocity`:
+    Fields written by :func:`wmr_model.kinematics.solve.joint_space_velocity`:
     ``T_world`` (nf, 4, 4) frame-to-world transforms (Algorithm 1); ``T_contact`` (nc, 4, 4)
     contact frames (Figure 2.3); ``dz`` (nc,) contact height errors [m] (2.8);
     ``contact_angle`` (nc,) contact angles [rad] (2.9), for a track patch its fractional
@@ -37,7 +39,7 @@ class KernelData(NamedTuple):
 
     Scratch carried from step to step: ``contact_ws`` (nw or 0, CONTACT_WS_WIDTH) collision
     warm start (zero rows: cold search every call); ``solve_ws`` the scratch and kept factor of
-    the velocity solve (:func:`wmr_model.kinematics.kernels.solve_workspace`, for one known set).
+    the velocity solve (:func:`wmr_model.kinematics.solve.solve_workspace`, for one known set).
 
     Enhanced kinematics and stability (:mod:`wmr_model.kinematics.enhanced`): ``Ic``
     (nf, 6, 6) composite inertias; ``f_cg`` (6,) force at the cg (2.47); ``c`` (3,) cg in body

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wmr_model.kinematics.kernels import forward_kinematics, holonomic_constraints
+from wmr_model.kinematics.constraints import holonomic_constraints
 from wmr_model.vehicles.model import (
     FREE,
     LOOP_DISTANCE,
@@ -17,6 +17,7 @@ from wmr_model.vehicles.model import (
     REVOLUTE,
     VehicleModel,
 )
+from wmr_model.vehicles.tree import forward_kinematics
 
 __all__ = ["holonomic_jacobian", "independent_dof", "describe"]
 
@@ -26,7 +27,7 @@ def holonomic_jacobian(model: VehicleModel,
     """Holonomic constraint residual c (nhc,) and Jacobian dc/dqdot' (nhc, nv) at ``q``.
 
     Joint constraint rows (2.25) first, then loop-closure rows; ``q`` (nq,) defaults to the
-    neutral state. See :func:`.kernels.holonomic_constraints`.
+    neutral state. See :func:`.constraints.holonomic_constraints`.
     """
     q = model.neutral_state() if q is None else np.ascontiguousarray(q, dtype=float)
     T_world = np.empty((model.nf, 4, 4))

@@ -56,11 +56,8 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.kinematics.kernels import (
-    joint_space_velocity,
-    resolve_partitioned,
-    track_activation,
-)
+from wmr_model.kinematics.solve import joint_space_velocity, resolve_partitioned
+from wmr_model.kinematics.track_collision import track_activation
 from wmr_model.vehicles.inertia import (
     body_composite_inertia,
     composite_inertias,
@@ -337,7 +334,7 @@ def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, q
     """Joint-space velocity with body-level slip, (2.44)-(2.52) then (2.38).
 
     1. least-squares (no added slip) solve of (2.37)-(2.38) with the given ``vc_xy`` (nc, 2)
-       (:func:`wmr_model.kinematics.kernels.joint_space_velocity`, model ``m``, terrain
+       (:func:`wmr_model.kinematics.solve.joint_space_velocity`, model ``m``, terrain
        ``t``, workspace ``d`` (:class:`wmr_model.kinematics.data.KernelData`), ``qdot``
        (nv,) written);
     2. composite inertia (Algorithm 3 backward pass), cg ``d.c`` (3,), body force (2.44) and
@@ -347,7 +344,7 @@ def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, q
        ``d.v_b_slip`` (6,), wheel slip (2.52) added to ``vc_xy`` into ``d.vc_slip`` (nc, 2),
        and the same constraint matrix ``A`` solved again with the new right-hand side (2.38),
        reusing the first solve's index set and Cholesky factor
-       (:func:`wmr_model.kinematics.kernels.resolve_partitioned`).
+       (:func:`wmr_model.kinematics.solve.resolve_partitioned`).
 
     ``s``: :class:`BodySlip` (inertias, gravity, slip parameters and axes, the enhanced
     switch). ``d.enhanced_ws`` from :func:`enhanced_workspace` (then ``d.Ic`` (nf, 6, 6) is

@@ -1,8 +1,9 @@
 """Compiled simulation loops: kinematic prediction (§2.2.6) and the unconstrained baseline (§2.5.1).
 
 Each loop runs a whole trajectory inside numba; the batch versions run N trajectories over both
-cores (``prange``). They compose the per-step kernels of :mod:`.kernels`, the enhanced-kinematics
-kernels of :mod:`wmr_model.kinematics.enhanced` and the covariance step of
+cores (``prange``). They compose the per-step kernels of the stage modules (:mod:`.solve`,
+:mod:`.integrate`, :mod:`.initialize`, ...), the enhanced-kinematics kernels of
+:mod:`wmr_model.kinematics.enhanced` and the covariance step of
 :mod:`wmr_model.kinematics.uncertainty`, and contain no physics of their own.
 :func:`predict_trajectory` is the one prediction loop; a kinematic simulation is it with the
 enhanced, stability and covariance options off (:func:`simulation_options`).
@@ -30,17 +31,16 @@ import numpy as np
 # time.
 import wmr_model.kinematics.enhanced as E
 from wmr_model._jit import njit, prange
+from wmr_model.kinematics.constraints import contact_velocity_norms, project_loop_closures
 from wmr_model.kinematics.data import kernel_data
-from wmr_model.kinematics.kernels import (
-    contact_velocity_norms,
-    initialize_terrain_contact,
+from wmr_model.kinematics.initialize import initialize_terrain_contact
+from wmr_model.kinematics.integrate import (
     integrate_euler,
-    joint_space_velocity,
     normalize_state,
-    project_loop_closures,
     rescale_quaternion,
     state_derivative,
 )
+from wmr_model.kinematics.solve import joint_space_velocity
 from wmr_model.kinematics.uncertainty import propagate_pose_covariance
 from wmr_model.spatial import euler_from_quat, quat_from_euler, quat_mul, quat_to_rot
 
@@ -62,8 +62,8 @@ class PredictOptions(NamedTuple):
     ``assess`` (implied by ``enhanced``): the cg force and stability margin; ``propagate``:
     pose covariance (3.22)-(3.24) with spectral density ``Qprime`` (6, 6); ``warm_contact``:
     warm-start collision detection from the previous step's contact angles
-    (:func:`wmr_model.kinematics.kernels.wheel_contact`; False runs the cold fan search every
-    call, the reference for tests); ``every`` output stride k >= 1; ``tipover_margin`` [m] and
+    (:func:`wmr_model.kinematics.wheel_collision.wheel_contact`; False runs the cold fan search
+    every call, the reference for tests); ``every`` output stride k >= 1; ``tipover_margin`` [m] and
     ``liftoff_threshold`` [m] of the state flags; ``I_frame`` (nf, 6, 6) per-frame spatial
     inertias, ``gravity`` (3,) world gravity [m/s^2], ``slip_axes`` (4, 3) (enhanced
     kinematics, :mod:`wmr_model.kinematics.enhanced`).
@@ -255,7 +255,7 @@ def predict_trajectory(m, t, d, o, x, y):
 @njit
 def _stage_state(q, k, h, qs):
     """RK4 stage state ``qs = q + h k`` with its quaternion rescaled to unit length, keeping
-    its sign (:func:`wmr_model.kinematics.kernels.rescale_quaternion`)."""
+    its sign (:func:`wmr_model.kinematics.integrate.rescale_quaternion`)."""
     qs[:] = q + h * k
     rescale_quaternion(qs)
 

@@ -509,9 +509,10 @@ def dynamic_stability_margin(model: VehicleModel, terrain: Terrain, q: np.ndarra
     polygon.
     """
     from wmr_model.kinematics.enhanced import stability_margin
-    from wmr_model.kinematics.kernels import contact_detection, forward_kinematics
+    from wmr_model.kinematics.track_collision import contact_detection
     from wmr_model.spatial import quat_to_rot
     from wmr_model.vehicles.inertia import composite_inertias, inertia_mass_com
+    from wmr_model.vehicles.tree import forward_kinematics
 
     q = np.ascontiguousarray(q, dtype=float)
     qdot = np.ascontiguousarray(qdot, dtype=float)
