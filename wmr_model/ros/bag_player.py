@@ -77,7 +77,6 @@ def play(node: Any, bag: str | Path, *, rate: float = 1.0, clock: bool = True,
     late rather than some never), or keep the last ``qos_depth``; ``/clock`` is reliable too
     (it also reaches best-effort subscribers such as rclpy's time source).
     """
-    import rclpy
     from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
     if not (rate > 0.0 and rate < float("inf")):
@@ -103,96 +102,20 @@ def play(node: Any, bag: str | Path, *, rate: float = 1.0, clock: bool = True,
                          durability=DurabilityPolicy.VOLATILE,
                          history=HistoryPolicy.KEEP_ALL if qos_depth == 0
                          else HistoryPolicy.KEEP_LAST)
-        publishers: dict[str, Any] = {}
-        connections = []
-        for c in reader.connections:
-            if wanted is not None and c.topic not in wanted:
-                continue
-            if c.topic in report.skipped:
-                continue
-            if c.topic not in publishers:
-                try:
-                    cls = message_class(c.msgtype)
-                except (ImportError, AttributeError, ValueError) as exc:
-                    report.skipped[c.topic] = f"type {c.msgtype} not importable ({exc})"
-                    say(f"skipping {c.topic}: {report.skipped[c.topic]}")
-                    continue
-                publishers[c.topic] = node.create_publisher(cls, remap.get(c.topic, c.topic), qos)
-                report.published[remap.get(c.topic, c.topic)] = 0
-            connections.append(c)
-        clock_pub = None
-        if clock:
-            from rosgraph_msgs.msg import Clock
-
-            clock_pub = node.create_publisher(Clock, "/clock", QoSProfile(
-                depth=10, reliability=ReliabilityPolicy.RELIABLE))
-            clock_msg = Clock()
-
-        def send_clock(t: float) -> None:
-            if clock_pub is None:
-                return
-            clock_msg.clock.sec, clock_msg.clock.nanosec = _to_nanoseconds(t)
-            clock_pub.publish(clock_msg)
-            report.clock_messages += 1
-
-        # Discovery: wait until the named subscribers match, then the optional delay.
-        start = time.monotonic()
-        pending = dict(wait_for or {})
-        while pending:
-            pending = {t: n for t, n in pending.items() if node.count_subscribers(t) < n}
-            if not pending:
-                break
-            if time.monotonic() - start > wait_timeout:
-                have = {t: node.count_subscribers(t) for t in (wait_for or {})}
-                raise BagError(f"after {wait_timeout:g} s still waiting for subscribers: "
-                               f"wanted {dict(wait_for or {})}, have {have}")
-            time.sleep(0.05)
+        publishers, connections = _make_publishers(node, reader, wanted, remap, qos, report,
+                                                   say)
+        send_clock = _clock_sender(node, report) if clock else None
+        _wait_for_subscribers(node, dict(wait_for or {}), wait_timeout)
         if delay > 0:
             time.sleep(delay)
-
-        is_ros1 = not getattr(reader, "is2", True)
-        typestore = getattr(reader, "typestore", None)
         t_first = reader.start_time * 1e-9 + start_offset
         t_last = reader.end_time * 1e-9 if duration is None else t_first + duration
         wall0 = time.monotonic()
-        clock_period = 1.0 / clock_hz
-        last_clock = -float("inf")  # wall time of the last /clock
-        t_sent = None
-        for conn, stamp_ns, raw in reader.messages(connections=connections):
-            t = stamp_ns * 1e-9
-            if t < t_first:
-                continue
-            if t > t_last:
-                break
-            # Pace: sleep until this message's wall time, sending /clock meanwhile.
-            due = wall0 + (t - t_first) / rate
-            while True:
-                now_wall = time.monotonic()
-                if clock_pub is not None and now_wall - last_clock >= clock_period:
-                    send_clock(min(t, t_first + (now_wall - wall0) * rate))
-                    last_clock = now_wall
-                if now_wall >= due:
-                    break
-                time.sleep(min(due - now_wall, clock_period))
-            data = bytes(raw)
-            if is_ros1 and typestore is not None:
-                data = bytes(typestore.ros1_to_cdr(data, conn.msgtype))
-            publishers[conn.topic].publish(data)
-            t_sent = t
-            report.published[remap.get(conn.topic, conn.topic)] += 1
-            if not rclpy.ok(context=node.context):
-                break
-        if clock_pub is not None and t_sent is not None:
-            send_clock(t_sent)
+        _publish_paced(node, reader, connections, publishers, remap, report, send_clock,
+                       t_first, t_last, wall0, rate, 1.0 / clock_hz)
         # Destroying a publisher drops what its subscribers have not taken yet: wait until
         # every subscriber has acknowledged every message (a slow node gets all of it, late).
-        from rclpy.duration import Duration
-
-        ack_deadline = time.monotonic() + ack_timeout
-        for topic, pub in publishers.items():
-            left = max(0.0, ack_deadline - time.monotonic())
-            if not pub.wait_for_all_acked(Duration(seconds=left)):
-                report.unacknowledged.append(remap.get(topic, topic))
+        _wait_acknowledged(publishers, remap, ack_timeout, report)
         if report.unacknowledged:
             say(f"not every subscriber acknowledged {report.unacknowledged} within "
                 f"{ack_timeout:g} s")
@@ -201,3 +124,116 @@ def play(node: Any, bag: str | Path, *, rate: float = 1.0, clock: bool = True,
         return report
     finally:
         reader.close()
+
+
+def _make_publishers(node: Any, reader: Any, wanted: set[str] | None, remap: dict[str, str],
+                     qos: Any, report: PlaybackReport,
+                     say: Callable[[str], None]) -> tuple[dict[str, Any], list[Any]]:
+    """One publisher per played topic (remapped) and the bag connections to read; topics
+    whose type does not import are skipped (``report.skipped``)."""
+    publishers: dict[str, Any] = {}
+    connections = []
+    for c in reader.connections:
+        if wanted is not None and c.topic not in wanted:
+            continue
+        if c.topic in report.skipped:
+            continue
+        if c.topic not in publishers:
+            try:
+                cls = message_class(c.msgtype)
+            except (ImportError, AttributeError, ValueError) as exc:
+                report.skipped[c.topic] = f"type {c.msgtype} not importable ({exc})"
+                say(f"skipping {c.topic}: {report.skipped[c.topic]}")
+                continue
+            publishers[c.topic] = node.create_publisher(cls, remap.get(c.topic, c.topic), qos)
+            report.published[remap.get(c.topic, c.topic)] = 0
+        connections.append(c)
+    return publishers, connections
+
+
+def _clock_sender(node: Any, report: PlaybackReport) -> Callable[[float], None]:
+    """``send(t)``: publish bag time ``t`` [s] on ``/clock`` (reliable), counted in
+    ``report.clock_messages``."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rosgraph_msgs.msg import Clock
+
+    pub = node.create_publisher(Clock, "/clock", QoSProfile(
+        depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    msg = Clock()
+
+    def send(t: float) -> None:
+        msg.clock.sec, msg.clock.nanosec = _to_nanoseconds(t)
+        pub.publish(msg)
+        report.clock_messages += 1
+
+    return send
+
+
+def _wait_for_subscribers(node: Any, wait_for: dict[str, int], wait_timeout: float) -> None:
+    """Discovery: wait until each topic of ``wait_for`` has its number of subscribers
+    (BagError naming wanted and present counts after ``wait_timeout`` wall seconds)."""
+    start = time.monotonic()
+    pending = dict(wait_for)
+    while pending:
+        pending = {t: n for t, n in pending.items() if node.count_subscribers(t) < n}
+        if not pending:
+            break
+        if time.monotonic() - start > wait_timeout:
+            have = {t: node.count_subscribers(t) for t in wait_for}
+            raise BagError(f"after {wait_timeout:g} s still waiting for subscribers: "
+                           f"wanted {wait_for}, have {have}")
+        time.sleep(0.05)
+
+
+def _publish_paced(node: Any, reader: Any, connections: list[Any], publishers: dict[str, Any],
+                   remap: dict[str, str], report: PlaybackReport,
+                   send_clock: Callable[[float], None] | None, t_first: float, t_last: float,
+                   wall0: float, rate: float, clock_period: float) -> None:
+    """Publish the messages stamped in [t_first, t_last] in log order at ``rate`` times real
+    time from wall time ``wall0``, with ``/clock`` every ``clock_period`` wall seconds while
+    waiting and once after the last message."""
+    import rclpy
+
+    is_ros1 = not getattr(reader, "is2", True)
+    typestore = getattr(reader, "typestore", None)
+    last_clock = -float("inf")  # wall time of the last /clock
+    t_sent = None
+    for conn, stamp_ns, raw in reader.messages(connections=connections):
+        t = stamp_ns * 1e-9
+        if t < t_first:
+            continue
+        if t > t_last:
+            break
+        # Pace: sleep until this message's wall time, sending /clock meanwhile.
+        due = wall0 + (t - t_first) / rate
+        while True:
+            now_wall = time.monotonic()
+            if send_clock is not None and now_wall - last_clock >= clock_period:
+                send_clock(min(t, t_first + (now_wall - wall0) * rate))
+                last_clock = now_wall
+            if now_wall >= due:
+                break
+            time.sleep(min(due - now_wall, clock_period))
+        data = bytes(raw)
+        if is_ros1 and typestore is not None:
+            data = bytes(typestore.ros1_to_cdr(data, conn.msgtype))
+        publishers[conn.topic].publish(data)
+        t_sent = t
+        report.published[remap.get(conn.topic, conn.topic)] += 1
+        if not rclpy.ok(context=node.context):
+            break
+    if send_clock is not None and t_sent is not None:
+        send_clock(t_sent)
+
+
+def _wait_acknowledged(publishers: dict[str, Any], remap: dict[str, str], ack_timeout: float,
+                       report: PlaybackReport) -> None:
+    """Wait at most ``ack_timeout`` wall seconds in all for every subscriber to acknowledge
+    every message; topics that did not go to ``report.unacknowledged``."""
+    from rclpy.duration import Duration
+
+    ack_deadline = time.monotonic() + ack_timeout
+    for topic, pub in publishers.items():
+        left = max(0.0, ack_deadline - time.monotonic())
+        if not pub.wait_for_all_acked(Duration(seconds=left)):
+            report.unacknowledged.append(remap.get(topic, topic))

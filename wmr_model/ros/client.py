@@ -151,56 +151,12 @@ def build_request(*, step_size: float, num_steps: int | None = None,
     if (commands is None) == (twists is None):
         raise ValueError("give exactly one of commands (C, T, J) and twists (C, G, 2)")
     if commands is not None:
-        u = np.asarray(commands, dtype=float)
-        if u.ndim != 3 or u.shape[2] != len(command_joint_names):
-            raise ShapeError(f"commands: expected (C, T, {len(command_joint_names)}) for "
-                             f"command_joint_names {list(command_joint_names)}, got {u.shape}")
-        req.command_type = Req.JOINT_RATES
-        req.command_joint_names = list(command_joint_names)
-        req.joint_commands = _doubles(u)
-        C, T = u.shape[0], u.shape[1] if num_steps is None else int(num_steps)
+        C, T = _set_joint_commands(req, commands, command_joint_names, num_steps)
     else:
-        from geometry_msgs.msg import Twist
-
-        tw = np.asarray(twists, dtype=float)
-        if tw.ndim != 3 or tw.shape[2] != 2:
-            raise ShapeError(f"twists: expected (C, G, 2) rows (vx, wz), got {tw.shape}")
-        durations = np.asarray(twist_durations if twist_durations is not None else [],
-                               dtype=float)
-        if durations.shape != (tw.shape[1],):
-            raise ShapeError(f"twist_durations: expected ({tw.shape[1]},), got "
-                             f"{durations.shape}")
-        if num_steps is None:
-            raise ValueError("num_steps: needed with twists")
-        req.command_type = Req.BODY_TWIST
-        msgs = []
-        for vx, wz in tw.reshape(-1, 2).tolist():
-            m = Twist()
-            m.linear.x, m.angular.z = vx, wz
-            msgs.append(m)
-        req.twist_commands = msgs
-        req.twist_durations = durations.tolist()
-        C, T = tw.shape[0], int(num_steps)
+        C, T = _set_twist_commands(req, twists, twist_durations, num_steps)
     req.num_candidates, req.num_steps = int(C), int(T)
     req.use_latest_odometry = bool(use_latest_odometry)
-    if pose is not None:
-        p = [float(v) for v in pose]
-        o = req.initial_pose.orientation
-        if len(p) == 3:
-            req.initial_pose_mode = Req.POSE_2D
-            req.initial_pose.position.x, req.initial_pose.position.y = p[0], p[1]
-            o.z, o.w = math.sin(p[2] / 2), math.cos(p[2] / 2)
-        elif len(p) == 7:
-            req.initial_pose_mode = Req.POSE_3D
-            pos = req.initial_pose.position
-            pos.x, pos.y, pos.z = p[0:3]
-            o.x, o.y, o.z, o.w = p[3:7]
-        else:
-            raise ShapeError(f"pose: expected (x, y, yaw) or (x, y, z, qx, qy, qz, qw), got "
-                             f"{len(p)} values")
-    elif not use_latest_odometry:
-        req.initial_pose.orientation.w = 1.0
-        req.initial_pose_mode = Req.POSE_2D
+    _set_initial_pose(req, pose, use_latest_odometry)
     names = list(joint_positions or {})
     req.joint_names = names
     req.joint_positions = [float(joint_positions[n]) for n in names] if names else []
@@ -220,6 +176,69 @@ def build_request(*, step_size: float, num_steps: int | None = None,
     req.max_compute_time = float(max_compute_time)
     req.allow_partial = bool(allow_partial)
     return req
+
+
+def _set_joint_commands(req: Any, commands: Any, command_joint_names: Sequence[str],
+                        num_steps: int | None) -> tuple[int, int]:
+    """JOINT_RATES ``commands`` (C, T, J) into ``req``; returns ``(C, T)``."""
+    u = np.asarray(commands, dtype=float)
+    if u.ndim != 3 or u.shape[2] != len(command_joint_names):
+        raise ShapeError(f"commands: expected (C, T, {len(command_joint_names)}) for "
+                         f"command_joint_names {list(command_joint_names)}, got {u.shape}")
+    req.command_type = Req.JOINT_RATES
+    req.command_joint_names = list(command_joint_names)
+    req.joint_commands = _doubles(u)
+    return u.shape[0], u.shape[1] if num_steps is None else int(num_steps)
+
+
+def _set_twist_commands(req: Any, twists: Any, twist_durations: Sequence[float] | None,
+                        num_steps: int | None) -> tuple[int, int]:
+    """BODY_TWIST segments ``twists`` (C, G, 2) held for ``twist_durations`` (G,) into
+    ``req``; returns ``(C, T)``."""
+    from geometry_msgs.msg import Twist
+
+    tw = np.asarray(twists, dtype=float)
+    if tw.ndim != 3 or tw.shape[2] != 2:
+        raise ShapeError(f"twists: expected (C, G, 2) rows (vx, wz), got {tw.shape}")
+    durations = np.asarray(twist_durations if twist_durations is not None else [],
+                           dtype=float)
+    if durations.shape != (tw.shape[1],):
+        raise ShapeError(f"twist_durations: expected ({tw.shape[1]},), got "
+                         f"{durations.shape}")
+    if num_steps is None:
+        raise ValueError("num_steps: needed with twists")
+    req.command_type = Req.BODY_TWIST
+    msgs = []
+    for vx, wz in tw.reshape(-1, 2).tolist():
+        m = Twist()
+        m.linear.x, m.angular.z = vx, wz
+        msgs.append(m)
+    req.twist_commands = msgs
+    req.twist_durations = durations.tolist()
+    return tw.shape[0], int(num_steps)
+
+
+def _set_initial_pose(req: Any, pose: Sequence[float] | None, use_latest_odometry: bool) -> None:
+    """``pose`` (x, y, yaw) as POSE_2D or (x, y, z, qx, qy, qz, qw) as POSE_3D into ``req``;
+    without a pose and odometry, the origin as POSE_2D."""
+    if pose is not None:
+        p = [float(v) for v in pose]
+        o = req.initial_pose.orientation
+        if len(p) == 3:
+            req.initial_pose_mode = Req.POSE_2D
+            req.initial_pose.position.x, req.initial_pose.position.y = p[0], p[1]
+            o.z, o.w = math.sin(p[2] / 2), math.cos(p[2] / 2)
+        elif len(p) == 7:
+            req.initial_pose_mode = Req.POSE_3D
+            pos = req.initial_pose.position
+            pos.x, pos.y, pos.z = p[0:3]
+            o.x, o.y, o.z, o.w = p[3:7]
+        else:
+            raise ShapeError(f"pose: expected (x, y, yaw) or (x, y, z, qx, qy, qz, qw), got "
+                             f"{len(p)} values")
+    elif not use_latest_odometry:
+        req.initial_pose.orientation.w = 1.0
+        req.initial_pose_mode = Req.POSE_2D
 
 
 def _array(values: Any, dtype: Any, shape: tuple[int, ...]) -> np.ndarray | None:

@@ -231,6 +231,29 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
     ``terrain`` (default flat) by :func:`wmr_model.prediction.rollouts.place_on_terrain`.
     Raises :class:`RequestError` with the status message for every invalid request.
     """
+    dt, C, T = _request_sizes(req, max_candidates, max_steps, max_horizon)
+    if guard is not None:
+        guard(C, T)
+    q0, qdot0, frame, stamp = _initial_state(model, req, latest, default_frame)
+    q0, placed = _placed_on_terrain(model, req, q0, terrain)
+    ctrl = None
+    if req.command_type == Req.JOINT_RATES:
+        commands = _joint_rate_commands(model, req, C, T)
+    elif req.command_type == Req.BODY_TWIST:
+        commands, ctrl = _twist_commands(model, req, C, T, dt, q0, controller)
+    else:
+        raise RequestError(f"command_type: must be JOINT_RATES (0) or BODY_TWIST (1), got "
+                           f"{req.command_type}")
+    return PredictionInputs(q0=q0, commands=np.ascontiguousarray(commands), dt=dt,
+                            fidelity=FIDELITY_NAMES[req.fidelity], stamp=stamp, frame_id=frame,
+                            qdot0=qdot0, placed=placed,
+                            controller=ctrl)
+
+
+def _request_sizes(req: Any, max_candidates: int, max_steps: int,
+                   max_horizon: float) -> tuple[float, int, int]:
+    """``(dt, C, T)`` of a request whose fidelity, step size, sizes, horizon and initial pose
+    mode are valid (RequestError otherwise)."""
     if req.fidelity not in FIDELITY_NAMES:
         raise RequestError(f"fidelity: must be KINEMATIC (0), ENHANCED (1) or DYNAMIC (2), got "
                            f"{req.fidelity}")
@@ -250,8 +273,13 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
     if req.initial_pose_mode not in (Req.POSE_AUTO, Req.POSE_3D, Req.POSE_2D):
         raise RequestError(f"initial_pose_mode: must be POSE_AUTO (0), POSE_3D (1) or POSE_2D "
                            f"(2), got {req.initial_pose_mode}")
-    if guard is not None:
-        guard(C, T)
+    return dt, C, T
+
+
+def _initial_state(model: VehicleModel, req: Any, latest: Odometry | None,
+                   default_frame: str) -> tuple[np.ndarray, np.ndarray, str, float]:
+    """``(q0 (nq,), qdot0 (nv,), frame_id, stamp)`` of the request's initial state: the latest
+    odometry or the request's pose, joints and twist (checked, unit quaternion)."""
     frame = req.header.frame_id or default_frame
     stamp = cv.stamp_to_seconds(req.header.stamp)
     q0 = model.neutral_state()
@@ -269,27 +297,7 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
             qdot0[:] = 0.0
     else:
         position, orientation = cv.pose_to_arrays(req.initial_pose)
-        names = list(req.joint_names)
-        jp = np.asarray(req.joint_positions, dtype=float)
-        jr = np.asarray(req.joint_rates, dtype=float)
-        if jp.size != len(names):
-            raise RequestError(f"joint_positions: {jp.size} values for {len(names)} joint_names")
-        if jr.size not in (0, len(names)):
-            raise RequestError(f"joint_rates: {jr.size} values for {len(names)} joint_names "
-                               f"(give one per joint or none)")
-        _finite("joint_positions", jp)
-        _finite("joint_rates", jr)
-        for n, v in zip(names, jp):
-            if n not in model.joint_names:
-                raise RequestError(f"joint_names: unknown joint {n!r}; {model.name} has "
-                                   f"{list(model.joint_names)}")
-            q0[7 + model.joint_index(n)] = v
-        tw = req.initial_twist
-        qdot0[0:6] = (tw.angular.x, tw.angular.y, tw.angular.z, tw.linear.x, tw.linear.y,
-                      tw.linear.z)
-        _finite("initial_twist", qdot0[0:6])
-        for n, v in zip(names, jr):
-            qdot0[6 + model.joint_index(n)] = v
+        _request_joints(model, req, q0, qdot0)
     _finite("initial_pose.position", position)
     _finite("initial_pose.orientation", orientation)
     norm = float(np.linalg.norm(orientation))
@@ -297,75 +305,146 @@ def prediction_inputs(model: VehicleModel, req: Any, latest: Odometry | None, *,
         raise RequestError(f"initial_pose.orientation: must be a unit quaternion, norm {norm:.6g}")
     q0[0:4] = orientation / norm
     q0[4:7] = position
+    return q0, qdot0, frame, stamp
+
+
+def _request_joints(model: VehicleModel, req: Any, q0: np.ndarray, qdot0: np.ndarray) -> None:
+    """Write the request's joint positions into ``q0`` and its initial twist and joint rates
+    into ``qdot0`` (checked: sizes, finite, known joints)."""
+    names = list(req.joint_names)
+    jp = np.asarray(req.joint_positions, dtype=float)
+    jr = np.asarray(req.joint_rates, dtype=float)
+    if jp.size != len(names):
+        raise RequestError(f"joint_positions: {jp.size} values for {len(names)} joint_names")
+    if jr.size not in (0, len(names)):
+        raise RequestError(f"joint_rates: {jr.size} values for {len(names)} joint_names "
+                           f"(give one per joint or none)")
+    _finite("joint_positions", jp)
+    _finite("joint_rates", jr)
+    for n, v in zip(names, jp):
+        if n not in model.joint_names:
+            raise RequestError(f"joint_names: unknown joint {n!r}; {model.name} has "
+                               f"{list(model.joint_names)}")
+        q0[7 + model.joint_index(n)] = v
+    tw = req.initial_twist
+    qdot0[0:6] = (tw.angular.x, tw.angular.y, tw.angular.z, tw.linear.x, tw.linear.y,
+                  tw.linear.z)
+    _finite("initial_twist", qdot0[0:6])
+    for n, v in zip(names, jr):
+        qdot0[6 + model.joint_index(n)] = v
+
+
+def _placed_on_terrain(model: VehicleModel, req: Any, q0: np.ndarray,
+                       terrain: Terrain | None) -> tuple[np.ndarray, bool]:
+    """``(q0, placed)``: a 2D initial pose (POSE_2D, or POSE_AUTO with z = 0 and no roll or
+    pitch) keeps its yaw and is put on the terrain by contact initialization."""
+    position, orientation = q0[4:7], q0[0:4]
     mode = Req.POSE_AUTO if req.use_latest_odometry else req.initial_pose_mode
     placed = mode == Req.POSE_2D or (mode == Req.POSE_AUTO and position[2] == 0.0
                                      and orientation[1] == 0.0 and orientation[2] == 0.0)
-    if placed:
-        w, x, y, z = q0[0:4]
-        yaw = math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-        q0[0:4] = (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
-        held = () if req.use_latest_odometry else tuple(
-            model.joint_index(n) for n in req.joint_names)
-        try:
-            q0 = place_on_terrain(model, terrain if terrain is not None else flat(), q0, held)
-        except (WmrError, ValueError, ArithmeticError) as exc:
-            raise RequestError(f"initial_pose: contact initialization of the 2D pose failed: "
-                               f"{exc}") from None
-    na = len(model.actuated_joints)
-    ctrl = None
-    if req.command_type == Req.JOINT_RATES:
-        names = list(req.command_joint_names)
-        cols = _command_columns(model, names)
-        J = len(names)
-        u = np.asarray(req.joint_commands, dtype=float)
-        if u.size != C * T * J:
-            raise RequestError(f"joint_commands: expected num_candidates * num_steps * "
-                               f"len(command_joint_names) = {C} * {T} * {J} = {C * T * J} "
-                               f"values, got {u.size}")
-        _finite("joint_commands", u)
-        u = u.reshape(C, T, J)
-        commands = np.zeros((C, T, na))
-        for j, cs in enumerate(cols):
-            for c in cs:
-                commands[:, :, c] = u[:, :, j]
-    elif req.command_type == Req.BODY_TWIST:
-        durations = np.asarray(req.twist_durations, dtype=float)
-        S = durations.size
-        if S < 1:
-            raise RequestError("twist_durations: at least one segment is needed")
-        if len(req.twist_commands) != C * S:
-            raise RequestError(f"twist_commands: expected num_candidates * len(twist_durations)"
-                               f" = {C} * {S} = {C * S}, got {len(req.twist_commands)}")
-        _finite("twist_durations", durations)
-        if np.any(durations < 0):
-            raise RequestError("twist_durations: must be >= 0 s")
-        seg = np.empty((C, S, 3))
-        for i, tw in enumerate(req.twist_commands):
-            vals = [tw.linear.x, tw.linear.y, tw.linear.z, tw.angular.x, tw.angular.y,
-                    tw.angular.z]
-            _finite(f"twist_commands[{i}]", vals)
-            if max(abs(vals[1]), abs(vals[2]), abs(vals[3]), abs(vals[4])) > 1e-9:
-                raise RequestError(f"twist_commands[{i}]: only linear.x and angular.z can be "
-                                   f"commanded (planar twist), got {vals}")
-            seg[i // S, i % S] = (vals[0], vals[5], durations[i % S])
-        seg[:, -1, 2] = max(T * dt - float(durations[:-1].sum()), durations[-1])
-        ctrl = None if controller is None else vehicle_controller(model, controller)
-        if ctrl is not None and ctrl.kind != "naive":
-            rates = np.stack(twist_profile(seg, dt), axis=-1)  # (C, T', 2) twists
-        else:
-            rates, ctrl = twist_commands(model, seg, dt, q=q0), None
-        if rates.shape[1] >= T:
-            commands = rates[:, :T]
-        else:
-            pad = np.repeat(rates[:, -1:], T - rates.shape[1], axis=1)
-            commands = np.concatenate([rates, pad], axis=1)
+    if not placed:
+        return q0, False
+    w, x, y, z = q0[0:4]
+    yaw = math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    q0[0:4] = (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
+    held = () if req.use_latest_odometry else tuple(
+        model.joint_index(n) for n in req.joint_names)
+    try:
+        q0 = place_on_terrain(model, terrain if terrain is not None else flat(), q0, held)
+    except (WmrError, ValueError, ArithmeticError) as exc:
+        raise RequestError(f"initial_pose: contact initialization of the 2D pose failed: "
+                           f"{exc}") from None
+    return q0, True
+
+
+def _joint_rate_commands(model: VehicleModel, req: Any, C: int, T: int) -> np.ndarray:
+    """JOINT_RATES commands (C, T, na) in actuated-joint order from the request's
+    ``command_joint_names`` columns."""
+    names = list(req.command_joint_names)
+    cols = _command_columns(model, names)
+    J = len(names)
+    u = np.asarray(req.joint_commands, dtype=float)
+    if u.size != C * T * J:
+        raise RequestError(f"joint_commands: expected num_candidates * num_steps * "
+                           f"len(command_joint_names) = {C} * {T} * {J} = {C * T * J} "
+                           f"values, got {u.size}")
+    _finite("joint_commands", u)
+    u = u.reshape(C, T, J)
+    commands = np.zeros((C, T, len(model.actuated_joints)))
+    for j, cs in enumerate(cols):
+        for c in cs:
+            commands[:, :, c] = u[:, :, j]
+    return commands
+
+
+def _twist_commands(model: VehicleModel, req: Any, C: int, T: int, dt: float, q0: np.ndarray,
+                    controller: str | None) -> tuple[np.ndarray, Any]:
+    """BODY_TWIST segments as ``(commands, controller)``: body twists (C, T, 2) for a
+    closed-loop or differential controller, else open-loop joint rates (C, T, na) and None."""
+    durations = np.asarray(req.twist_durations, dtype=float)
+    S = durations.size
+    if S < 1:
+        raise RequestError("twist_durations: at least one segment is needed")
+    if len(req.twist_commands) != C * S:
+        raise RequestError(f"twist_commands: expected num_candidates * len(twist_durations)"
+                           f" = {C} * {S} = {C * S}, got {len(req.twist_commands)}")
+    _finite("twist_durations", durations)
+    if np.any(durations < 0):
+        raise RequestError("twist_durations: must be >= 0 s")
+    seg = np.empty((C, S, 3))
+    for i, tw in enumerate(req.twist_commands):
+        vals = [tw.linear.x, tw.linear.y, tw.linear.z, tw.angular.x, tw.angular.y,
+                tw.angular.z]
+        _finite(f"twist_commands[{i}]", vals)
+        if max(abs(vals[1]), abs(vals[2]), abs(vals[3]), abs(vals[4])) > 1e-9:
+            raise RequestError(f"twist_commands[{i}]: only linear.x and angular.z can be "
+                               f"commanded (planar twist), got {vals}")
+        seg[i // S, i % S] = (vals[0], vals[5], durations[i % S])
+    seg[:, -1, 2] = max(T * dt - float(durations[:-1].sum()), durations[-1])
+    ctrl = None if controller is None else vehicle_controller(model, controller)
+    if ctrl is not None and ctrl.kind != "naive":
+        rates = np.stack(twist_profile(seg, dt), axis=-1)  # (C, T', 2) twists
     else:
-        raise RequestError(f"command_type: must be JOINT_RATES (0) or BODY_TWIST (1), got "
-                           f"{req.command_type}")
-    return PredictionInputs(q0=q0, commands=np.ascontiguousarray(commands), dt=dt,
-                            fidelity=FIDELITY_NAMES[req.fidelity], stamp=stamp, frame_id=frame,
-                            qdot0=qdot0, placed=placed,
-                            controller=ctrl)
+        rates, ctrl = twist_commands(model, seg, dt, q=q0), None
+    if rates.shape[1] >= T:
+        return rates[:, :T], ctrl
+    pad = np.repeat(rates[:, -1:], T - rates.shape[1], axis=1)
+    return np.concatenate([rates, pad], axis=1), ctrl
+
+
+def _request_budget(req: Any, node_time: float) -> tuple[bool, int, float]:
+    """``(float32, every, budget_s)`` of a request: its precision, sample stride and time
+    budget [s] (its max_compute_time capped by the node's ``node_time``; 0: the node's)."""
+    if req.precision not in (Req.FLOAT64, Req.FLOAT32):
+        raise RequestError(f"precision: must be FLOAT64 (0) or FLOAT32 (1), got "
+                           f"{req.precision}")
+    every = max(int(req.every), 1)
+    asked = float(req.max_compute_time)
+    if not (math.isfinite(asked) and asked >= 0):
+        raise RequestError(f"max_compute_time: must be a finite number >= 0 s (0: the "
+                           f"node's {node_time:g} s), got {asked}")
+    budget_s = min(asked, node_time) if asked > 0 else node_time
+    return req.precision == Req.FLOAT32, every, budget_s
+
+
+def _memory_guard(model: VehicleModel, fidelity: str, every: int, outputs: int, float32: bool,
+                  covariance: bool, budget_mb: float,
+                  need: dict[str, int]) -> Callable[[int, int], None]:
+    """The ``guard(C, T)`` of :func:`prediction_inputs`: fills ``need`` with the estimated
+    memory of a (C, T) request (:func:`request_memory`) and refuses it (``memory_budget``)
+    above ``budget_mb``."""
+
+    def guard(C: int, T: int) -> None:
+        need.update(request_memory(model, fidelity, C, T, every, outputs, float32, covariance))
+        if need["total"] > budget_mb * 1e6:
+            parts = ", ".join(f"{k} {v / 1e6:.0f}" for k, v in need.items() if k != "total")
+            raise RequestError(
+                f"memory: {C} candidates x {T} steps ({len(sample_steps(T, every))} "
+                f"samples each, {fidelity}) need about {need['total'] / 1e6:.0f} MB "
+                f"({parts} MB) > max_request_memory_mb {budget_mb:g}; ask for fewer "
+                f"candidates or steps, a larger every or fewer outputs", "memory_budget")
+
+    return guard
 
 
 def _doubles(a: np.ndarray) -> array.array:
@@ -708,34 +787,13 @@ class PredictionNode(Node):
         reserved: int | None = None
         try:
             outputs = request_outputs(req)
-            if req.precision not in (Req.FLOAT64, Req.FLOAT32):
-                raise RequestError(f"precision: must be FLOAT64 (0) or FLOAT32 (1), got "
-                                   f"{req.precision}")
-            float32 = req.precision == Req.FLOAT32
-            every = max(int(req.every), 1)
-            asked = float(req.max_compute_time)
-            if not (math.isfinite(asked) and asked >= 0):
-                raise RequestError(f"max_compute_time: must be a finite number >= 0 s (0: the "
-                                   f"node's {node_time:g} s), got {asked}")
-            budget_s = min(asked, node_time) if asked > 0 else node_time
+            float32, every, budget_s = _request_budget(req, node_time)
             fidelity = FIDELITY_NAMES.get(req.fidelity, "")
             covariance = propagate and bool(outputs & Req.OUTPUT_COVARIANCES) and (
                 fidelity != "dynamic")
-            need = {}
-
-            def guard(C: int, T: int) -> None:
-                need.update(request_memory(model, fidelity, C, T, every, outputs, float32,
-                                           covariance))
-                if need["total"] > budget_mb * 1e6:
-                    parts = ", ".join(f"{k} {v / 1e6:.0f}" for k, v in need.items()
-                                      if k != "total")
-                    raise RequestError(
-                        f"memory: {C} candidates x {T} steps ({len(sample_steps(T, every))} "
-                        f"samples each, {fidelity}) need about {need['total'] / 1e6:.0f} MB "
-                        f"({parts} MB) > max_request_memory_mb {budget_mb:g}; ask for fewer "
-                        f"candidates or steps, a larger every or fewer outputs",
-                        "memory_budget")
-
+            need: dict[str, int] = {}
+            guard = _memory_guard(model, fidelity, every, outputs, float32, covariance,
+                                  budget_mb, need)
             inputs = prediction_inputs(model, req, self.latest,
                                        max_candidates=int(self.max_candidates),
                                        max_steps=int(self.max_steps),
@@ -744,16 +802,8 @@ class PredictionNode(Node):
                                        guard=guard, controller=controller)
             deadline = t0 + budget_s
             reserved = self._reserve(need.get("total", 0), budget_mb * 1e6, deadline)
-            Q = (qprime_from_parameters({k: v for k, v in values.items()
-                                         if k.startswith("noise.U.")}) if covariance else None)
-            lock = self._parallel if self._parallel is not None and (
-                inputs.commands.shape[0] >= 2) else contextlib.nullcontext()
-            with lock:
-                r = rollout(model, self.terrain, inputs.q0, inputs.commands, inputs.dt,
-                            fidelity=inputs.fidelity, every=every, qdot0=inputs.qdot0,
-                            deadline=deadline, slip_params={n: values[n] for n in SLIP_NAMES},
-                            Qprime=Q, integrator=integrator, stabilization=stabilization,
-                            controller=inputs.controller)
+            r = self._rollout(model, inputs, values, every, deadline, covariance, integrator,
+                              stabilization)
             C = inputs.commands.shape[0]
             if r.partial and not req.allow_partial:
                 raise RequestError(
@@ -777,6 +827,21 @@ class PredictionNode(Node):
             if reserved is not None:
                 self._release(reserved)
         return self._succeed(resp, inputs, r, t0, covariance, propagate)
+
+    def _rollout(self, model: VehicleModel, inputs: PredictionInputs, values: dict[str, float],
+                 every: int, deadline: float, covariance: bool, integrator: str,
+                 stabilization: float) -> Rollout:
+        """Run the checked request (serialized when the kernels are not thread safe)."""
+        Q = (qprime_from_parameters({k: v for k, v in values.items()
+                                     if k.startswith("noise.U.")}) if covariance else None)
+        lock = self._parallel if self._parallel is not None and (
+            inputs.commands.shape[0] >= 2) else contextlib.nullcontext()
+        with lock:
+            return rollout(model, self.terrain, inputs.q0, inputs.commands, inputs.dt,
+                           fidelity=inputs.fidelity, every=every, qdot0=inputs.qdot0,
+                           deadline=deadline, slip_params={n: values[n] for n in SLIP_NAMES},
+                           Qprime=Q, integrator=integrator, stabilization=stabilization,
+                           controller=inputs.controller)
 
     def _reserve(self, nbytes: int, budget: float, deadline: float) -> int:
         """Reserve ``nbytes`` of the memory budget, waiting until the deadline for requests
