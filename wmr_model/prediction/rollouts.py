@@ -426,12 +426,10 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     S = len(steps)
     dyn = fidelity == "dynamic"
     cov = Qprime is not None and not dyn
-    q = np.empty((C, S, model.nq))
-    qd = np.empty((C, S, model.nv))
-    flags = np.zeros((C, S), dtype=np.uint8)
-    margin = np.empty((C, S))
-    rcov = np.empty((C, S, 36)) if cov else None
-    invalid = np.full(C, -1, dtype=np.int32)
+    out = {"q": np.empty((C, S, model.nq)), "qdot": np.empty((C, S, model.nv)),
+           "flags": np.zeros((C, S), dtype=np.uint8), "margin": np.empty((C, S)),
+           "cov": np.empty((C, S, 36)) if cov else None,
+           "invalid": np.full(C, -1, dtype=np.int32)}
     kw = dict(fidelity=fidelity, slip_params=slip_params, Qprime=Qprime, integrator=integrator,
               stabilization=stabilization)
     limits = friction_limits(model) if dyn else None
@@ -440,52 +438,77 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     done = 0
     rate = None  # seconds per candidate, measured
     while done < C:
-        B = min(C - done, top)
-        if deadline is not None:
-            if rate is None:  # a first chunk measures the rate
-                B = min(B, FIRST_CHUNK[fidelity])
-            else:
-                left = deadline - time.perf_counter()
-                if rate * B > 0.5 * left:  # near the budget: chunks of about CHUNK_SECONDS
-                    B = min(B, max(FIRST_CHUNK[fidelity], int(CHUNK_SECONDS / rate)))
-                if rate * B > left:  # shrink to what fits; stop when nothing does
-                    B = min(B, int(left / rate))
-                    if B < 1:
-                        break
+        B = _chunk_size(min(C - done, top), rate, deadline, fidelity)
+        if B < 1:
+            break
         t0 = time.perf_counter()
         sl = slice(done, done + B)
         if dyn:
-            qf, qdf, ff, mf, bad = _dynamic_chunk(model, terrain, q0, v0, u[sl], dt, steps,
-                                                  limits, ctrl)
-            q[sl], qd[sl] = qf[:, steps], qdf[:, steps]
-            margin[sl] = mf[:, steps]
-            first = first_invalid_steps(bad, np.arange(T + 1))
-            bad = np.logical_or.accumulate(bad, axis=1)
-            ff = ff | np.where(bad, INVALID, 0).astype(np.uint8)
-            flags[sl] = or_since_previous(ff, steps)
-            invalid[sl] = first
+            _dynamic_chunk_into(out, sl, model, terrain, q0, v0, u[sl], dt, steps, limits, ctrl)
         else:
-            qs, qds, fs, ms, cs = _kinematic_chunk(model, terrain, q0, u[sl], dt, every, kw,
-                                                   ctrl)
-            q[sl], qd[sl], margin[sl] = qs, qds, ms
-            if rcov is not None:
-                rcov[sl] = cs
-            bad = invalid_states(terrain, qs)
-            fs = fs | np.where(np.logical_or.accumulate(bad, axis=1), INVALID, 0).astype(
-                np.uint8)
-            flags[sl] = fs
-            invalid[sl] = first_invalid_steps(bad, steps)
-            if len(steps) < T + 1 and bad.any():
-                invalid[sl] = _exact_invalid_steps(model, terrain, q0, u[sl], dt, kw,
-                                                   invalid[sl], ctrl)
+            _kinematic_chunk_into(out, sl, model, terrain, q0, u[sl], dt, every, steps, kw,
+                                  ctrl)
         done += B
         took = time.perf_counter() - t0
         rate = took / B if rate is None else 0.5 * (rate + took / B)
     n = done
-    return Rollout(steps=steps, q=q[:n], qdot=qd[:n], flags=flags[:n], invalid_step=invalid[:n],
-                   stability_margin=margin[:n],
+    rcov = out["cov"]
+    return Rollout(steps=steps, q=out["q"][:n], qdot=out["qdot"][:n], flags=out["flags"][:n],
+                   invalid_step=out["invalid"][:n], stability_margin=out["margin"][:n],
                    ros_covariance=None if rcov is None else rcov[:n], done=n, requested=C,
                    seconds=time.perf_counter() - t_start)
+
+
+def _chunk_size(B: int, rate: float | None, deadline: float | None, fidelity: str) -> int:
+    """Candidates of the next chunk (at most ``B``) under the ``deadline``: a first chunk of
+    :data:`FIRST_CHUNK` measures the ``rate`` [s per candidate]; near the budget chunks of
+    about :data:`CHUNK_SECONDS`; shrunk to what fits (0: nothing does)."""
+    if deadline is None:
+        return B
+    if rate is None:  # a first chunk measures the rate
+        return min(B, FIRST_CHUNK[fidelity])
+    left = deadline - time.perf_counter()
+    if rate * B > 0.5 * left:  # near the budget: chunks of about CHUNK_SECONDS
+        B = min(B, max(FIRST_CHUNK[fidelity], int(CHUNK_SECONDS / rate)))
+    if rate * B > left:  # shrink to what fits; stop when nothing does
+        B = min(B, int(left / rate))
+    return B
+
+
+def _dynamic_chunk_into(out: dict, sl: slice, model: VehicleModel, terrain: Terrain,
+                        q0: np.ndarray, v0: np.ndarray, u: np.ndarray, dt: float,
+                        steps: np.ndarray, limits: Any, ctrl: Any) -> None:
+    """Run one DYNAMIC chunk (candidates ``sl``) and write its samples, flags (with
+    :data:`INVALID` from the first bad step on) and first invalid steps into ``out``."""
+    T = u.shape[1]
+    qf, qdf, ff, mf, bad = _dynamic_chunk(model, terrain, q0, v0, u, dt, steps, limits, ctrl)
+    out["q"][sl], out["qdot"][sl] = qf[:, steps], qdf[:, steps]
+    out["margin"][sl] = mf[:, steps]
+    first = first_invalid_steps(bad, np.arange(T + 1))
+    bad = np.logical_or.accumulate(bad, axis=1)
+    ff = ff | np.where(bad, INVALID, 0).astype(np.uint8)
+    out["flags"][sl] = or_since_previous(ff, steps)
+    out["invalid"][sl] = first
+
+
+def _kinematic_chunk_into(out: dict, sl: slice, model: VehicleModel, terrain: Terrain,
+                          q0: np.ndarray, u: np.ndarray, dt: float, every: int,
+                          steps: np.ndarray, kw: dict, ctrl: Any) -> None:
+    """Run one KINEMATIC/ENHANCED chunk (candidates ``sl``) and write its samples,
+    covariances, flags and first invalid steps (exact: re-run at every step when sampled
+    sparsely) into ``out``."""
+    T = u.shape[1]
+    qs, qds, fs, ms, cs = _kinematic_chunk(model, terrain, q0, u, dt, every, kw, ctrl)
+    out["q"][sl], out["qdot"][sl], out["margin"][sl] = qs, qds, ms
+    if out["cov"] is not None:
+        out["cov"][sl] = cs
+    bad = invalid_states(terrain, qs)
+    fs = fs | np.where(np.logical_or.accumulate(bad, axis=1), INVALID, 0).astype(np.uint8)
+    out["flags"][sl] = fs
+    out["invalid"][sl] = first_invalid_steps(bad, steps)
+    if len(steps) < T + 1 and bad.any():
+        out["invalid"][sl] = _exact_invalid_steps(model, terrain, q0, u, dt, kw,
+                                                  out["invalid"][sl], ctrl)
 
 
 def _exact_invalid_steps(model, terrain, q0, u, dt, kw, sampled: np.ndarray,
