@@ -49,7 +49,8 @@ SHIPPED_TRACKED_VEHICLES = ("absolem",)
 
 def data_roots() -> list[Path]:
     """Directories that may hold ``urdf/`` and ``config/vehicles/``, in search order."""
-    roots = [Path(__file__).resolve().parents[1], Path(sys.prefix) / "share" / "wmr_model"]
+    # the checkout (wmr_model/io/vehicles.py -> its root), then installed share directories
+    roots = [Path(__file__).resolve().parents[2], Path(sys.prefix) / "share" / "wmr_model"]
     try:  # pragma: no cover - only with a ROS 2 environment
         from ament_index_python.packages import get_package_share_directory
 

@@ -1137,8 +1137,8 @@ def write_csv(result: ReplayResult, out_dir: str | Path) -> dict[str, Path]:
 
 
 def _calibration_msgdef() -> str | None:
-    here = Path(__file__).resolve().parent
-    for p in (here.parent / "msg" / "CalibrationState.msg",
+    repo = Path(__file__).resolve().parents[2]  # wmr_model/pipelines/replay.py -> checkout
+    for p in (repo / "msg" / "CalibrationState.msg",
               Path(sys.prefix) / "share" / "wmr_model" / "msg" / "CalibrationState.msg"):
         if p.is_file():
             return p.read_text(encoding="utf-8")

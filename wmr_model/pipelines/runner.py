@@ -124,7 +124,7 @@ def code_id() -> str:
     by other code (an edited model, a new release) is never taken from the cache."""
     from wmr_model import __version__
 
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the wmr_model package
     h = hashlib.sha256(__version__.encode())
     for f in sorted(root.rglob("*.py")):
         h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
