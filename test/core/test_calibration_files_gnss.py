@@ -31,8 +31,7 @@ def test_save_then_load_round_trips_values_and_sigma(tmp_path):
 def test_the_cli_overlay_is_the_same_format(tmp_path):
     """``wmr calibrate --overlay`` writes overlay_yaml: the loader reads it, and the sidecar
     loader still accepts the file's keys."""
-    from wmr_model.calibration.overlay import overlay_yaml
-    from wmr_model.io.calibration_file import load_calibration
+    from wmr_model.io.calibration_file import load_calibration, overlay_yaml
     from wmr_model.io.sidecar import SIDECAR_KEYS
 
     p = tmp_path / "o.yaml"

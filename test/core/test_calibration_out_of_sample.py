@@ -107,8 +107,8 @@ def test_identifiability_flags_the_rich_set_and_passes_the_vehicle_set(capsys):
 
 
 def test_physical_bounds_and_warnings():
+    from wmr_model.calibration.bounds import physical_bounds, physical_warnings
     from wmr_model.calibration.offline import _bounds
-    from wmr_model.calibration.vehicle_sets import physical_bounds, physical_warnings
 
     # the Husky log: p3 = -4.7 and -9.2 returned silently
     w = physical_warnings({"slip.p3": -4.7, "slip.p6": -0.2}, {"slip.p3": 0.1, "slip.p6": 0.01})

@@ -7,7 +7,6 @@ import yaml
 
 from wmr_model import kinematics as kin
 from wmr_model.calibration.intervals import IntervalPolicy, select_intervals
-from wmr_model.calibration.overlay import overlay_yaml
 from wmr_model.calibration.residuals import (
     body_pose_from_sensor,
     component_indices,
@@ -18,6 +17,7 @@ from wmr_model.calibration.residuals import (
 )
 from wmr_model.calibration.stochastic import stochastic_covariance, stochastic_measurement, vec
 from wmr_model.errors import ParameterError
+from wmr_model.io.calibration_file import overlay_yaml
 from wmr_model.io.sidecar import parse_parameters
 from wmr_model.parameters import get_spec
 from wmr_model.prediction.predict import predict

@@ -263,7 +263,7 @@ def _play(feed, run, iv):
 
 
 def test_calibrator_converges_pushes_saves_and_resets(ros, synthetic, tmp_path):
-    from wmr_model.calibration.overlay import OVERLAY_VERSION
+    from wmr_model.io.calibration_file import OVERLAY_VERSION
     from wmr_model.io.sidecar import parse_parameters
 
     run, iv, batch = synthetic

@@ -23,7 +23,6 @@ from wmr_model.calibration.intervals import IntervalPolicy, select_intervals
 from wmr_model.calibration.logs import CalibrationLog, log_from_streams
 from wmr_model.calibration.offline import calibrate_offline, fit_stochastic, fit_systematic
 from wmr_model.calibration.online import OnlineCalibrator, UpdateRecord
-from wmr_model.calibration.overlay import overlay_yaml
 from wmr_model.calibration.predictors import DiffDrivePredictor, ModelPredictor
 from wmr_model.calibration.synthetic import inject_outliers, synthetic_log
 from wmr_model.calibration.systematic import systematic_terms
@@ -46,5 +45,4 @@ __all__ = [
     "nees_bounds",
     "synthetic_log",
     "inject_outliers",
-    "overlay_yaml",
 ]

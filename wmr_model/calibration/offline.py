@@ -65,7 +65,7 @@ class OfflineResult:
 
 def _bounds(names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Schema bounds narrowed to the physical ranges of :func:`physical_bounds`."""
-    from wmr_model.calibration.vehicle_sets import physical_bounds
+    from wmr_model.calibration.bounds import physical_bounds
 
     phys = physical_bounds(names)
     lo = np.array([max(get_spec(n).lower, phys.get(n, (-np.inf,))[0]) for n in names])

@@ -45,8 +45,27 @@ from wmr_model.calibration.intervals import (
 from wmr_model.calibration.logs import DEFAULT_POSE_STD, CalibrationLog
 from wmr_model.calibration.online import OnlineCalibrator, UpdateRecord
 from wmr_model.errors import ParameterError, WmrError
+from wmr_model.parameters import OptionSpec, option_default, register_options
 
-__all__ = ["IntervalOutcome", "StreamDiagnostics", "StreamCalibrator"]
+__all__ = ["IntervalOutcome", "StreamDiagnostics", "StreamCalibrator", "STREAM_OPTIONS"]
+
+#: Option group of the stream buffers (:func:`wmr_model.parameters.options`): the defaults of
+#: :class:`StreamCalibrator` and the calibrator node's parameters of the same names.
+STREAM_OPTIONS = "stream"
+
+register_options(STREAM_OPTIONS, [
+    OptionSpec("margin", 0.25, unit="s", lower=0.0, upper=60.0, read_only=True, description=(
+        "encoder history kept around each interval (>= |time offset| + one encoder period)")),
+    OptionSpec("max_wait", 5.0, unit="s", lower=0.0, upper=600.0, read_only=True, description=(
+        "(stamp time) an interval waits for encoders covering it before it is skipped")),
+    OptionSpec("max_encoder_gap", 0.5, unit="s", lower=0.0, upper=600.0, read_only=True,
+               description="intervals with a longer encoder gap are skipped"),
+    OptionSpec("time_jump_threshold", 1.0, unit="s", lower=0.0, upper=3600.0, read_only=True,
+               description="a stamp this far behind its stream is a time jump (bag loop): "
+               "buffers cleared, estimate kept"),
+    OptionSpec("max_history", 120.0, unit="s", lower=1.0, upper=86400.0, read_only=True,
+               description="encoder history kept at most (memory)"),
+])
 
 #: Quaternions whose squared norm is below this are rejected (not a rotation; e.g. all zero).
 MIN_QUATERNION_NORM2 = 0.5
@@ -121,9 +140,14 @@ class StreamCalibrator:
     def __init__(self, make_calibrator: Callable[[], OnlineCalibrator],
                  joint_names: Sequence[str], policy: IntervalPolicy, *,
                  encoder_map: Mapping[str, Sequence[str]] | None = None,
-                 pose_sensor: str | None = None, margin: float = 0.25, max_wait: float = 5.0,
-                 max_encoder_gap: float = 0.5, time_jump_threshold: float = 1.0,
-                 max_history: float = 120.0, source: str = "<stream>",
+                 pose_sensor: str | None = None,
+                 margin: float = option_default(STREAM_OPTIONS, "margin"),
+                 max_wait: float = option_default(STREAM_OPTIONS, "max_wait"),
+                 max_encoder_gap: float = option_default(STREAM_OPTIONS, "max_encoder_gap"),
+                 time_jump_threshold: float = option_default(STREAM_OPTIONS,
+                                                             "time_jump_threshold"),
+                 max_history: float = option_default(STREAM_OPTIONS, "max_history"),
+                 source: str = "<stream>",
                  reference: tuple | None = None) -> None:
         if not joint_names:
             raise ParameterError(f"{source}: joint_names: at least one joint is needed")

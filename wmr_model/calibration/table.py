@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from wmr_model.calibration.bounds import physical_bounds, physical_warnings
 from wmr_model.calibration.evaluate import evaluate, online_errors
 from wmr_model.calibration.identifiability import check_identifiability
 from wmr_model.calibration.intervals import split_intervals, split_time
@@ -46,7 +47,6 @@ from wmr_model.calibration.logs import CalibrationLog
 from wmr_model.calibration.offline import calibrate_offline
 from wmr_model.calibration.online import OnlineCalibrator
 from wmr_model.calibration.predictors import DiffDrivePredictor, ModelPredictor
-from wmr_model.calibration.vehicle_sets import physical_bounds, physical_warnings
 from wmr_model.errors import ParameterError
 from wmr_model.terrain.surface import Terrain, flat
 from wmr_model.vehicles.model import VehicleModel

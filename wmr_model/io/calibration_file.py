@@ -1,6 +1,6 @@
 """Calibration files: a vehicle overlay of named parameters with their 1-sigma.
 
-One format (:mod:`wmr_model.calibration.overlay`, a sidecar fragment)::
+One format, a sidecar fragment (:mod:`wmr_model.io.sidecar` schema)::
 
     version: 1
     vehicle: warthog
@@ -24,13 +24,42 @@ from pathlib import Path
 
 import yaml
 
-from wmr_model.calibration.overlay import OVERLAY_VERSION, overlay_yaml
 from wmr_model.errors import ParameterError
 from wmr_model.io.files import write_text_atomically  # the one atomic writer (re-exported)
 from wmr_model.parameters import check_value
 
-__all__ = ["CALIBRATION_KEYS", "CalibrationFile", "load_calibration", "save_calibration",
-           "write_text_atomically"]
+__all__ = ["CALIBRATION_KEYS", "OVERLAY_VERSION", "CalibrationFile", "load_calibration",
+           "overlay_dict", "overlay_yaml", "save_calibration", "write_text_atomically"]
+
+#: Version of the overlay document (the sidecar schema version it follows).
+OVERLAY_VERSION = 1
+
+
+def overlay_dict(vehicle: str, values: Mapping[str, float],
+                 std: Mapping[str, float] | None = None, note: str = "") -> dict:
+    """Overlay document as a mapping; values are validated against the schema."""
+    params = {n: check_value(n, v) for n, v in sorted(values.items())}
+    lines = [note] if note else []
+    for n in sorted(std or {}):
+        s = float((std or {})[n])
+        if math.isfinite(s):
+            lines.append(f"{n}: 1-sigma {s:.3g}")
+    doc: dict = {"version": OVERLAY_VERSION, "vehicle": vehicle}
+    if lines:
+        doc["description"] = "IPEM calibration; " + "; ".join(lines)
+    doc["parameters"] = params
+    sig = {n: float(v) for n, v in sorted((std or {}).items())
+           if n in params and math.isfinite(float(v))}
+    if sig:
+        doc["std"] = sig
+    return doc
+
+
+def overlay_yaml(vehicle: str, values: Mapping[str, float],
+                 std: Mapping[str, float] | None = None, note: str = "") -> str:
+    """Overlay document as YAML text (see :func:`overlay_dict`)."""
+    return yaml.safe_dump(overlay_dict(vehicle, values, std, note), sort_keys=False)
+
 
 #: Top-level keys of a calibration file.
 CALIBRATION_KEYS = ("version", "vehicle", "description", "parameters", "std")

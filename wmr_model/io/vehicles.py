@@ -38,6 +38,7 @@ __all__ = [
     "load_vehicle_spec",
     "load_vehicle",
     "require_ground_contact",
+    "vehicle_parameter_set",
 ]
 
 #: The vehicles this package ships, in documentation order.
@@ -188,3 +189,26 @@ def load_vehicle(
     6
     """
     return compile_vehicle(load_vehicle_spec(name_or_path, sidecar))
+
+
+def vehicle_parameter_set(vehicle: str) -> tuple[list[str], str] | None:
+    """``(params, source)``: the default calibrated parameter set of a shipped vehicle, or None
+    when it ships none.
+
+    It is the ``params`` list of the calibrator section of ``config/nodes/<vehicle>.yaml``: the
+    set the identifiability check (:mod:`wmr_model.calibration.identifiability`) passes on a
+    synthetic run of that vehicle (``test_calibration_identifiability.py``), e.g. the
+    Warthog's ``slip.p2, slip.p6`` and one wheel radius (``{p2, p5, radius}`` is confounded on
+    a skid steer; p3, p4 need lateral forces that flat driving barely excites). ``wmr
+    calibrate``, ``wmr replay`` and fleet fits use it (plus ``time_offset.pose``) when no
+    ``--params`` are given; without one they use
+    :data:`wmr_model.calibration.table.DEFAULT_3D_PARAMS`.
+    """
+    for root in data_roots():
+        p = root / "config" / "nodes" / f"{vehicle}.yaml"
+        if p.is_file():
+            doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+            sec = (doc.get("/**/calibrator_node") or {}).get("ros__parameters") or {}
+            if sec.get("params"):
+                return [str(n) for n in sec["params"]], str(p)
+    return None

@@ -22,7 +22,7 @@ same reference check and interval filters). A fit over several bags concatenates
 * per bag: one fit on each bag (in-sample errors over all its intervals);
 * per group (``group_by`` robot, terrain or vehicle; bags of one group share a vehicle): one
   fit on all the group's bags, written as a vehicle overlay with 1-sigma
-  (:func:`~wmr_model.calibration.overlay.overlay_yaml`);
+  (:func:`~wmr_model.io.calibration_file.overlay_yaml`);
 * cross-validation: the group's bags in ``folds`` round-robin folds (leave-one-bag-out up to
   ``folds`` bags); each fold is predicted by a fit on the group's other bags and compared with
   the uncalibrated (nominal) 3D kinematic model. One-bag groups have no fold.
@@ -218,7 +218,7 @@ def default_params(model) -> tuple[list[str], str]:
     vehicle's identifiability-checked calibrator set plus ``time_offset.pose``, else
     :data:`~wmr_model.calibration.table.DEFAULT_3D_PARAMS`."""
     from wmr_model.calibration.table import DEFAULT_3D_PARAMS
-    from wmr_model.calibration.vehicle_sets import vehicle_parameter_set
+    from wmr_model.io.vehicles import vehicle_parameter_set
 
     vs = vehicle_parameter_set(model.name)
     params = list(DEFAULT_3D_PARAMS) if vs is None else [*vs[0], "time_offset.pose"]
@@ -533,7 +533,7 @@ def _file_name(group: str) -> str:
 def write_library(report: dict[str, Any], folder: str | Path) -> list[Path]:
     """Write one vehicle overlay YAML (values and 1-sigma) per fitted group into ``folder``
     (``<group>.yaml``); adds ``overlay`` to the report's group rows; returns the paths."""
-    from wmr_model.calibration.overlay import overlay_yaml
+    from wmr_model.io.calibration_file import overlay_yaml
     from wmr_model.io.files import prepare_output_dir, write_text_atomically
 
     out = prepare_output_dir(folder, "--library")

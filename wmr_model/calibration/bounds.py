@@ -1,51 +1,22 @@
-"""The default calibrated parameter set of a vehicle, and physical-bound warnings.
-
-Each shipped vehicle's calibrator section (``config/nodes/<name>.yaml``, ``params``) lists the
-set that the identifiability check (:mod:`wmr_model.calibration.identifiability`) passes on a
-synthetic run of that vehicle (``test_calibration_identifiability.py``): e.g. the Warthog's
-``slip.p2, slip.p6`` and one wheel radius (``{p2, p5, radius}`` is confounded on a skid steer;
-p3, p4 need lateral forces that flat driving barely excites). ``wmr calibrate`` and ``wmr
-replay`` use it (plus ``time_offset.pose``) when no ``--params`` are given; a vehicle without
-such a section gets :data:`wmr_model.calibration.table.DEFAULT_3D_PARAMS`.
+"""Physical bounds of calibrated parameters, and warnings for estimates outside them.
 
 :func:`physical_warnings` names estimates outside the physically plausible range of their
 family (:data:`PLAUSIBLE`): a slip coefficient beyond it means the fit absorbed something the
-model does not have (a wrong radius or track width, reference faults) - never silently.
+model does not have (a wrong radius or track width, reference faults) - never silently. The
+online and offline fits clip at :func:`physical_bounds`. (Which parameters a vehicle calibrates
+by default comes with its node configuration: :func:`wmr_model.io.vehicles.vehicle_parameter_set`.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-__all__ = ["vehicle_parameter_set", "physical_warnings", "physical_bounds", "PLAUSIBLE"]
+__all__ = ["physical_warnings", "physical_bounds", "PLAUSIBLE"]
 
 #: Plausible magnitude of each slip coefficient (|value| above it is reported): longitudinal and
 #: lateral slip ratios stay well below 1 on any traversable ground, yaw terms below 2.
 PLAUSIBLE = {"slip.p1": 1.0, "slip.p2": 1.0, "slip.p3": 1.0, "slip.p4": 2.0, "slip.p5": 2.0,
              "slip.p6": 1.0, "slip.p7": 2.0, "slip.p8": 2.0, "time_offset.pose": 1.0}
-
-
-def _node_configs() -> list[Path]:
-    import sys
-
-    roots = [Path(__file__).resolve().parents[2], Path(sys.prefix) / "share" / "wmr_model"]
-    return [r / "config" / "nodes" for r in roots]
-
-
-def vehicle_parameter_set(vehicle: str) -> tuple[list[str], str] | None:
-    """``(params, source)``: the identifiability-checked calibrator set of a shipped vehicle
-    (without noise entries), or None when the vehicle ships none."""
-    import yaml
-
-    for d in _node_configs():
-        p = d / f"{vehicle}.yaml"
-        if p.is_file():
-            doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-            sec = (doc.get("/**/calibrator_node") or {}).get("ros__parameters") or {}
-            if sec.get("params"):
-                return [str(n) for n in sec["params"]], str(p)
-    return None
 
 
 def physical_bounds(names: Sequence[str]) -> dict[str, tuple[float, float]]:
