@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from wmr_model.calibration.intervals import INTERVAL_OPTIONS, IntervalPolicy
+from wmr_model.calibration.stream import STREAM_OPTIONS
 from wmr_model.errors import ParameterError
 from wmr_model.parameters import (
     OptionSpec,
@@ -47,6 +48,8 @@ def test_shared_rows_have_one_definition():
         if name.startswith("interval."):
             assert option(CALIBRATOR_NODE, name) is s
     assert option(ODOMETRY_NODE, "stabilization") is option(PREDICTION_NODE, "stabilization")
+    for name, s in options(STREAM_OPTIONS).items():
+        assert option(CALIBRATOR_NODE, name) is s
 
 
 def test_interval_policy_defaults_from_schema():

@@ -7,7 +7,8 @@ under the node's name (``NODE_OPTIONS``, the parameters every node declares firs
 :func:`wmr_model.ros.params.declare_options` declares them with their description, unit, range or
 choices and read-only flag; the README's node parameter tables are
 :func:`wmr_model.parameters.markdown_table` of these groups. The calibrator lists the interval
-rows of :mod:`wmr_model.calibration.intervals`, the prediction and odometry nodes the
+rows of :mod:`wmr_model.calibration.intervals` and the buffer rows of
+:mod:`wmr_model.calibration.stream`, the prediction and odometry nodes the
 integration rows of :mod:`wmr_model.prediction.rollouts` (one definition each). ROS-free:
 importing this module needs no rclpy.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 from wmr_model.calibration.identifiability import DEFAULT_MAX_STD_RATIO, DEFAULT_MIN_INTERVALS
 from wmr_model.calibration.intervals import INTERVAL_OPTIONS
 from wmr_model.calibration.online import DEFAULT_OUTLIER_PROBABILITY
+from wmr_model.calibration.stream import STREAM_OPTIONS
 from wmr_model.estimation.streams import (
     DEFAULT_CONFIRM_COUNT,
     DEFAULT_MAX_ANGULAR_RATE,
@@ -245,20 +247,7 @@ register_options(CALIBRATOR_NODE, [
         "bounds the node's memory on long runs")),
     OptionSpec("iterations", 1, lower=1, upper=20, read_only=True, description=(
         "Gauss-Newton iterations per update (1: EKF; 2-3 help a time offset)")),
-    OptionSpec("margin", 0.25, unit="s", lower=0.0, upper=60.0, read_only=True, description=(
-        "encoder history kept around each interval (>= |time offset| + one encoder period)")),
-    OptionSpec("max_wait", 5.0, unit="s", lower=0.0, upper=600.0, read_only=True, description=(
-        "(stamp time) an interval waits for encoders covering it before it is skipped")),
-    OptionSpec("max_encoder_gap", 0.5, unit="s", lower=0.0, upper=600.0, read_only=True,
-               description=(
-        "intervals with a longer encoder gap are skipped")),
-    OptionSpec("time_jump_threshold", 1.0, unit="s", lower=0.0, upper=3600.0, read_only=True,
-               description=(
-        "a stamp this far behind its stream is a time jump (bag loop): buffers cleared, estimate "
-        "kept")),
-    OptionSpec("max_history", 120.0, unit="s", lower=1.0, upper=86400.0, read_only=True,
-               description=(
-        "encoder history kept at most (memory)")),
+    *options(STREAM_OPTIONS).values(),
     OptionSpec("reorder_window", LIVE_REORDER_WINDOW, unit="s", lower=0.0, upper=3600.0,
                default_note=_REORDER_NOTE, description=(
         "(stamp time) encoder, IMU and pose messages may wait to be processed in stamp order "
