@@ -193,10 +193,10 @@ def _default_cache() -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the comparison and print it (one bag) or the fleet calibration (many bags)."""
-    from wmr_model.calibration.overlay import overlay_yaml
     from wmr_model.calibration.table import compare_models
     from wmr_model.cli._output import emit
     from wmr_model.errors import ParameterError
+    from wmr_model.io.calibration_file import overlay_yaml
     from wmr_model.io.vehicles import load_vehicle
     from wmr_model.pipelines.fleet import default_params, prepare_bag
 
@@ -232,10 +232,7 @@ def run(args: argparse.Namespace) -> int:
                                 inputs=[n for n in args.inputs.split(",") if n],
                                 split=args.split if 0 < args.split < 1 else None)
 
-    def row(r) -> dict:
-        return {"model": r.model, "mean_pos_m": r.pos, "mean_yaw_rad": r.yaw,
-                "values": r.values, "intervals": r.intervals}
-
+    row = _row_dict
     data = {"bag": args.bag, "vehicle": model.name, "intervals": len(iv),
             "calibration_intervals": len(ivc), "interval_s": args.interval,
             "interval_classes": {k: n for k, n in counts.items() if k != "still"},
@@ -252,27 +249,35 @@ def run(args: argparse.Namespace) -> int:
         write_text_atomically(args.overlay, overlay_yaml(
             model.name, info[key]["estimate"], info[key]["std"], note=f"{key} on {args.bag}"))
 
-    def text(d: dict) -> str:
-        head = f"{'model':28s} {'mean pos (m)':>12s} {'mean yaw (rad)':>14s}"
-        lines = [f"{d['bag']}: {d['intervals']} intervals of {d['interval_s']} s "
-                 f"({d['calibration_intervals']} informative ones calibrate)"]
-        o = d["out_of_sample"]
-        if o:
-            lines += [f"OUT OF SAMPLE: calibrated on the first {o['fraction']:g} of the log "
-                      f"(to {o['t_split']:.1f} s, {o['calibration_intervals']} calibration "
-                      f"intervals), evaluated on the {o['evaluation_intervals']} intervals "
-                      "after it", head]
-            lines += [f"{r['model']:28s} {r['mean_pos_m']:12.4f} {r['mean_yaw_rad']:14.4f}"
-                      for r in o["rows"]]
-        lines += [f"IN SAMPLE: whole log, {d['intervals']} intervals (converged = final "
-                  "estimate on the data it was fitted to)", head]
-        lines += [f"{r['model']:28s} {r['mean_pos_m']:12.4f} {r['mean_yaw_rad']:14.4f}"
-                  for r in d["rows"]]
-        for k, v in d["details"].items():
-            est = ", ".join(f"{n}={x:.4g}" for n, x in v["estimate"].items())
-            lines.append(f"{k}: {est}")
-        lines += [f"note: {n}" for n in d["notes"]]
-        return "\n".join(lines)
-
-    emit(args, data, text)
+    emit(args, data, _text)
     return 0
+
+
+def _row_dict(r) -> dict:
+    """One comparison row as JSON."""
+    return {"model": r.model, "mean_pos_m": r.pos, "mean_yaw_rad": r.yaw,
+            "values": r.values, "intervals": r.intervals}
+
+
+def _text(d: dict) -> str:
+    """The text report: out-of-sample table first, then in sample, estimates and notes."""
+    head = f"{'model':28s} {'mean pos (m)':>12s} {'mean yaw (rad)':>14s}"
+    lines = [f"{d['bag']}: {d['intervals']} intervals of {d['interval_s']} s "
+             f"({d['calibration_intervals']} informative ones calibrate)"]
+    o = d["out_of_sample"]
+    if o:
+        lines += [f"OUT OF SAMPLE: calibrated on the first {o['fraction']:g} of the log "
+                  f"(to {o['t_split']:.1f} s, {o['calibration_intervals']} calibration "
+                  f"intervals), evaluated on the {o['evaluation_intervals']} intervals "
+                  "after it", head]
+        lines += [f"{r['model']:28s} {r['mean_pos_m']:12.4f} {r['mean_yaw_rad']:14.4f}"
+                  for r in o["rows"]]
+    lines += [f"IN SAMPLE: whole log, {d['intervals']} intervals (converged = final "
+              "estimate on the data it was fitted to)", head]
+    lines += [f"{r['model']:28s} {r['mean_pos_m']:12.4f} {r['mean_yaw_rad']:14.4f}"
+              for r in d["rows"]]
+    for k, v in d["details"].items():
+        est = ", ".join(f"{n}={x:.4g}" for n, x in v["estimate"].items())
+        lines.append(f"{k}: {est}")
+    lines += [f"note: {n}" for n in d["notes"]]
+    return "\n".join(lines)

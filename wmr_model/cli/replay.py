@@ -107,16 +107,27 @@ def _floats(text: str | None, n: int, flag: str):
 
 def run(args: argparse.Namespace) -> int:
     """Replay, print the tables and write the outputs."""
-    import json
-    from pathlib import Path
+    from wmr_model.cli._output import emit
+    from wmr_model.pipelines.replay import replay
 
+    opt = _replay_options(args)
+    _check_outputs(args)
+    res = replay(args.bag, opt)
+    data = results_dict(res)
+    files = _write_outputs(args, res, data)
+    speed = res.duration / max(res.wall_time, 1e-9)
+    data = {**data, "files": files, "wall_time_s": res.wall_time, "speed_x_realtime": speed}
+    emit(args, data, lambda d: _text(d, res, speed, files))
+    return 0
+
+
+def _replay_options(args: argparse.Namespace):
+    """The checked :class:`wmr_model.pipelines.replay.ReplayOptions` of the flags."""
     from wmr_model.cli._options import check_interval_arguments
-    from wmr_model.cli._output import emit, to_jsonable
-    from wmr_model.errors import ParameterError
-    from wmr_model.pipelines.replay import ReplayOptions, replay, write_csv, write_output_bag
+    from wmr_model.pipelines.replay import ReplayOptions
 
     check_interval_arguments(args)
-    opt = ReplayOptions(
+    return ReplayOptions(
         vehicle=args.vehicle, encoder_topic=args.encoder_topic,
         imu_topic=args.imu_topic or None, pose_topic=args.pose_topic,
         truth_topic=args.truth_topic or None, pose_sensor=args.pose_sensor,
@@ -129,6 +140,14 @@ def run(args: argparse.Namespace) -> int:
         stale_hold=args.stale_hold if args.stale_hold > 0 else None,
         pose_std=_floats(args.pose_std, 2, "--pose-std"),
         progress=not args.quiet and not args.json and sys.stderr.isatty())
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an existing --out-bag or one in a missing folder; prepare the --out folder."""
+    from pathlib import Path
+
+    from wmr_model.errors import ParameterError
+
     if args.out_bag:
         ob = Path(args.out_bag).expanduser()
         if ob.exists():
@@ -140,8 +159,16 @@ def run(args: argparse.Namespace) -> int:
         from wmr_model.io.files import prepare_output_dir
 
         prepare_output_dir(args.out, "--out")
-    res = replay(args.bag, opt)
-    data = results_dict(res)
+
+
+def _write_outputs(args: argparse.Namespace, res, data: dict) -> dict[str, str]:
+    """CSV, results.json and the report in --out, the --out-bag; the files by kind."""
+    import json
+    from pathlib import Path
+
+    from wmr_model.cli._output import to_jsonable
+    from wmr_model.pipelines.replay import write_csv, write_output_bag
+
     files = {}
     if args.out:
         from wmr_model.io.report import write_report
@@ -157,39 +184,37 @@ def run(args: argparse.Namespace) -> int:
                                                          plots=not args.no_plots).items()})
     if args.out_bag:
         files["bag"] = str(write_output_bag(res, args.out_bag))
-    speed = res.duration / max(res.wall_time, 1e-9)
-    data = {**data, "files": files, "wall_time_s": res.wall_time, "speed_x_realtime": speed}
+    return files
 
-    def text(d: dict) -> str:
-        from wmr_model.io.report import table_text
 
-        lines = [f"{d['bag']}: {d['vehicle']}, {d['duration_s']:.1f} s replayed in "
-                 f"{res.wall_time:.1f} s ({speed:.0f}x real time)", "",
-                 "Interval prediction errors (Table 3.3): uncalibrated = diff drive, 3D kin.; "
-                 "calibrated = diff drive+, 3D kin.+"]
-        if res.table_oos:
-            sp = res.split
-            lines += [f"OUT OF SAMPLE: calibrated on the first {sp['fraction']:g} of the log "
-                      f"(to {sp['t_split']:.1f} s, {sp['calibration_intervals']} updates), "
-                      "scored on the intervals after it"]
-            lines += table_text(res, out_of_sample=True)
-            lines += ["", "IN SAMPLE (whole log; converged = final estimate on the data it was "
-                      "fitted to)"]
-        lines += table_text(res)
-        lines += ["", "Odometry drift (% of path):"]
-        lines += [f"  {lab:36s} {v['drift_pct']:6.2f} %  ({v['end_error_m']:.2f} m of "
-                  f"{v['path_m']:.1f} m)" for lab, v in d["drift"].items()]
-        lines += ["", "3D kin.+ calibrated (online, final):"]
-        z = d["z"]
-        for n, v in d["estimate"].items():
-            t = d["truth"].get(n)
-            extra = "" if t is None else f"  truth {t:.4g}  ({z[n]:+.1f} sigma)"
-            lines.append(f"  {n:32s} {v:9.4g} ± {d['std'][n]:.2g}{extra}")
-        lines += ["", *[f"note: {n}" for n in d["notes"]]]
-        if files:
-            lines.append("")
-            lines += [f"{k}: {v}" for k, v in files.items()]
-        return "\n".join(lines)
+def _text(d: dict, res, speed: float, files: dict[str, str]) -> str:
+    """The text report: tables (out of sample first), drift, estimates, notes, files."""
+    from wmr_model.io.report import table_text
 
-    emit(args, data, text)
-    return 0
+    lines = [f"{d['bag']}: {d['vehicle']}, {d['duration_s']:.1f} s replayed in "
+             f"{res.wall_time:.1f} s ({speed:.0f}x real time)", "",
+             "Interval prediction errors (Table 3.3): uncalibrated = diff drive, 3D kin.; "
+             "calibrated = diff drive+, 3D kin.+"]
+    if res.table_oos:
+        sp = res.split
+        lines += [f"OUT OF SAMPLE: calibrated on the first {sp['fraction']:g} of the log "
+                  f"(to {sp['t_split']:.1f} s, {sp['calibration_intervals']} updates), "
+                  "scored on the intervals after it"]
+        lines += table_text(res, out_of_sample=True)
+        lines += ["", "IN SAMPLE (whole log; converged = final estimate on the data it was "
+                  "fitted to)"]
+    lines += table_text(res)
+    lines += ["", "Odometry drift (% of path):"]
+    lines += [f"  {lab:36s} {v['drift_pct']:6.2f} %  ({v['end_error_m']:.2f} m of "
+              f"{v['path_m']:.1f} m)" for lab, v in d["drift"].items()]
+    lines += ["", "3D kin.+ calibrated (online, final):"]
+    z = d["z"]
+    for n, v in d["estimate"].items():
+        t = d["truth"].get(n)
+        extra = "" if t is None else f"  truth {t:.4g}  ({z[n]:+.1f} sigma)"
+        lines.append(f"  {n:32s} {v:9.4g} ± {d['std'][n]:.2g}{extra}")
+    lines += ["", *[f"note: {n}" for n in d["notes"]]]
+    if files:
+        lines.append("")
+        lines += [f"{k}: {v}" for k, v in files.items()]
+    return "\n".join(lines)
