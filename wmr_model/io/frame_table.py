@@ -393,7 +393,8 @@ def load_frame_table(src: str | os.PathLike[str] | Mapping[str, Any]) -> Vehicle
                              f"frames are {sorted(known)}")
     constraints = _table_constraints(data, frames, t)
     sensors = [
-        SensorSpec(s.name, s.parent or body_name, tuple(v * t.L for v in s.xyz), s.rpy)
+        SensorSpec(s.name, s.parent or body_name,
+                   (s.xyz[0] * t.L, s.xyz[1] * t.L, s.xyz[2] * t.L), s.rpy)
         for s in parse_sensors(data.get("sensors"), f"{label}: sensors", allow_link=False)
     ]
     options = expect_mapping(data.get("options"), f"{label}: options")

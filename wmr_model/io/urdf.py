@@ -89,7 +89,7 @@ def combine_inertias(
     m = float(sum(p[0] for p in parts))
     if m <= 0.0:
         return 0.0, np.zeros(3), sum((p[2] for p in parts), np.zeros((3, 3)))
-    c = sum(p[0] * np.asarray(p[1]) for p in parts) / m
+    c = np.asarray(sum(p[0] * np.asarray(p[1]) for p in parts)) / m
     inertia = np.zeros((3, 3))
     for mk, ck, Ik in parts:
         d = np.asarray(ck) - c

@@ -852,8 +852,8 @@ def _compile_tracks(spec: VehicleSpec, index: dict[str, int], parent: np.ndarray
         sp = _vec3(tr.sprocket_xyz, "sprocket_xyz", where)
         ip = _vec3(tr.idler_xyz, "idler_xyz", where)
         rws = []
-        for k, (c, r) in enumerate(tr.road_wheels):
-            rws.append((tuple(_vec3(c, f"road_wheels[{k}].xyz", where)), float(r)))
+        for k, (xyz, r) in enumerate(tr.road_wheels):
+            rws.append((tuple(_vec3(xyz, f"road_wheels[{k}].xyz", where)), float(r)))
         rd = tr.sprocket_radius if tr.drive_radius is None else tr.drive_radius
         for what, r in (("sprocket_radius", tr.sprocket_radius),
                         ("idler_radius", tr.idler_radius), ("drive_radius", rd),
