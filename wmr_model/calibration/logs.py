@@ -85,10 +85,11 @@ class CalibrationLog:
                              f"{np.shape(self.pose_covariance)}")
         if self.pot_names:
             Np = 0 if self.pot_time is None else len(self.pot_time)
-            if Np < 2 or np.shape(self.pot_reading) != (Np, len(self.pot_names)):
+            got = () if self.pot_reading is None else np.shape(self.pot_reading)
+            if Np < 2 or got != (Np, len(self.pot_names)):
                 raise ShapeError(f"{self.source}: pot_reading: expected ({Np}, "
                                  f"{len(self.pot_names)}) with >= 2 samples for pot_names "
-                                 f"{list(self.pot_names)}, got {np.shape(self.pot_reading)}")
+                                 f"{list(self.pot_names)}, got {got}")
         for name in ("joint_time", "pose_time"):
             t = getattr(self, name)
             if len(t) > 1 and np.any(np.diff(t) <= 0):

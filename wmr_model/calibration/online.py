@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.stats import chi2
@@ -39,6 +40,9 @@ from wmr_model.calibration.stochastic import (
 from wmr_model.calibration.systematic import systematic_terms
 from wmr_model.errors import ParameterError
 from wmr_model.parameters import get_spec
+
+if TYPE_CHECKING:  # annotation only: the runtime import graph stays as it was
+    from wmr_model.calibration.predictors import IntervalPredictor
 
 __all__ = ["UpdateRecord", "OnlineCalibrator", "DEFAULT_OUTLIER_PROBABILITY",
            "MIN_CHOLESKY_DIAGONAL"]
@@ -107,7 +111,7 @@ class OnlineCalibrator:
             :meth:`converged_after` sees only the kept records.
     """
 
-    predictor: object
+    predictor: IntervalPredictor
     names: Sequence[str]
     x0: Mapping[str, float] | None = None
     std0: Mapping[str, float] | None = None
@@ -212,7 +216,11 @@ class OnlineCalibrator:
         H[:, sys_pos] = t.H
         S_mu = H @ self.P @ H.T + t.R  # (3.51), systematic block
         D = float(t.r @ np.linalg.solve(S_mu, t.r))  # (3.68)
-        accepted = bool(D <= self.outlier_threshold)
+        gate = self.outlier_threshold
+        if gate is None:  # __post_init__ sets the default; None only if reassigned since
+            raise ParameterError("outlier_threshold: None after construction; set a number "
+                                 "(inf disables rejection)")
+        accepted = bool(D <= gate)
         y_mu = t.r
         for _ in range(self.iterations - 1 if accepted else 0):
             # iterated EKF: re-linearize the systematic measurement at the updated estimate

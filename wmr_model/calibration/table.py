@@ -115,9 +115,12 @@ def _online_and_converged(rows: list, label: str, predictor, names: Sequence[str
             x_split = dict(zip(cal.names, rec[n_before - 1].x))
         done = np.searchsorted(t_upd, log.pose_time[test[:, 0]], side="right")
         assert len(test) == 0 or done.min() >= n_before
-        pos, yaw = (online_errors(predictor, log, test, t_upd, np.array([r.x for r in rec]),
-                                  cal.names, start) if len(test) else (np.nan, np.nan))
-        rows.append(TableRow(f"{label} online", float(np.mean(pos)), float(np.mean(yaw)),
+        pos_t: np.ndarray | float = np.nan  # no test interval: no error
+        yaw_t: np.ndarray | float = np.nan
+        if len(test):
+            pos_t, yaw_t = online_errors(predictor, log, test, t_upd,
+                                         np.array([r.x for r in rec]), cal.names, start)
+        rows.append(TableRow(f"{label} online", float(np.mean(pos_t)), float(np.mean(yaw_t)),
                              cal.estimate, len(test), "out-of-sample"))
         et = evaluate(predictor, log, test, x_split) if len(test) else None
         rows.append(TableRow(f"{label} calibrated", et.mean_pos if et else np.nan,
