@@ -298,10 +298,12 @@ def concatenate_logs(logs: Sequence[CalibrationLog], gap: float = LOG_GAP
         for s, t in zip(streams, ts):
             shifted[s].append(np.asarray(t, dtype=float) + off)
         end = max(float(t[-1]) for t in ts if len(t)) + off
-    cat = {s: np.concatenate(v) for s, v in shifted.items()}
-    data = {"joint_rate": np.concatenate([lg.joint_rate for lg in logs]),
-            "pose": np.concatenate([lg.pose for lg in logs]),
-            "pose_covariance": np.concatenate([lg.pose_covariance for lg in logs])}
+    # keyword bundles for replace(): clocks and arrays by CalibrationLog field (None: absent)
+    cat: dict[str, Any] = {s: np.concatenate(v) for s, v in shifted.items()}
+    data: dict[str, Any] = {
+        "joint_rate": np.concatenate([lg.joint_rate for lg in logs]),
+        "pose": np.concatenate([lg.pose for lg in logs]),
+        "pose_covariance": np.concatenate([lg.pose_covariance for lg in logs])}
     for t, v in (("gyro_time", "gyro"), ("attitude_time", "roll_pitch"),
                  ("pot_time", "pot_reading")):
         data[v] = np.concatenate([getattr(lg, v) for lg in logs]) if t in cat else None
