@@ -96,11 +96,7 @@ from wmr_model.prediction.controllers import twist_profile, vehicle_controller
 from wmr_model.prediction.predict import Prediction, twist_commands
 from wmr_model.prediction.rollouts import (
     DYNAMIC_ACTUATOR,
-    LIFTOFF_FORCE_FRACTION,
-    TRACTION_FRACTION,
     Rollout,
-    dynamic_flags,
-    friction_limits,
     place_on_terrain,
     rollout,
     rollout_bytes,
@@ -128,9 +124,7 @@ from wmr_model.vehicles.model import VehicleModel
 from wmr_model.vehicles.parameters import with_parameters
 
 __all__ = ["RequestError", "PredictionInputs", "prediction_inputs", "fill_response",
-           "fill_messages", "fill_compact", "request_memory", "friction_limits",
-           "dynamic_flags", "PredictionNode", "main", "DYNAMIC_ACTUATOR", "TRACTION_FRACTION",
-           "LIFTOFF_FORCE_FRACTION"]
+           "fill_messages", "fill_compact", "request_memory", "PredictionNode", "main"]
 
 NODE_NAME = "prediction_node"
 Req = PredictTrajectory.Request
