@@ -24,6 +24,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -242,32 +243,56 @@ class ModelPredictor(IntervalPredictor):
                 out[a] = log.pot_names.index(jn)
         return out
 
+    @staticmethod
+    def _pot_columns(log: CalibrationLog,
+                     pots: dict[int, int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Actuated-joint position -> (pot stamps (P,), that pot's readings (P,)) of ``pots``."""
+        if not pots:
+            return {}
+        if log.pot_time is None or log.pot_reading is None:
+            raise ParameterError(f"{log.source}: steering pots {list(log.pot_names)} need "
+                                 "pot_time and pot_reading in the log")
+        return {a: (log.pot_time, log.pot_reading[:, col]) for a, col in pots.items()}
+
+    @staticmethod
+    def _measured_input(log: CalibrationLog, which: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(stamps, samples)`` of the measured prediction input ``which``: ``"roll_pitch"``
+        (attitude_time, roll_pitch) or ``"gyro_yaw"`` (gyro_time, gyro), >= 2 samples."""
+        if which == "roll_pitch":
+            t, v, what = log.attitude_time, log.roll_pitch, "measured roll/pitch"
+            fields = "attitude_time, roll_pitch"
+        else:
+            t, v, what, fields = log.gyro_time, log.gyro, "gyro samples", "gyro_time, gyro"
+        if t is None or v is None or len(v) < 2:
+            raise ParameterError(f"{log.source}: prediction input {which!r} needs {what} in "
+                                 f"the log ({fields})")
+        return t, v
+
     def _check_inputs(self, log: CalibrationLog) -> None:
-        if "roll_pitch" in self.inputs and (log.roll_pitch is None or len(log.roll_pitch) < 2):
-            raise ParameterError(f"{log.source}: prediction input 'roll_pitch' needs measured "
-                                 "roll/pitch in the log (attitude_time, roll_pitch)")
-        if "gyro_yaw" in self.inputs and (log.gyro is None or len(log.gyro) < 2):
-            raise ParameterError(f"{log.source}: prediction input 'gyro_yaw' needs gyro "
-                                 "samples in the log (gyro_time, gyro)")
+        for which in ("roll_pitch", "gyro_yaw"):
+            if which in self.inputs:
+                self._measured_input(log, which)
 
     def _predict(self, mg: VehicleModel, log: CalibrationLog, q0: np.ndarray, cmds: np.ndarray,
                  dt: float, slip: np.ndarray, t_in: np.ndarray):
         """Trajectories of the candidates: ``q`` (Ng, T+1, nq), ``qdot`` (Ng, T, nv); one
         batched :func:`predict` call, measured inputs passed as its ``attitude`` and
         ``known_angular_velocity``."""
-        kw = dict(fidelity=self.fidelity, slip_params=slip, integrator=self.integrator,
-                  stabilization=self.stabilization)
+        kw: dict[str, Any] = dict(fidelity=self.fidelity, slip_params=slip,
+                                  integrator=self.integrator, stabilization=self.stabilization)
         if not self.inputs:
             return predict(mg, self.terrain, q0, cmds, dt, **kw)
         if "roll_pitch" in self.inputs:
             # the measured attitude replaces the terrain's: no position stabilization toward a
             # terrain surface it contradicts (pure velocity solve, sigma = 0 in (2.35))
             kw["stabilization"] = 0.0
-            kw["attitude"] = np.stack([np.interp(t_in, log.attitude_time, log.roll_pitch[:, a])
-                                       for a in range(2)], axis=-1)
+            t_att, rp = self._measured_input(log, "roll_pitch")
+            kw["attitude"] = np.stack([np.interp(t_in, t_att, rp[:, a]) for a in range(2)],
+                                      axis=-1)
         if "gyro_yaw" in self.inputs:
             tm = 0.5 * (t_in[:, :-1] + t_in[:, 1:])
-            kw["known_angular_velocity"] = np.stack([np.interp(tm, log.gyro_time, log.gyro[:, a])
+            t_gyro, gyro = self._measured_input(log, "gyro_yaw")
+            kw["known_angular_velocity"] = np.stack([np.interp(tm, t_gyro, gyro[:, a])
                                                      for a in range(3)], axis=-1)
         return predict(mg, self.terrain, q0, cmds, dt, **kw)
 
@@ -291,7 +316,7 @@ class ModelPredictor(IntervalPredictor):
             groups.setdefault(key, []).append(k)
         pose_out = np.empty((N, 7))
         nominal_traj = None
-        pots = self._pots(log, m, act)
+        pots = self._pot_columns(log, self._pots(log, m, act))
         for key, members in groups.items():
             c0 = cands[members[0]] if 0 not in members else cands[0]
             radius0 = {n: v for n, v in c0.items() if n.startswith("wheel.")}
@@ -309,20 +334,20 @@ class ModelPredictor(IntervalPredictor):
                 d = float(c.get(f"time_offset.{stream}", 0.0))
                 cmds[g] = log.actuated_rates(m, log.pose_time[i0] - d + mid)
                 t_in[g] = log.pose_time[i0] - d + np.arange(T + 1) * dt
+                t_g: np.ndarray = t_in[g]
                 steer0 = {}
-                for a, col in pots.items():  # steering pots: angle = gain * reading + offset
+                for a, (pot_t, pot_r) in pots.items():  # steering: gain * reading + offset
                     jn = m.joint_names[act[a]]
-                    ang = (c.get(f"steer.{jn}.gain", 1.0)
-                           * np.interp(t_in[g], log.pot_time, log.pot_reading[:, col])
+                    ang = (c.get(f"steer.{jn}.gain", 1.0) * np.interp(t_g, pot_t, pot_r)
                            + c.get(f"steer.{jn}.offset", 0.0))
                     cmds[g, :, a] = np.diff(ang) / dt
                     steer0[act[a]] = ang[0]
                 for a, j in enumerate(act):
                     w = wheel_of_joint.get(j)
                     if w is not None:
-                        key = f"wheel.{m.wheel_names[w]}.radius"
-                        if key in c:
-                            cmds[g, :, a] *= c[key] / mg.wheel_radius[w]
+                        rname = f"wheel.{m.wheel_names[w]}.radius"
+                        if rname in c:
+                            cmds[g, :, a] *= c[rname] / mg.wheel_radius[w]
                 for i, sn in enumerate(SLIP_NAMES):
                     slip[g, i] = c.get(sn, 0.0)
                 Tsb = self._sensor_T(sensor, c)
