@@ -127,7 +127,7 @@ def step_profile(quick: bool) -> dict:
     from wmr_model.dynamics.force_balance import StepCache
     from wmr_model.dynamics.rnea import bias_force
     from wmr_model.dynamics.simulate import constraint_cache
-    from wmr_model.kinematics.kernels import wheel_contact
+    from wmr_model.kinematics.wheel_collision import wheel_contact
     from wmr_model.prediction.controllers import straight_wheel_rates
     from wmr_model.vehicles.inertia import model_frame_inertias
 

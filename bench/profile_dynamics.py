@@ -40,11 +40,9 @@ from wmr_model.dynamics.simulate import (
 from wmr_model.experiments import dynamic as sc
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
 from wmr_model.io.vehicles import load_vehicle
-from wmr_model.kinematics.kernels import (
-    forward_kinematics,
-    holonomic_constraints,
-    wheel_contact,
-)
+from wmr_model.kinematics.constraints import holonomic_constraints
+from wmr_model.kinematics.wheel_collision import wheel_contact
+from wmr_model.vehicles.tree import forward_kinematics
 
 DT = 0.04
 DURATION = 10.0

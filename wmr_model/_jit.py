@@ -95,7 +95,7 @@ def _cache_dir_for(func: Callable[..., Any]) -> str:
     """Cache folder of one compiled function, keyed on its source file's import closure.
 
     numba invalidates a cached function only when *its own* file changes; a kernel inlined from
-    another module (``kinematics/kernels.py`` into ``kinematics/loops.py``) would run stale
+    another module (``kinematics/solve.py`` into ``kinematics/loops.py``) would run stale
     after an edit there. Keying the folder on a hash of the defining file and every wmr_model
     module it imports (transitively) avoids that, while edits elsewhere leave it valid.
     """

@@ -8,10 +8,11 @@ from hypothesis import strategies as st
 from wmr_model import dynamics as dyn
 from wmr_model.errors import ShapeError
 from wmr_model.io.vehicles import load_vehicle, vehicle_files
-from wmr_model.kinematics import kernels as K
+from wmr_model.kinematics import integrate as K
 from wmr_model.spatial import quat_from_euler
 from wmr_model.vehicles.generators import random_tree_spec
 from wmr_model.vehicles.model import compile_vehicle
+from wmr_model.vehicles.tree import forward_kinematics
 
 
 def _random_state(model, rng, spread=0.5):
@@ -58,10 +59,10 @@ def _frame_velocities_fd(m, q, qdot, h=1e-6):
     qs = np.empty(m.nq)
     K.state_derivative(q, qdot, qs)
     Tp, Tm = np.empty((m.nf, 4, 4)), np.empty((m.nf, 4, 4))
-    K.forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q + h * qs, Tp)
-    K.forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q - h * qs, Tm)
+    forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q + h * qs, Tp)
+    forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q - h * qs, Tm)
     T = np.empty((m.nf, 4, 4))
-    K.forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, T)
+    forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, T)
     dT = (Tp - Tm) / (2 * h)
     w = np.empty((m.nf, 3))
     vcom = np.empty((m.nf, 3))

@@ -16,7 +16,7 @@ from wmr_model.dynamics.constraints import (
 )
 from wmr_model.dynamics.force_balance import StepCache
 from wmr_model.dynamics.simulate import constraint_cache
-from wmr_model.kinematics.kernels import cholesky_factor, cholesky_solve
+from wmr_model.kinematics.solve import cholesky_factor, cholesky_solve
 
 
 def _spd(rng: np.random.Generator, n: int) -> np.ndarray:

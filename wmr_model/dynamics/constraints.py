@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.kinematics.kernels import wheel_jacobian
+from wmr_model.kinematics.constraints import wheel_jacobian
 
 __all__ = ["assemble_constraints", "qr_column_pivoting", "qr_priority_pivoting",
            "independent_rows", "independent_rows_into", "rows_workspace"]
@@ -40,7 +40,7 @@ def assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_
     """Stacked constraint matrix ``A`` (3 nc + na + nhc, nv), (2.55).
 
     ``J_hol`` (nhc, nv): holonomic constraint rows of
-    :func:`wmr_model.kinematics.kernels.holonomic_constraints` at the same state. The number of
+    :func:`wmr_model.kinematics.constraints.holonomic_constraints` at the same state. The number of
     contacts nc follows from the size of ``A``; the wheel rows are written here, the rows of
     track patches (nc > nw) are left zero for
     :func:`wmr_model.dynamics.track_contact.assemble_track_rows`.

@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.kinematics.kernels import forward_kinematics
 from wmr_model.vehicles.inertia import composite_inertias, composite_workspace, relative_transform
 from wmr_model.vehicles.model import REVOLUTE
+from wmr_model.vehicles.tree import forward_kinematics
 
 __all__ = ["motion_subspace", "relative_transforms", "force_to_parent", "crba", "crba_workspace",
            "crba_into"]

@@ -24,7 +24,8 @@ from wmr_model.dynamics.crba import crba_workspace
 from wmr_model.dynamics.force_balance import workspace
 from wmr_model.dynamics.model import gravity_of
 from wmr_model.dynamics.rnea import rnea_workspace
-from wmr_model.kinematics.kernels import CONTACT_WS_WIDTH, loop_closure_rows
+from wmr_model.kinematics.constraints import loop_closure_rows
+from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH
 from wmr_model.vehicles.inertia import model_frame_inertias
 from wmr_model.vehicles.model import VehicleModel
 
@@ -77,7 +78,8 @@ class StepData(NamedTuple):
     :func:`~wmr_model.dynamics.force_balance.workspace`; ``crba_ws``, ``rnea_ws``, ``rows_ws``
     the scratch of the CRBA, the bias force and the independent rows. ``contact_ws`` (nwarm,
     CONTACT_WS_WIDTH) is the warm-start collision workspace of
-    :func:`~wmr_model.kinematics.kernels.wheel_contact` and ``fan_frame`` (nwarm, 7, 3) that of
+    :func:`~wmr_model.kinematics.wheel_collision.wheel_contact` and ``fan_frame`` (nwarm, 7, 3)
+    that of
     :func:`~wmr_model.dynamics.simulate.warm_wheel_contact`; nwarm = 0 keeps the cold search.
     ``share``, ``dz_model`` (ncon,) are the track patches' load shares and sinkage
     (:func:`~wmr_model.dynamics.track_contact.track_shares`; 1 and 0 for wheels).

@@ -43,7 +43,7 @@ import numpy as np
 from wmr_model._jit import njit
 from wmr_model.contact.models import contact_force
 from wmr_model.dynamics.actuators import IDEAL, actuator_force
-from wmr_model.kinematics.kernels import cholesky_factor, cholesky_solve
+from wmr_model.kinematics.solve import cholesky_factor, cholesky_solve
 
 __all__ = ["BalanceArgs", "StepCache", "WOLFE_C1", "WOLFE_C2", "input_maps", "remove_component",
            "force_balance_error", "workspace", "strong_wolfe",

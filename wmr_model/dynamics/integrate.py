@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from wmr_model._jit import njit
-from wmr_model.kinematics.kernels import integrate_euler
+from wmr_model.kinematics.integrate import integrate_euler
 
 __all__ = ["symplectic_euler"]
 

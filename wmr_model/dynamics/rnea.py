@@ -21,8 +21,8 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.dynamics.crba import force_to_parent, motion_subspace, relative_transforms
-from wmr_model.kinematics.kernels import forward_kinematics
 from wmr_model.spatial import STANDARD_GRAVITY, crf, quat_to_rot
+from wmr_model.vehicles.tree import forward_kinematics
 
 __all__ = ["GRAVITY", "rnea", "rnea_into", "rnea_workspace", "bias_force", "bias_force_into",
            "bias_force_fused"]

@@ -54,14 +54,12 @@ from wmr_model.dynamics.track_contact import (
     track_shares,
 )
 from wmr_model.errors import ParameterError, check_shape
-from wmr_model.kinematics.kernels import (
+from wmr_model.kinematics.constraints import holonomic_constraints, project_loop_closures
+from wmr_model.kinematics.solve import cholesky_factor, cholesky_solve
+from wmr_model.kinematics.track_collision import contact_detection
+from wmr_model.kinematics.wheel_collision import (
     CONTACT_FAN_HALF_SPAN,
     CONTACT_FAN_POINTS,
-    cholesky_factor,
-    cholesky_solve,
-    contact_detection,
-    holonomic_constraints,
-    project_loop_closures,
     wheel_contact,
 )
 from wmr_model.terrain.surface import Terrain, TerrainArrays

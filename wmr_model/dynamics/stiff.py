@@ -18,7 +18,7 @@ ode15s/ode23s/ode23tb with ``RelTol = 1e-2`` and ``MaxStep = 0.04 s``, the defau
 
 Loop closures (closed kinematic chains) enter like the joint constraints, as the stiff
 spring-dampers of :func:`~wmr_model.dynamics.model.joint_spring_dampers` on the rows of
-:func:`~wmr_model.kinematics.kernels.holonomic_constraints` (``jK``, ``jD`` have nhc entries);
+:func:`~wmr_model.kinematics.constraints.holonomic_constraints` (``jK``, ``jD`` have nhc entries);
 there is no projection here, so they stay a penalty.
 
 Ideal actuators have no force law, so they cannot be used here (§2.5.2 uses a P controller).
@@ -52,7 +52,9 @@ from wmr_model.dynamics.model import (
 from wmr_model.dynamics.rnea import bias_force
 from wmr_model.dynamics.simulate import check_dynamics_inputs
 from wmr_model.errors import ParameterError
-from wmr_model.kinematics.kernels import holonomic_constraints, state_derivative, wheel_contact
+from wmr_model.kinematics.constraints import holonomic_constraints
+from wmr_model.kinematics.integrate import state_derivative
+from wmr_model.kinematics.wheel_collision import wheel_contact
 from wmr_model.terrain.surface import Terrain
 from wmr_model.vehicles.model import VehicleModel
 

@@ -2,7 +2,7 @@
 
 A track patch (:mod:`wmr_model.vehicles.tracks`) enters the force balance exactly like a wheel:
 three rows of the constraint matrix (2.55), the velocity ``v_c`` of the *belt material* at its
-contact point in contact coordinates (:func:`wmr_model.kinematics.kernels.track_point_jacobian`:
+contact point in contact coordinates (:func:`wmr_model.kinematics.constraints.track_point_jacobian`:
 the rigid-body part plus the belt sliding over the track frame, the contact surface motion of
 seed 003), and a contact model (2.71) evaluated from ``v_c``, a "rolling speed" and Δz. The
 rolling speed of a patch is the belt surface speed ``R w = r_d theta_dot_s`` (``r_d`` the drive
@@ -63,12 +63,10 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.errors import ParameterError
-from wmr_model.kinematics.kernels import (
-    _patch_height_error,
-    forward_kinematics,
-    track_point_jacobian,
-)
+from wmr_model.kinematics.constraints import track_point_jacobian
+from wmr_model.kinematics.track_collision import _patch_height_error
 from wmr_model.vehicles.model import VehicleModel
+from wmr_model.vehicles.tree import forward_kinematics
 
 __all__ = ["ICR_MAX_RADIUS", "FRICTION_DIRECTIONS", "patch_contact_length", "track_shares",
            "icr_point", "icr_contact_frames", "assemble_track_rows", "icr_map",
@@ -87,7 +85,7 @@ def patch_contact_length(tkind, tparams, tgrid, T, path_k, fvals):
     penetration along the belt; returns ``(l, P, p_max)`` with p_max the deepest penetration.
 
     The sub-points' contact height errors (edge-corrected (2.8),
-    :func:`wmr_model.kinematics.kernels._patch_height_error`) go to ``fvals`` (M,); along
+    :func:`wmr_model.kinematics.track_collision._patch_height_error`) go to ``fvals`` (M,); along
     each of the M - 1 belt segments the penetration ``max(0, -Δz)`` is the linear
     interpolation between its ends (exact where a segment crosses the surface).
     ``T`` (4, 4): the track frame; ``path_k`` (M, 6).
@@ -219,7 +217,7 @@ def assemble_track_rows(m, trk, T_world, T_contact, contact_angle, nw, A):
     ``m``: the :class:`~wmr_model.vehicles.model.KernelModel`; ``trk``: the
     :class:`~wmr_model.dynamics.model.TrackData` (``trk.icr``, ``trk.contact_radius`` below).
 
-    Belt-aligned axes: :func:`~wmr_model.kinematics.kernels.track_point_jacobian` as is (its
+    Belt-aligned axes: :func:`~wmr_model.kinematics.constraints.track_point_jacobian` as is (its
     belt term is ``-r_d`` on the x axis, the belt tangent). ``icr``: the axes were turned onto
     the ICR circle (:func:`icr_contact_frames`), and the belt moves along the new x axis at its
     full speed (seed 003 §IV-C/D): the drive column's belt term is replaced by ``(-r_d, 0, 0)``

@@ -36,11 +36,13 @@ from wmr_model.dynamics.simulate import (
 from wmr_model.dynamics.stiff import StiffTrajectory, simulate_stiff
 from wmr_model.io.vehicles import load_vehicle, load_vehicle_spec
 from wmr_model.kinematics import initialize_contact
-from wmr_model.kinematics.kernels import forward_kinematics, wheel_contact, wheel_jacobian
+from wmr_model.kinematics.constraints import wheel_jacobian
+from wmr_model.kinematics.wheel_collision import wheel_contact
 from wmr_model.prediction.controllers import simulate_dynamics_controlled, straight_wheel_rates
 from wmr_model.spatial import STANDARD_GRAVITY, quat_from_euler, quat_to_rot, rot_to_euler
 from wmr_model.terrain.surface import Terrain, flat, ramp
 from wmr_model.vehicles.model import VehicleModel, compile_vehicle
+from wmr_model.vehicles.tree import forward_kinematics
 
 __all__ = [
     "DynamicsRun",

@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 
 from wmr_model.errors import ModelError, ParameterError, ShapeError
-from wmr_model.kinematics.kernels import forward_kinematics
 from wmr_model.terrain.surface import Terrain
 from wmr_model.vehicles.model import REVOLUTE, VehicleModel
+from wmr_model.vehicles.tree import forward_kinematics
 
 __all__ = [
     "FLIPPERS_FLAT",

@@ -6,7 +6,7 @@ offset y. The belt follows the convex hull of those circles. Its material moves 
 at the *belt speed* ``r_s * theta_dot_s`` (``r_s`` the sprocket radius, ``theta_dot_s`` the rate
 of the drive joint). Contact surface motion (Pecka et al., seed 003) is expressed in the
 kinematics as the belt velocity of each contact point, added to the drive joint's column of
-that point's Jacobian (:func:`wmr_model.kinematics.kernels.track_point_jacobian`).
+that point's Jacobian (:func:`wmr_model.kinematics.constraints.track_point_jacobian`).
 
 Sign convention: a positive drive rate moves the *lower* run toward -x of the track frame, i.e.
 drives the vehicle toward +x (forward), whatever the drive joint's axis.
@@ -62,7 +62,7 @@ as approach or separation.
 
 Contacts are one-sided: a patch in contact whose normal row would hold the belt down (the
 solution separates it faster than its Baumgarte target) is released to the clear-patch weight
-and the system re-solved (:func:`wmr_model.kinematics.kernels.release_track_adhesion`). Without
+and the system re-solved (:func:`wmr_model.kinematics.solve.release_track_adhesion`). Without
 that, the equality rows of the least-squares solve (2.38) let a body rest on two edges ahead of
 its centre (tilted nose-down on the floor after a staircase) or stand up a pallet face at 80 deg.
 
@@ -84,11 +84,11 @@ The weights depend on the current state only (no hysteresis state to carry betwe
 are C1 in dz, so activation cannot chatter or stall the solve at an edge.
 
 Near an edge the contact height error of a sub-point is measured against the right face
-(:func:`wmr_model.kinematics.kernels.track_contact`): the terrain plane directly below a point
-just past a nosing is the riser's, whose extension passes millimetres from the point although
-the riser itself ends below it; the kernel also measures the distance to the terrain plane at
-the foot of that first estimate and keeps the larger (both planes support the convex edge, so
-the larger is the better lower bound of the true distance).
+(:func:`wmr_model.kinematics.track_collision.track_contact`): the terrain plane directly below
+a point just past a nosing is the riser's, whose extension passes millimetres from the point
+although the riser itself ends below it; the kernel also measures the distance to the terrain
+plane at the foot of that first estimate and keeps the larger (both planes support the convex
+edge, so the larger is the better lower bound of the true distance).
 """
 
 from __future__ import annotations
