@@ -181,6 +181,88 @@ def _state_ahead(model: VehicleModel, soil_map: DeformableTerrain, P: np.ndarray
     return zc, js
 
 
+def _soil_settings(soil_map: DeformableTerrain, soil: str | Soil,
+                   contact_params: Mapping[str, Any] | None, segment: float,
+                   margin: float | None) -> tuple[dict[str, Any], float]:
+    """Checked ``bekker`` parameters of the run and the imprint margin [m]."""
+    over = dict(contact_params or {})
+    for key in ("zc", "j0"):
+        if key in over:
+            raise ParameterError(f"simulate_on_soil: contact_params.{key} is set from the soil "
+                                 f"map's compaction state; do not pass it")
+    base = {**bekker_params(get_soil(soil)), **over}
+    res = max(soil_map.resolution)
+    margin = MARGIN_NODES * res if margin is None else float(margin)
+    if not margin > res:
+        raise ParameterError(f"simulate_on_soil: margin must exceed the node spacing {res} m, "
+                             f"got {margin}")
+    if not segment > 0.0:
+        raise ParameterError(f"simulate_on_soil: segment must be > 0 wheel radii, got {segment}")
+    return base, margin
+
+
+def _segment_slip(params: np.ndarray, V: np.ndarray, Rw: np.ndarray,
+                  dz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Slip ratio and slip angle (m, nw) of every wheel over a segment's m steps."""
+    m, nw = Rw.shape
+    s_in = np.empty((m, nw))
+    beta = np.empty((m, nw))
+    for t in range(m):
+        for k in range(nw):
+            s_in[t, k], beta[t, k], _, _ = bk.slip_inputs(params[k], V[t, k, 0], V[t, k, 1],
+                                                          Rw[t, k], dz[t, k])
+    return s_in, beta
+
+
+def _press_ruts(model: VehicleModel, soil_map: DeformableTerrain, params: np.ndarray,
+                s_in: np.ndarray, beta: np.ndarray, P: np.ndarray, X: np.ndarray, H: np.ndarray,
+                Pw: np.ndarray, Hw: np.ndarray, end: np.ndarray, pressed: np.ndarray,
+                margin: float) -> None:
+    """Press each wheel's rut from its imprint end to ``margin`` behind its contact point:
+    the sinkage its states over that stretch had and the shear displacement it adds; ``end``
+    and ``pressed`` (nw, ...) advance in place."""
+    out = np.empty(7)
+    for k in range(model.nw):
+        e = P[-1, k] - margin * X[-1, k]
+        d = e - end[k]
+        L = float(d @ X[-1, k])
+        if L <= 0.0:
+            continue
+        mask = soil_map.footprint(end[k], e, float(model.wheel_width[k])) & ~pressed[k]
+        u = d / float(np.hypot(d[0], d[1]))
+        a = (Pw[:, k] - end[k]) @ u
+        over_stretch = (a >= 0.0) & (a <= L)
+        h = float(Hw[over_stretch, k].mean() if over_stretch.any() else H[:, k].mean())
+        bk.wheel_stresses(params[k], float(s_in[:, k].mean()), float(beta[:, k].mean()),
+                          float(H[:, k].mean()), bk.N_THETA, out)
+        shear = max(out[6] - params[k, _J0], 0.0)  # j(θ2) this wheel adds
+        soil_map.press(mask, h, shear, relax=False)
+        pressed[k] |= mask
+        end[k] = e
+
+
+def _relax_around_wheels(model: VehicleModel, soil_map: DeformableTerrain, P: np.ndarray,
+                         X: np.ndarray, H: np.ndarray, start: np.ndarray, end: np.ndarray,
+                         travel: float) -> None:
+    """Avalanche the map around each wheel's new rut, holding the soil under the wheels."""
+    held = np.zeros(soil_map.h.shape, dtype=bool)
+    boxes = []
+    for k in range(model.nw):  # soil under each wheel, from its imprint end to its patch
+        R = float(model.wheel_radius[k])
+        look = travel + R * math.sin(math.acos(max(-1.0, 1.0 - float(H[-1, k]) / R)))
+        front = P[-1, k] + look * X[-1, k]
+        held |= soil_map.footprint(end[k], front, float(model.wheel_width[k]))
+        boxes.append((np.minimum(start[k], front), np.maximum(start[k], front),
+                      float(model.wheel_width[k]), float(H[:, k].max())))
+    # Avalanche only around each wheel's new rut and held soil (the rest of the map is at
+    # repose and unchanged): the cost follows the footprint, not the grid. Room: half the width
+    # plus twice the run-out of a step as deep as the sinkage, and RELAX_MARGIN_NODES nodes.
+    slack = RELAX_MARGIN_NODES * max(soil_map.resolution)
+    for lo, hi, w, sink in boxes:
+        pad = 0.5 * w + 2.0 * max(sink, 0.0) / math.tan(soil_map.repose) + slack
+        soil_map.relax(fixed=held, window=soil_map.window(lo - pad, hi + pad))
+
+
 def simulate_on_soil(model: VehicleModel, soil_map: DeformableTerrain, q0: np.ndarray,
                      qdot0: np.ndarray, commands: np.ndarray, dt: float, *,
                      soil: str | Soil = "sandy_loam",
@@ -205,28 +287,15 @@ def simulate_on_soil(model: VehicleModel, soil_map: DeformableTerrain, q0: np.nd
     q0 = np.ascontiguousarray(q0, dtype=float)
     U = np.ascontiguousarray(commands, dtype=float)
     check_shape("commands", U.shape, (None, len(model.actuated_joints)))
-    over = dict(contact_params or {})
-    for k in ("zc", "j0"):
-        if k in over:
-            raise ParameterError(f"simulate_on_soil: contact_params.{k} is set from the soil "
-                                 f"map's compaction state; do not pass it")
-    base = {**bekker_params(get_soil(soil)), **over}
-    res = max(soil_map.resolution)
-    margin = MARGIN_NODES * res if margin is None else float(margin)
-    if not margin > res:
-        raise ParameterError(f"simulate_on_soil: margin must exceed the node spacing {res} m, "
-                             f"got {margin}")
-    if not segment > 0.0:
-        raise ParameterError(f"simulate_on_soil: segment must be > 0 wheel radii, got {segment}")
+    base, margin = _soil_settings(soil_map, soil, contact_params, segment, margin)
     wheel_cols = np.isin(model.actuated_joints, model.wheel_joints)
     w_max = float(np.abs(U[:, wheel_cols]).max()) if U.size and wheel_cols.any() else 0.0
     n = U.shape[0]
     nseg = max(1, round(segment / (w_max * dt))) if w_max > 0.0 else max(n, 1)
     travel = segment * float(model.wheel_radius.max())
-    kw = {"contact_model": "bekker", "contact_params": base, "actuator": actuator,
-          "actuator_params": actuator_params}
+    kw: dict[str, Any] = {"contact_model": "bekker", "contact_params": base,
+                          "actuator": actuator, "actuator_params": actuator_params}
     mass0 = soil_map.soil_mass()
-    width = model.wheel_width
     nw = model.nw
     ter = soil_map.terrain()
     P, C, X, H = _contacts(model, ter, q0[None])
@@ -245,52 +314,15 @@ def simulate_on_soil(model: VehicleModel, soil_map: DeformableTerrain, q0: np.nd
         params = contact_setup(mk, "bekker", base).params
         V = contact_kinematics(model, ter, seg.q[:-1], seg.qdot[1:])[0]
         Rw = model.wheel_radius * seg.qdot[1:, 6 + model.wheel_joints]
-        s_in = np.empty((m, nw))
-        beta = np.empty((m, nw))
-        for t in range(m):
-            for k in range(nw):
-                s_in[t, k], beta[t, k], _, _ = bk.slip_inputs(params[k], V[t, k, 0], V[t, k, 1],
-                                                              Rw[t, k], seg.dz[t, k])
+        s_in, beta = _segment_slip(params, V, Rw, seg.dz)
         if imprint:
             # contact points and sinkages of this segment's states and of the previous one
             Pw = np.concatenate([Ps[-1][-nseg:], P])
             Hw = np.concatenate([Hs[-1][-nseg:], H])
-            out = np.empty(7)
             start = end.copy()  # imprint ends before this segment
-            for k in range(nw):
-                e = P[-1, k] - margin * X[-1, k]
-                d = e - end[k]
-                L = float(d @ X[-1, k])
-                if L <= 0.0:
-                    continue
-                mask = soil_map.footprint(end[k], e, float(width[k])) & ~pressed[k]
-                u = d / float(np.hypot(d[0], d[1]))
-                a = (Pw[:, k] - end[k]) @ u
-                over_stretch = (a >= 0.0) & (a <= L)
-                h = float(Hw[over_stretch, k].mean() if over_stretch.any() else H[:, k].mean())
-                bk.wheel_stresses(params[k], float(s_in[:, k].mean()), float(beta[:, k].mean()),
-                                  float(H[:, k].mean()), bk.N_THETA, out)
-                shear = max(out[6] - params[k, _J0], 0.0)  # j(θ2) this wheel adds
-                soil_map.press(mask, h, shear, relax=False)
-                pressed[k] |= mask
-                end[k] = e
-            held = np.zeros(soil_map.h.shape, dtype=bool)
-            boxes = []
-            for k in range(nw):  # soil under each wheel, from its imprint end to its patch
-                R = float(model.wheel_radius[k])
-                look = travel + R * math.sin(math.acos(max(-1.0, 1.0 - H[-1, k] / R)))
-                front = P[-1, k] + look * X[-1, k]
-                held |= soil_map.footprint(end[k], front, float(width[k]))
-                boxes.append((np.minimum(start[k], front), np.maximum(start[k], front),
-                              float(width[k]), float(H[:, k].max())))
-            # Avalanche only around each wheel's new rut and held soil (the rest of the map is
-            # at repose and unchanged): the cost follows the footprint, not the grid. Room:
-            # half the width plus twice the run-out of a step as deep as the sinkage, and
-            # RELAX_MARGIN_NODES nodes.
-            slack = RELAX_MARGIN_NODES * max(soil_map.resolution)
-            for lo, hi, w, sink in boxes:
-                pad = 0.5 * w + 2.0 * max(sink, 0.0) / math.tan(soil_map.repose) + slack
-                soil_map.relax(fixed=held, window=soil_map.window(lo - pad, hi + pad))
+            _press_ruts(model, soil_map, params, s_in, beta, P, X, H, Pw, Hw, end, pressed,
+                        margin)
+            _relax_around_wheels(model, soil_map, P, X, H, start, end, travel)
             ter = soil_map.terrain()
         starts.append(done)
         ZC.append(zc)
