@@ -272,7 +272,7 @@ def run(name: str, terrain: Terrain, t: np.ndarray, speed: np.ndarray, steer: np
     for k in model.wheel_joints:
         qd0[6 + k] = speed[0] / float(model.wheel_radius[0])
     act = {n: "p" for n in model.wheel_names}
-    kw = dict(actuator=act, actuator_params={"Kp": WHEEL_KP})
+    kw: dict[str, Any] = dict(actuator=act, actuator_params={"Kp": WHEEL_KP})
     if warm_up:
         simulate_dynamics(model, terrain, q0, qd0, U[:3], dt, **kw)
     t0 = time.perf_counter()
