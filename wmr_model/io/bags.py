@@ -37,7 +37,7 @@ from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -52,6 +52,7 @@ __all__ = [
     "ImuSeries",
     "PoseSeries",
     "TwistSeries",
+    "Series",
     "BagStreams",
     "bag_topics",
     "open_bag",
@@ -137,18 +138,35 @@ class TwistSeries:
     angular: np.ndarray
 
 
+#: one stream of :func:`read_streams`, of the kind its role was read as
+Series = JointStateSeries | ImuSeries | PoseSeries | TwistSeries
+_S = TypeVar("_S", JointStateSeries, ImuSeries, PoseSeries, TwistSeries)
+
+
 @dataclass(frozen=True)
 class BagStreams:
     """What :func:`read_streams` found: one entry per requested role."""
 
     path: str
     topics: dict[str, str]
-    streams: dict[str, object] = field(default_factory=dict)
+    streams: dict[str, Series] = field(default_factory=dict)
     #: what reading did about the input (messages dropped, stamps shifted), one line each
     notes: list[str] = field(default_factory=list)
 
-    def __getitem__(self, role: str) -> object:
+    def __getitem__(self, role: str) -> Series:
         return self.streams[role]
+
+    def get(self, role: str, kind: type[_S]) -> _S | None:
+        """The ``role`` stream as a ``kind`` series; None when that (optional) role is absent.
+
+        Raises:
+            BagError: the role was read as another kind (its ``kinds`` entry).
+        """
+        s = self.streams.get(role)
+        if s is None or isinstance(s, kind):
+            return s
+        raise BagError(f"{self.path}: role {role!r} was read as {type(s).__name__}, "
+                       f"not {kind.__name__}")
 
 
 def _stamp(header_stamp, receive_ns: int) -> float:

@@ -225,7 +225,9 @@ def _first_wheel_radius_name(model) -> str:
     return f"wheel.{model.wheel_names[0]}.radius"
 
 
-def synth_models(vehicle: str, gps_nominal, gps_true=None, radius_error: float = 1.0):
+def synth_models(vehicle: str, gps_nominal: tuple[float, float, float],
+                 gps_true: tuple[float, float, float] | None = None,
+                 radius_error: float = 1.0):
     """``(nominal, true, truth_dims)``: the vehicle with a ``gps`` antenna sensor as the
     description believes it and as it is (first wheel radius times ``radius_error``)."""
     from wmr_model.io.vehicles import load_vehicle_spec
@@ -234,7 +236,8 @@ def synth_models(vehicle: str, gps_nominal, gps_true=None, radius_error: float =
 
     spec = load_vehicle_spec(vehicle)
     if GPS_SENSOR not in {s.name for s in spec.sensors}:
-        spec.sensors.append(SensorSpec(GPS_SENSOR, spec.body_name, tuple(map(float, gps_nominal))))
+        x, y, z = gps_nominal
+        spec.sensors.append(SensorSpec(GPS_SENSOR, spec.body_name, (float(x), float(y), float(z))))
     nominal = compile_vehicle(spec)
     rname = _first_wheel_radius_name(nominal)
     g = gps_nominal if gps_true is None else gps_true

@@ -419,6 +419,7 @@ def _default_params(sensor: str | None, side: dict | None, terrain_flat: bool) -
 
 def _build_model(opt: ReplayOptions, side: dict | None, child_frame: str):
     """Vehicle model with the pose sensor added when the reference is not of the body."""
+    from wmr_model.io.sidecar import vec3
     from wmr_model.io.vehicles import load_vehicle_spec
     from wmr_model.vehicles.model import SensorSpec, compile_vehicle
 
@@ -432,9 +433,9 @@ def _build_model(opt: ReplayOptions, side: dict | None, child_frame: str):
     if sensor not in {s.name for s in spec.sensors}:
         xyz = opt.pose_sensor_xyz
         if xyz is None and side is not None and side.get("pose_sensor", {}).get("name") == sensor:
-            xyz = tuple(side["pose_sensor"]["nominal_xyz"])
-        spec.sensors.append(SensorSpec(sensor, spec.body_name,
-                                       tuple(float(v) for v in (xyz or (0.0, 0.0, 0.0)))))
+            xyz = vec3(side["pose_sensor"]["nominal_xyz"], "sidecar pose_sensor.nominal_xyz")
+        x, y, z = xyz or (0.0, 0.0, 0.0)
+        spec.sensors.append(SensorSpec(sensor, spec.body_name, (float(x), float(y), float(z))))
     return compile_vehicle(spec), sensor
 
 
@@ -651,7 +652,8 @@ def _load_inputs(bag: str, opt: ReplayOptions, side: dict | None) -> _Inputs:
     t_imu, gyro_raw = np.zeros(0), np.zeros((0, 3))
     if imu is not None:
         t_imu, gyro_raw = imu.stamp - t0, imu.angular_velocity
-        if log.gyro is not None and np.array_equal(log.gyro_time, t_imu) \
+        if log.gyro is not None and log.gyro_time is not None \
+                and np.array_equal(log.gyro_time, t_imu) \
                 and np.array_equal(log.gyro, gyro_raw):
             t_imu, gyro_raw = log.gyro_time, log.gyro  # the same numbers: share the log's
     if ref_truth is not None:
@@ -665,14 +667,14 @@ def _read_bag(bag: str, opt: ReplayOptions, side: dict | None):
     """``(topics, encoders, pose, imu or None, truth reference or None, notes, counts)``: the
     resolved topics' streams, IMU without the unused fields, the exact truth as planar
     ``(t, x y yaw)`` (poses that are not finite dropped) and message counts by topic."""
-    from wmr_model.io.bags import read_streams
+    from wmr_model.io.bags import ImuSeries, PoseSeries, read_streams
 
     topics = _resolve_topics(bag, opt, side)
     kinds = {"encoders": "joint_states", "pose": "pose", "imu": "imu", "truth": "pose"}
     s = read_streams(bag, topics, {r: kinds[r] for r in topics})
     enc, ps = s["encoders"], s["pose"]
-    imu = s.streams.get("imu")
-    truth_s = s.streams.get("truth")
+    imu = s.get("imu", ImuSeries)
+    truth_s = s.get("truth", PoseSeries)
     notes: list[str] = list(s.notes)
     if truth_s is not None:
         from wmr_model.calibration.logs import _pose_rows
@@ -1043,9 +1045,10 @@ def _table_33(ev: _Rows, c: _Calibration, opt: ReplayOptions):
             table_oos[float(L)] = _out_of_sample_rows(ev, c, iv, x_split, dd_split)
         if abs(L - opt.interval) < 1e-9 or not scatter:
             scatter = _scatter(ev.log, iv, e, float(L))
-    split = ({} if not math.isfinite(c.t_split) else {
-        "fraction": float(opt.split), "t_split": c.t_split, "calibration_intervals": n_split,
-        "estimate": x_split, "dd_estimate": dd_split})
+    split: dict[str, Any] = {}
+    if opt.split is not None and math.isfinite(c.t_split):  # t_split is inf without a split
+        split = {"fraction": float(opt.split), "t_split": c.t_split,
+                 "calibration_intervals": n_split, "estimate": x_split, "dd_estimate": dd_split}
     return table, table_oos, scatter, split
 
 
