@@ -560,7 +560,7 @@ class Odometry3D:
             return self._reject("imu", "non_finite", f"stamp {stamp}")
         if not np.all(np.isfinite(w)):
             return self._reject("imu", "non_finite", f"angular_velocity {w.tolist()}")
-        problem = angular_rate_problem(w, self.limits)
+        problem = angular_rate_problem(w.tolist(), self.limits)
         if problem:
             return self._reject("imu", "implausible", f"stamp {t:.9f}: {problem}")
         last = self._imu_stamp
@@ -761,9 +761,9 @@ class Odometry3D:
         # measured positions of non-wheel joints (steering, suspension) replace integrated ones
         if pos.size:
             for i, n in enumerate(names):
-                k = self._position_joints.get(n)
-                if k is not None and math.isfinite(pos[i]):
-                    q_next[7 + k] = pos[i]
+                j = self._position_joints.get(n)
+                if j is not None and math.isfinite(pos[i]):
+                    q_next[7 + j] = pos[i]
         if self.impose_imu_attitude and self._attitude is not None \
                 and t1 - self._attitude[0] <= self.gyro_timeout:
             R_w_body = quat_to_rot(self._attitude[1]) @ self.R_body_imu.T
