@@ -431,7 +431,8 @@ def _build_model(opt: ReplayOptions, side: dict | None, child_frame: str):
     if sensor in (spec.body_name, "", None):
         return compile_vehicle(spec), None
     if sensor not in {s.name for s in spec.sensors}:
-        xyz = opt.pose_sensor_xyz
+        xyz = None if opt.pose_sensor_xyz is None else vec3(list(opt.pose_sensor_xyz),
+                                                            "pose_sensor_xyz")
         if xyz is None and side is not None and side.get("pose_sensor", {}).get("name") == sensor:
             xyz = vec3(side["pose_sensor"]["nominal_xyz"], "sidecar pose_sensor.nominal_xyz")
         x, y, z = xyz or (0.0, 0.0, 0.0)
