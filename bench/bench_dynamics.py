@@ -156,15 +156,14 @@ def step_profile(quick: bool) -> dict:
     km = m.kinematic_arrays()
     Tw, Ic = np.empty((m.nf, 4, 4)), np.empty((m.nf, 6, 6))
     M, c = np.empty((m.nv, m.nv)), np.empty(m.nv)
-    tk, tp, tg = ter.kernel_args()
+    ta = ter.kernel_args()
     Tc, dz, ang = np.empty((m.nw, 4, 4)), np.empty(m.nw), np.empty(m.nw)
     out["parts_us"]["crba (with composite inertias)"] = _per_call_us(
         lambda: crba(m.parent, m.joint_type, m.axis, m.T0, If, q, Tw, Ic, M), n)
     out["parts_us"]["bias_force (rnea)"] = _per_call_us(
         lambda: bias_force(km, If, g, q, qd, Tw, c), n)
     out["parts_us"]["wheel_contact"] = _per_call_us(
-        lambda: wheel_contact(m.parent, m.T0, m.wheel_frame, m.wheel_radius, tk, tp, tg, Tw, Tc,
-                              dz, ang), n)
+        lambda: wheel_contact(km, ta, Tw, Tc, dz, ang), n)
     # the constraint algebra of one step at the same state: independent rows (2.66)-(2.68) and
     # the cached Cholesky quantities (2.79)-(2.83), (2.87)-(2.88)
     crba(m.parent, m.joint_type, m.axis, m.T0, If, q, Tw, Ic, M)

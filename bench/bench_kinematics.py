@@ -86,7 +86,7 @@ def _time_fk(m, Q, T_world):
 def _time_contact(m, t, TW, T_contact, dz, ang, ws):
     ws[:, :] = 0.0  # a trajectory: cold first call, then warm-started
     for s in range(TW.shape[0]):
-        wheel_contact(m[0], m[3], m[4], m[5], t[0], t[1], t[2], TW[s], T_contact, dz, ang, ws)
+        wheel_contact(m, t, TW[s], T_contact, dz, ang, ws)
 
 
 @njit(cache=False)

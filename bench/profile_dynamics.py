@@ -64,8 +64,7 @@ def _crba_loop(parent, jtype, axis, T0, I_frame, Q, TW, Ic, M):
 @njit
 def _contact_loop(m, ter, TW, TC, DZ, ANG):
     for t in range(TW.shape[0]):
-        wheel_contact(m.parent, m.T0, m.wheel_frame, m.wheel_radius, ter.kind, ter.params,
-                      ter.grid, TW[t], TC[t], DZ[t], ANG[t])
+        wheel_contact(m, ter, TW[t], TC[t], DZ[t], ANG[t])
 
 
 @njit

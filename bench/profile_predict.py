@@ -88,8 +88,7 @@ def _contact(reps, a, tg, Q, T_world, T_contact, dz, ang, warm):
             ws = np.zeros((nw if warm else 0, CONTACT_WS_WIDTH))
             for t in range(Q.shape[1] - 1):
                 forward_kinematics(a[0], a[1], a[2], a[3], Q[n, t], T_world)
-                wheel_contact(a[0], a[3], a[4], a[5], tg[0], tg[1], tg[2], T_world, T_contact,
-                              dz, ang, ws)
+                wheel_contact(a, tg, T_world, T_contact, dz, ang, ws)
                 s += dz[0]
     return s
 

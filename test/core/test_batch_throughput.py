@@ -166,8 +166,8 @@ def _state_arrays(m, terrain, q):
     dz = np.empty(m.nc)
     ang = np.empty(m.nc)
     forward_kinematics(m.parent, m.joint_type, m.axis, m.T0, q, T_world)
-    contact_detection(m.parent, m.T0, m.wheel_frame, m.wheel_radius, m.track_frame,
-                      m.track_path, *terrain.kernel_args(), T_world, T_contact, dz, ang)
+    contact_detection(m.kinematic_arrays(), terrain.kernel_args(),
+                      (m.track_frame, m.track_drive, m.track_path), T_world, T_contact, dz, ang)
     return T_world, T_contact
 
 

@@ -127,7 +127,8 @@ class OracleCollision:
                 self.centre[k] = Tw[:3, 3].copy()
             self.angle[k] = d
             dz[k] = f
-            _write_contact_frame(T_contact[k], *Tw[:3, 1], *Tw[:3, 0], *n, *r)
+            _write_contact_frame(T_contact[k], tuple(Tw[:3, 1]), tuple(Tw[:3, 0]), tuple(n),
+                                 tuple(r))
 
 
 def _oracle_run(m, terrain, q0, steps):
@@ -172,8 +173,8 @@ def test_warm_collision_matches_exact_trig_oracle_state_by_state(zoe, terrains):
         coll.angle[:] = d.contact_angle
         coll.centre = [ws[k, 1:4].copy() if ws[k, 0] > 0 else None for k in range(m.nw)]
         fan_before = ws[:, 1:4].copy()
-        wheel_contact(m.parent, m.T0, m.wheel_frame, m.wheel_radius, *targs, d.T_world,
-                      d.T_contact, d.dz, d.contact_angle, ws)
+        wheel_contact(m.kinematic_arrays(), targs, d.T_world, d.T_contact, d.dz,
+                      d.contact_angle, ws)
         warm_steps += int(np.sum(np.all(ws[:, 1:4] == fan_before, axis=1)))
         coll(targs, d.T_world, T_contact, dz)
         np.testing.assert_allclose(d.dz, dz, rtol=0, atol=1e-6)
@@ -250,11 +251,10 @@ def test_step_kernels_do_not_allocate(zoe, terrains):
 
     @njit(cache=False)
     def step(reps, args, targs, q, sigma, vc, d, qn, ws):
-        parent, jtype, axis, T0, wf, wr = args[0], args[1], args[2], args[3], args[4], args[5]
+        parent, jtype, axis, T0 = args[0], args[1], args[2], args[3]
         for _ in range(reps):
             forward_kinematics(parent, jtype, axis, T0, q, d.T_world)
-            wheel_contact(parent, T0, wf, wr, targs[0], targs[1], targs[2], d.T_world,
-                          d.T_contact, d.dz, d.contact_angle, ws)
+            wheel_contact(args, targs, d.T_world, d.T_contact, d.dz, d.contact_angle, ws)
             constraint_system(args, d, q, sigma, vc)
             integrate_euler(q, d.qdot, 0.04, qn)
 

@@ -61,7 +61,7 @@ def test_warm_collision_matches_cold_state_by_state(zoe, rough):
     m = zoe
     q0, _ = kin.initialize_contact(m, rough)
     q, _, _ = _run(m, rough, q0, warm=True)
-    args = (m.parent, m.T0, m.wheel_frame, m.wheel_radius, *rough.kernel_args())
+    args = (m.kinematic_arrays(), rough.kernel_args())
     T_world = np.empty((m.nf, 4, 4))
     warm = (np.empty((m.nw, 4, 4)), np.empty(m.nw), np.zeros(m.nw))
     cold = (np.empty((m.nw, 4, 4)), np.empty(m.nw), np.zeros(m.nw))

@@ -101,8 +101,8 @@ def test_track_jacobian_matches_finite_differences(absolem):
     k = 30  # a lower-run patch of the right track
     blk = np.empty((3, m.nv))
     belt = np.empty(3)
-    track_point_jacobian(m.parent, m.joint_type, m.axis, m.track_frame, m.track_drive,
-                         m.track_path, d.T_world, d.T_contact, d.contact_angle, 0, k, belt, blk)
+    track_point_jacobian(m.kinematic_arrays(), (m.track_frame, m.track_drive, m.track_path),
+                         d.T_world, d.T_contact, d.contact_angle, 0, k, belt, blk)
     Rc = d.T_contact[k, :3, :3]
     u = d.contact_angle[k]
     j = int(np.floor(u))

@@ -121,8 +121,8 @@ def test_arc_patch_takes_the_lower_run_contact_axes(absolem, on_flat):
     belt = np.empty(3)
     for c in hover:
         np.testing.assert_allclose(d.T_contact[c, :3, 2], [0.0, 0.0, 1.0], atol=1e-9)
-        track_point_jacobian(absolem.parent, absolem.joint_type, absolem.axis,
-                             absolem.track_frame, absolem.track_drive, absolem.track_path,
+        track_point_jacobian(absolem.kinematic_arrays(),
+                             (absolem.track_frame, absolem.track_drive, absolem.track_path),
                              d.T_world, d.T_contact, d.contact_angle, 0, c, belt, blk)
         np.testing.assert_allclose(belt, [-0.09, 0.0, 0.0], atol=1e-12)
 

@@ -119,8 +119,7 @@ def warm_wheel_contact(m, t, T_world, T_contact, dz, contact_angle, contact_ws, 
             contact_ws[k, 0] = 0.0
         for r in range(3):
             fan_frame[k, 6, r] = contact_ws[k, 1 + r]
-    wheel_contact(parent, T0, wheel_frame, m.wheel_radius, t.kind, t.params, t.grid, T_world,
-                  T_contact, dz, contact_angle, contact_ws)
+    wheel_contact(m, t, T_world, T_contact, dz, contact_angle, contact_ws)
     for k in range(nw):
         if (fan_frame[k, 6, 0] != contact_ws[k, 1] or fan_frame[k, 6, 1] != contact_ws[k, 2]
                 or fan_frame[k, 6, 2] != contact_ws[k, 3]):
@@ -263,8 +262,8 @@ def constraint_cache(M, c, AI, qdot, dt, k):
 def _contacts(dm, t, d, u):
     """Collision detection of wheels and track patches; ICR axes of the patches if asked."""
     m, trk = dm.kin, dm.trk
-    contact_detection(m.parent, m.T0, m.wheel_frame, m.wheel_radius, trk.frame, trk.path,
-                      t.kind, t.params, t.grid, d.T_world, d.T_contact, d.dz, d.contact_angle)
+    contact_detection(m, t, (trk.frame, trk.drive, trk.path), d.T_world, d.T_contact, d.dz,
+                      d.contact_angle)
     if trk.icr and trk.frame.shape[0] > 0:
         straight, xi, yi = icr_point(trk.icr_map, u)
         if not straight:
@@ -299,8 +298,7 @@ def _step_kinematics(dm, t, d, q, qdot, u):
         warm_wheel_contact(m, t, d.T_world, d.T_contact, d.dz, d.contact_angle, d.contact_ws,
                            d.fan_frame)
     else:  # wheels only: the call of the wheeled dynamics as such (no wrapper in the hot path)
-        wheel_contact(m.parent, m.T0, m.wheel_frame, m.wheel_radius, t.kind, t.params, t.grid,
-                      d.T_world, d.T_contact, d.dz, d.contact_angle)
+        wheel_contact(m, t, d.T_world, d.T_contact, d.dz, d.contact_angle)
     if dm.opt.fused:
         bias_force_fused(np.ascontiguousarray(d.Ic[0]), dm.gravity, q, qdot, d.c)
     else:

@@ -114,8 +114,7 @@ def stiff_derivative(dm, t, x, u, w, xdot):
     for i in range(4):
         q[i] /= nrm
     crba(m.parent, m.jtype, m.axis, m.T0, dm.I_frame, q, w.T_world, w.Ic, w.M)
-    wheel_contact(m.parent, m.T0, m.wheel_frame, m.wheel_radius, t.kind, t.params, t.grid,
-                  w.T_world, w.T_contact, dz, w.contact_angle)
+    wheel_contact(m, t, w.T_world, w.T_contact, dz, w.contact_angle)
     bias_force(m, dm.I_frame, dm.gravity, q, qd, w.T_world, c)
     nh = dm.jK.shape[0]
     c_hol = np.empty(nh)

@@ -229,8 +229,8 @@ def assemble_track_rows(m, trk, T_world, T_contact, contact_angle, nw, A):
     blk = np.empty((3, nv))
     belt = np.empty(3)
     for k in range(ntp):
-        track_point_jacobian(m.parent, m.jtype, m.axis, track_frame, track_drive, trk.path,
-                             T_world, T_contact, contact_angle, nw, k, belt, blk)
+        track_point_jacobian(m, (track_frame, track_drive, trk.path), T_world, T_contact,
+                             contact_angle, nw, k, belt, blk)
         if trk.icr:
             col = 5 + track_drive[k]
             for r in range(3):

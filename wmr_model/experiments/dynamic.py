@@ -158,8 +158,11 @@ class DynamicsRun:
 
 
 @njit
-def _contact_kinematics_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius, tkind, tparams,
-                             tgrid, Q, QD, V, P):
+def _contact_kinematics_loop(m, t, Q, QD, V, P):
+    """Contact velocities ``V`` and points ``P`` (N, nw, 3) of :func:`contact_kinematics`:
+    ``m`` the :class:`~wmr_model.vehicles.model.KernelModel`, ``t`` the
+    :class:`~wmr_model.terrain.surface.TerrainArrays`."""
+    parent, jtype, axis, T0, wheel_frame = m.parent, m.jtype, m.axis, m.T0, m.wheel_frame
     nf = parent.shape[0]
     nw = wheel_frame.shape[0]
     nv = QD.shape[1]
@@ -170,8 +173,7 @@ def _contact_kinematics_loop(parent, jtype, axis, T0, wheel_frame, wheel_radius,
     blk = np.empty((3, nv))
     for i in range(Q.shape[0]):
         forward_kinematics(parent, jtype, axis, T0, Q[i], T_world)
-        wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                      T_contact, dz, ang)
+        wheel_contact(m, t, T_world, T_contact, dz, ang)
         for k in range(nw):
             wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
             for r in range(3):
@@ -191,9 +193,7 @@ def contact_kinematics(model: VehicleModel, terrain: Terrain, q: np.ndarray,
     Q = np.ascontiguousarray(q, dtype=float)
     QD = np.ascontiguousarray(qdot, dtype=float)
     V, P = np.empty((Q.shape[0], model.nw, 3)), np.empty((Q.shape[0], model.nw, 3))
-    tk, tp, tg = terrain.kernel_args()
-    _contact_kinematics_loop(model.parent, model.joint_type, model.axis, model.T0,
-                             model.wheel_frame, model.wheel_radius, tk, tp, tg, Q, QD, V, P)
+    _contact_kinematics_loop(model.kinematic_arrays(), terrain.kernel_args(), Q, QD, V, P)
     return V, P
 
 

@@ -151,9 +151,8 @@ def wheel_contact(model: VehicleModel, data: KinematicsData, terrain: Terrain) -
 
     Covers every contact: wheels, then track patches (:func:`contact_detection`).
     """
-    tk, tp, tg = terrain.kernel_args()
-    contact_detection(model.parent, model.T0, model.wheel_frame, model.wheel_radius,
-                      model.track_frame, model.track_path, tk, tp, tg, data.T_world,
+    contact_detection(model.kinematic_arrays(), terrain.kernel_args(),
+                      (model.track_frame, model.track_drive, model.track_path), data.T_world,
                       data.T_contact, data.dz, data.contact_angle)
     return data.dz
 

@@ -43,12 +43,13 @@ def chain_point_jacobian(parent, jtype, axis, T_world, i, p, sign, W):
     chain to the body (2.19): a revolute joint contributes ``axis x (p - r_j)`` (Algorithm 2
     line 6), a prismatic joint its axis (line 8). Body columns are not touched. ``W`` (3, nv).
     """
-    _chain_point_rows(parent, jtype, axis, T_world, i, p[0], p[1], p[2], sign, W, 0)
+    _chain_point_rows(parent, jtype, axis, T_world, i, (p[0], p[1], p[2]), sign, W, 0)
 
 
 @njit
-def _chain_point_rows(parent, jtype, axis, T_world, i, px, py, pz, sign, W, r0):
-    """:func:`chain_point_jacobian` of the point (px, py, pz) into rows r0..r0+2 of ``W``."""
+def _chain_point_rows(parent, jtype, axis, T_world, i, p, sign, W, r0):
+    """:func:`chain_point_jacobian` of the point ``p`` (3-tuple) into rows r0..r0+2 of ``W``."""
+    px, py, pz = p
     while i > 0:
         ax, ay, az = _compose_axis(T_world, i, axis)
         if jtype[i] == REVOLUTE:
@@ -98,7 +99,7 @@ def _wheel_jacobian_rows(parent, jtype, axis, i, T_world, T_contact, k, out, r0)
         for j in range(nv):
             out[r, j] = 0.0
     rx, ry, rz = T_contact[k, 0, 3], T_contact[k, 1, 3], T_contact[k, 2, 3]
-    _chain_point_rows(parent, jtype, axis, T_world, i, rx, ry, rz, 1.0, out, r0)
+    _chain_point_rows(parent, jtype, axis, T_world, i, (rx, ry, rz), 1.0, out, r0)
     d0 = rx - T_world[0, 0, 3]
     d1 = ry - T_world[0, 1, 3]
     d2 = rz - T_world[0, 2, 3]
@@ -122,8 +123,7 @@ def _wheel_jacobian_rows(parent, jtype, axis, i, T_world, T_contact, k, out, r0)
 
 
 @njit
-def track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_path, T_world,
-                         T_contact, contact_angle, nw, k, belt, out):
+def track_point_jacobian(m, tracks, T_world, T_contact, contact_angle, nw, k, belt, out):
     """Jacobian of track patch k's belt point: ``A_k qdot = v_c`` in contact coordinates.
 
     The point is fixed in the track frame, so its rigid-body part is Algorithm 2 from that
@@ -142,10 +142,14 @@ def track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_pa
     lower-run contact, a speed short by the arc's cosine and a normal term that pumps the body
     in pitch.)
 
-    ``out`` (3, nv) is overwritten; ``belt`` (3,) receives the belt term alone (contact
-    coordinates), so callers can separate the rigid part.
+    ``m``: the :class:`~wmr_model.vehicles.model.KernelModel` (its tree); ``tracks``: the
+    patches as ``(frame, drive, path)`` (``m.track_frame, m.track_drive, m.track_path`` or the
+    dynamics' :class:`~wmr_model.dynamics.model.TrackData` arrays). ``out`` (3, nv) is
+    overwritten; ``belt`` (3,) receives the belt term alone (contact coordinates), so callers
+    can separate the rigid part.
     """
-    wheel_jacobian(parent, jtype, axis, track_frame, T_world, T_contact[nw:], k, out)
+    track_frame, track_drive, track_path = tracks
+    wheel_jacobian(m.parent, m.jtype, m.axis, track_frame, T_world, T_contact[nw:], k, out)
     pl = np.empty(6)
     _patch_point(track_path, k, contact_angle[nw + k], pl)
     T = T_world[track_frame[k]]
@@ -375,8 +379,8 @@ def constraint_system(m, d, q, sigma, vc_xy):
         low = _belt_lowest_patch(track_frame, track_path, dz[nw:])
     for k in range(ntp):
         c = nw + k
-        track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_path,
-                             T_world, T_contact, contact_angle, nw, k, belt, blk)
+        track_point_jacobian(m, (track_frame, track_drive, track_path), T_world, T_contact,
+                             contact_angle, nw, k, belt, blk)
         wt = track_activation(dz[c], track_act)
         wn = track_act[2] + (1.0 - track_act[2]) * wt
         for j in range(nv):

@@ -51,9 +51,8 @@ def _contact_errors(m, t, d, q, e):
     weighted), then the holonomic constraints; writes the contact fields of ``d``."""
     T_world, dz = d.T_world, d.dz
     forward_kinematics(m.parent, m.jtype, m.axis, m.T0, q, T_world)
-    contact_detection(m.parent, m.T0, m.wheel_frame, m.wheel_radius, m.track_frame,
-                      m.track_path, t.kind, t.params, t.grid, T_world, d.T_contact, dz,
-                      d.contact_angle)
+    contact_detection(m, t, (m.track_frame, m.track_drive, m.track_path), T_world,
+                      d.T_contact, dz, d.contact_angle)
     nw = m.wheel_frame.shape[0]
     nc = nw + m.track_frame.shape[0]
     e[:nw] = dz[:nw]
@@ -121,8 +120,8 @@ def initialize_terrain_contact(m, t, d, q0, free, max_iter, tol, q_out):
             wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, blk)
             Aq[k, :] = blk[2, :]
         for k in range(ntp):
-            track_point_jacobian(parent, jtype, axis, track_frame, track_drive, track_path,
-                                 T_world, T_contact, contact_angle, nw, k, belt, blk)
+            track_point_jacobian(m, (track_frame, track_drive, track_path), T_world,
+                                 T_contact, contact_angle, nw, k, belt, blk)
             blk[2, 5 + track_drive[k]] -= belt[2]  # geometry only: the belt term moves no point
             wn = track_act[2] + (1.0 - track_act[2]) * track_activation(dz[nw + k], track_act)
             Aq[nw + k, :] = wn * blk[2, :]

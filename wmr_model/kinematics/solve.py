@@ -304,9 +304,8 @@ def joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot):
     norm (NaN with a ``solve_ws`` made with ``residual=False``).
     """
     forward_kinematics(m.parent, m.jtype, m.axis, m.T0, q, d.T_world)
-    contact_detection(m.parent, m.T0, m.wheel_frame, m.wheel_radius, m.track_frame,
-                      m.track_path, t.kind, t.params, t.grid, d.T_world, d.T_contact, d.dz,
-                      d.contact_angle, d.contact_ws)
+    contact_detection(m, t, (m.track_frame, m.track_drive, m.track_path), d.T_world,
+                      d.T_contact, d.dz, d.contact_angle, d.contact_ws)
     constraint_system(m, d, q, sigma, vc_xy)
     res = solve_partitioned(d.A, d.v, known, qdot_known, qdot, d.solve_ws)
     if m.track_frame.shape[0] > 0:

@@ -223,19 +223,22 @@ def track_contact(track_frame, track_path, tkind, tparams, tgrid, T_world, nw, T
         contact_angle[c] = u
         # x = y_track x n (along the belt); the fallback (a belt normal along y_track) cannot
         # occur since n lies in the track frame's x-z plane.
-        _write_contact_frame(T_contact[c], T[0, 1], T[1, 1], T[2, 1], T[0, 0], T[1, 0],
-                             T[2, 0], nx, ny, nz, rx, ry, rz)
+        _write_contact_frame(T_contact[c], (T[0, 1], T[1, 1], T[2, 1]),
+                             (T[0, 0], T[1, 0], T[2, 0]), (nx, ny, nz), (rx, ry, rz))
 
 
 @njit
-def contact_detection(parent, T0, wheel_frame, wheel_radius, track_frame, track_path, tkind,
-                      tparams, tgrid, T_world, T_contact, dz, contact_angle, contact_ws=None):
+def contact_detection(m, t, tracks, T_world, T_contact, dz, contact_angle, contact_ws=None):
     """Collision detection of every contact: wheels (2.8)-(2.9), then track patches.
 
-    ``contact_ws``: optional warm-start workspace of :func:`wheel_contact`.
+    ``m``: the :class:`~wmr_model.vehicles.model.KernelModel` (its wheels); ``t``: the
+    :class:`~wmr_model.terrain.surface.TerrainArrays`; ``tracks``: the track patches as
+    ``(frame, drive, path)`` (``m.track_frame, m.track_drive, m.track_path``, or the dynamics'
+    :class:`~wmr_model.dynamics.model.TrackData` arrays); ``contact_ws``: optional warm-start
+    workspace of :func:`wheel_contact`.
     """
-    wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                  T_contact, dz, contact_angle, contact_ws)
+    track_frame, _, track_path = tracks
+    wheel_contact(m, t, T_world, T_contact, dz, contact_angle, contact_ws)
     if track_frame.shape[0] > 0:
-        track_contact(track_frame, track_path, tkind, tparams, tgrid, T_world,
-                      wheel_frame.shape[0], T_contact, dz, contact_angle)
+        track_contact(track_frame, track_path, t.kind, t.params, t.grid, T_world,
+                      m.wheel_frame.shape[0], T_contact, dz, contact_angle)

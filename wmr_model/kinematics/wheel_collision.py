@@ -5,11 +5,11 @@ height error Δz (2.8), and the contact frame at that point (Figure 2.3, (2.9)):
 search with a parabolic fit (:func:`_wheel_fan`), warm-started from the previous step's angle
 when the wheel has moved little (:func:`wheel_contact`, workspace :func:`contact_workspace`).
 
-Arguments: ``parent, T0`` (nf,), (nf, 4, 4) model tree arrays; ``wheel_frame, wheel_radius``
-(nw,), (nw,); ``tkind, tparams, tgrid`` the terrain
-(:func:`wmr_model.terrain.surface.terrain_height_normal`); ``T_world`` (nf, 4, 4) from
-Algorithm 1; outputs ``T_contact`` (nc, 4, 4), ``dz`` (nc,), ``contact_angle`` (nc,), wheels
-first.
+Arguments: ``m`` the :class:`~wmr_model.vehicles.model.KernelModel` (``parent``, ``T0``,
+``wheel_frame``, ``wheel_radius`` are read); ``t`` the
+:class:`~wmr_model.terrain.surface.TerrainArrays` (:func:`terrain_height_normal`);
+``T_world`` (nf, 4, 4) from Algorithm 1; outputs ``T_contact`` (nc, 4, 4), ``dz`` (nc,),
+``contact_angle`` (nc,), wheels first.
 """
 
 from __future__ import annotations
@@ -100,12 +100,17 @@ def _sin_cos_small(x):
 
 
 @njit
-def _write_contact_frame(Tc, ax, ay, az, fx, fy, fz, nx, ny, nz, rx, ry, rz):
+def _write_contact_frame(Tc, a, f, n, r):
     """Contact frame (Figure 2.3): z = n, x = unit(a x n), y = z x x, origin r.
 
     ``a`` is the spin (wheel) or lateral (track) axis; when it is parallel to the normal, x falls
-    back to ``f`` projected onto the tangent plane (the frame's own forward axis).
+    back to ``f`` projected onto the tangent plane (the frame's own forward axis). All four are
+    world 3-tuples; ``Tc`` (4, 4) is overwritten.
     """
+    ax, ay, az = a
+    fx, fy, fz = f
+    nx, ny, nz = n
+    rx, ry, rz = r
     cx = ay * nz - az * ny
     cy = az * nx - ax * nz
     cz = ax * ny - ay * nx
@@ -203,8 +208,7 @@ def _wheel_fan(tkind, tparams, tgrid, p, xw, yw, zw, R):
 
 
 @njit
-def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                  T_contact, dz, contact_angle, contact_ws=None):
+def wheel_contact(m, t, T_world, T_contact, dz, contact_angle, contact_ws=None):
     """Wheel-terrain collision detection for every wheel (§2.2.1, eqs. 2.8-2.9).
 
     The wheel is a 3D circle of radius R in the x-z plane of its frame. The contact point is the
@@ -220,38 +224,44 @@ def wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, 
     warm-started from the previous ``contact_angle`` (see WARM_CONTACT_BRACKET); without it
     every call is a cold fan search.
 
-    Writes ``T_contact`` (nw, 4, 4), ``dz`` (nw,), ``contact_angle`` (nw,) (and ``contact_ws``).
+    Reads ``m.parent``, ``m.T0``, ``m.wheel_frame``, ``m.wheel_radius`` (``m`` the
+    :class:`~wmr_model.vehicles.model.KernelModel`) and the terrain ``t``
+    (:class:`~wmr_model.terrain.surface.TerrainArrays`). Writes ``T_contact`` (nw, 4, 4),
+    ``dz`` (nw,), ``contact_angle`` (nw,) (and ``contact_ws``).
     """
     if contact_ws is None:
-        _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                       T_contact, dz, contact_angle, np.zeros((0, CONTACT_WS_WIDTH)))
+        _wheel_contact(m, t, T_world, T_contact, dz, contact_angle,
+                       np.zeros((0, CONTACT_WS_WIDTH)))
     else:
-        _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                       T_contact, dz, contact_angle, contact_ws)
+        _wheel_contact(m, t, T_world, T_contact, dz, contact_angle, contact_ws)
 
 
 @njit
-def _bracket_fit(tkind, tparams, tgrid, p, xw, zw, R, d, s0, c0, fm, e0, fp):
+def _bracket_fit(t, p, xw, zw, R, centre, fm, e0, fp):
     """Fine parabolic fit through the bracket (d - h, d, d + h), h = WARM_CONTACT_BRACKET.
 
-    ``fm``, ``fp``: Δz at the ends; ``e0``: :func:`_contact_height_error_sc` at the centre,
-    whose sine and cosine are ``s0``, ``c0``. Returns the refined angle, its sine and cosine and
-    the contact there, or the centre's when the parabola overshot (a kink in the terrain: the
-    vertex is higher).
+    ``t``: the terrain (:class:`~wmr_model.terrain.surface.TerrainArrays`); ``p``, ``xw``,
+    ``zw``, ``R``: the wheel as in :func:`_contact_height_error_sc`; ``centre``: the bracket
+    centre ``(d, s0, c0)``, its angle with that angle's sine and cosine; ``fm``, ``fp``: Δz at
+    the ends; ``e0``: :func:`_contact_height_error_sc` at the centre. Returns the refined
+    angle, its sine and cosine and the contact there, or the centre's when the parabola
+    overshot (a kink in the terrain: the vertex is higher).
     """
+    d, s0, c0 = centre
     off = _parabola_offset(fm, e0[0], fp, WARM_CONTACT_BRACKET)
     so, co = _sin_cos_small(off)
     s1, c1 = _rotate_angle(s0, c0, so, co)
-    e1 = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s1, c1)
+    e1 = _contact_height_error_sc(t.kind, t.params, t.grid, p, xw, zw, R, s1, c1)
     if e0[0] < e1[0]:
         return d, s0, c0, e0
     return d + off, s1, c1, e1
 
 
 @njit
-def _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid, T_world,
-                   T_contact, dz, contact_angle, contact_ws):
+def _wheel_contact(m, t, T_world, T_contact, dz, contact_angle, contact_ws):
     """:func:`wheel_contact`; ``contact_ws`` with zero rows means cold."""
+    parent, T0, wheel_frame, wheel_radius = m.parent, m.T0, m.wheel_frame, m.wheel_radius
+    tkind, tparams, tgrid = t.kind, t.params, t.grid
     nw = wheel_frame.shape[0]
     warm = contact_ws.shape[0] > 0
     for k in range(nw):
@@ -298,8 +308,8 @@ def _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid,
                     else:
                         break
                 if e0[0] <= em[0] and e0[0] <= ep[0]:  # minimum bracketed: one fine fit
-                    d, s0, c0, e1 = _bracket_fit(tkind, tparams, tgrid, p, xw, zw, R, d, s0, c0,
-                                                 em[0], e0, ep[0])
+                    d, s0, c0, e1 = _bracket_fit(t, p, xw, zw, R, (d, s0, c0), em[0], e0,
+                                                 ep[0])
                     f, rx, ry, rz, nx, ny, nz = e1
                     done = True
         if not done:
@@ -311,8 +321,7 @@ def _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid,
             fm = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, sm, cm)[0]
             e0 = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s0, c0)
             fp = _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, sp, cp)[0]
-            d, s0, c0, e1 = _bracket_fit(tkind, tparams, tgrid, p, xw, zw, R, d, s0, c0, fm, e0,
-                                         fp)
+            d, s0, c0, e1 = _bracket_fit(t, p, xw, zw, R, (d, s0, c0), fm, e0, fp)
             f, rx, ry, rz, nx, ny, nz = e1
             if warm:
                 contact_ws[k, 0] = 1.0
@@ -326,5 +335,4 @@ def _wheel_contact(parent, T0, wheel_frame, wheel_radius, tkind, tparams, tgrid,
             contact_ws[k, 5] = s0
             contact_ws[k, 6] = c0
         # Contact frame axes: z = n, x = y_wheel x n (longitudinal), y = z x x (lateral).
-        _write_contact_frame(T_contact[k], yw[0], yw[1], yw[2], xw[0], xw[1], xw[2],
-                             nx, ny, nz, rx, ry, rz)
+        _write_contact_frame(T_contact[k], yw, xw, (nx, ny, nz), (rx, ry, rz))

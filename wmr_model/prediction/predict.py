@@ -527,14 +527,13 @@ def dynamic_stability_margin(model: VehicleModel, terrain: Terrain, q: np.ndarra
     dz = np.empty(model.nc)
     ang = np.empty(model.nc)
     Ic = np.empty((model.nf, 6, 6))
-    tk, tp, tg = terrain.kernel_args()
+    km, ta = model.kinematic_arrays(), terrain.kernel_args()
+    tracks = (model.track_frame, model.track_drive, model.track_path)
     out = np.empty(n)
     f_cg = np.zeros(6)
     for i in range(n):
         forward_kinematics(model.parent, model.joint_type, model.axis, model.T0, q[i], T_world)
-        contact_detection(model.parent, model.T0, model.wheel_frame, model.wheel_radius,
-                          model.track_frame, model.track_path, tk, tp, tg, T_world, T_contact,
-                          dz, ang)
+        contact_detection(km, ta, tracks, T_world, T_contact, dz, ang)
         m, c = inertia_mass_com(composite_inertias(model.parent, I_frame, T_world, Ic))
         f_cg[3:] = R[i].T @ (m * (g_world - acc[i]))
         out[i] = stability_margin(T_world, T_contact, c, f_cg)
