@@ -79,7 +79,7 @@ def fix_position_covariance(values: Sequence[float], covariance_type: int,
 
 
 def fix_pose(position_enu: np.ndarray, position_cov: np.ndarray,
-             orientation_wxyz: Sequence[float], orientation_cov: np.ndarray
+             orientation_wxyz: Sequence[float] | np.ndarray, orientation_cov: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray]:
     """``(pose [qw, qx, qy, qz, x, y, z] (7,), covariance (6, 6) in [dtheta; dp] world axes)``
     of the antenna from its ENU position (3,) with covariance (3, 3) and the attitude

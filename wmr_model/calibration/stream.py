@@ -235,8 +235,9 @@ class StreamCalibrator:
         return float(getattr(cal.predictor, "base", {}).get("time_offset.pose", 0.0))
 
     # ---- inputs -----------------------------------------------------------------------------
-    def add_encoders(self, stamp: float, names: Sequence[str], positions: Sequence[float] = (),
-                     velocities: Sequence[float] = ()) -> list[IntervalOutcome]:
+    def add_encoders(self, stamp: float, names: Sequence[str],
+                     positions: Sequence[float] | np.ndarray = (),
+                     velocities: Sequence[float] | np.ndarray = ()) -> list[IntervalOutcome]:
         """One joint-state sample; returns the intervals it let complete.
 
         Rates come from ``velocities`` (one per name) or, when those are not given, from the
@@ -263,17 +264,16 @@ class StreamCalibrator:
         elif len(pos):
             if not np.all(np.isfinite(pos)):
                 return self._reject("non_finite", f"encoder positions at {stamp}: {pos}")
-            prev = {n: self._last_pos.get(n) for n in names}
+            prev = {n: self._last_pos[n] for n in names if n in self._last_pos}
             for n, p in zip(names, pos):
                 self._last_pos[n] = (stamp, float(p))
             self._enc_newest = stamp
-            ts = [prev[n][0] for n in names if prev[n] is not None]
-            if not ts:
+            if not prev:
                 return []  # first position sample: no rate yet
-            t_prev = max(ts)
+            t_prev = max(t for t, _ in prev.values())
             t_rate = 0.5 * (t_prev + stamp)
             for n, p in zip(names, pos):
-                if prev[n] is not None and prev[n][0] == t_prev:
+                if n in prev and prev[n][0] == t_prev:
                     for c in self._columns.get(n, ()):
                         rate[c] = (p - prev[n][1]) / (stamp - t_prev)
         else:
@@ -293,7 +293,7 @@ class StreamCalibrator:
         self._trim()
         return out
 
-    def add_imu(self, stamp: float, angular_velocity: Sequence[float]) -> None:
+    def add_imu(self, stamp: float, angular_velocity: Sequence[float] | np.ndarray) -> None:
         """One gyro sample [rad/s] (body axes); buffered for predictors that read gyro."""
         w = np.asarray(angular_velocity, dtype=float).ravel()
         if w.shape != (3,) or not np.all(np.isfinite(w)):
@@ -308,7 +308,7 @@ class StreamCalibrator:
         self._gyro.append(w)
         self.diagnostics.accepted["imu"] += 1
 
-    def add_pose(self, stamp: float, pose: Sequence[float],
+    def add_pose(self, stamp: float, pose: Sequence[float] | np.ndarray,
                  covariance: np.ndarray | None = None) -> list[IntervalOutcome]:
         """One ground-truth pose ``[qw, qx, qy, qz, x, y, z]`` of the pose sensor, with its
         (6, 6) covariance in ``[dtheta; dp]`` world axes (None: not provided); returns the
@@ -442,7 +442,8 @@ class StreamCalibrator:
                                  pose_time=np.array([iv.t0, iv.t1]), pose=iv.pose,
                                  pose_covariance=iv.cov, pose_sensor=self.pose_sensor,
                                  gyro_time=gyro_t, gyro=gyro, source=self.source)
-            if self.reference is not None and iv.path is not None and self._faulty(log, iv):
+            if (self.reference is not None and iv.path_t is not None and iv.path is not None
+                    and self._faulty(log, self.reference, iv.path_t, iv.path, iv.cov)):
                 return self._skip(iv, "reference_fault")
             rec = self.calibrator.update(log, 0, 1)
         except (WmrError, ValueError, np.linalg.LinAlgError) as exc:
@@ -452,16 +453,19 @@ class StreamCalibrator:
             self.diagnostics.outliers += 1
         return IntervalOutcome(iv.t0, iv.t1, record=rec)
 
-    def _faulty(self, log: CalibrationLog, iv: _Pending) -> bool:
-        """True when the interval's reference poses jump or diverge (module docstring)."""
+    def _faulty(self, log: CalibrationLog, reference: tuple, path_t: np.ndarray,
+                path: np.ndarray, cov: np.ndarray) -> bool:
+        """True when the interval's reference poses ``path`` (n, 7) at ``path_t`` (n,) jump or
+        diverge (module docstring) under ``reference`` (predictor, policy); ``cov`` (2, 6, 6)
+        the interval's end pose covariances."""
         from dataclasses import replace
 
         from wmr_model.calibration.reference import reference_faults
 
-        dd, policy = self.reference
-        n = len(iv.path_t)
-        full = replace(log, pose_time=iv.path_t, pose=iv.path,
-                       pose_covariance=np.repeat(iv.cov[:1], n, axis=0))
+        dd, policy = reference
+        n = len(path_t)
+        full = replace(log, pose_time=path_t, pose=path,
+                       pose_covariance=np.repeat(cov[:1], n, axis=0))
         return bool(reference_faults(full, dd, policy, latency=self.time_offset).untrusted.any())
 
     def _trim(self) -> None:

@@ -91,12 +91,14 @@ import math
 import os
 import time
 from collections import Counter, deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import PoseWithCovarianceStamped
+from geometry_msgs.msg import Pose, PoseWithCovarianceStamped
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue, SetParametersResult
 from rcl_interfaces.srv import SetParameters
@@ -181,11 +183,22 @@ class CalibratorNode(Node):
                                {"reorder_window": default_reorder_window(self)})
         self.params = [n for n in opts["params"] if n]
         self.noise = [n for n in opts["noise"] if n]
-        for name in ("fidelity", "dt", "pose_sensor", "pose_source", "base_frame", "components",
-                     "reference_check", "outlier_probability", "qprime_bound",
-                     "qprime_bound_intervals", "history_size", "iterations", "reorder_window",
-                     "reorder_idle", "time_base_confirm", "save_path"):
-            setattr(self, name, opts[name])
+        self.fidelity: str = opts["fidelity"]
+        self.dt: float = opts["dt"]
+        self.pose_sensor: str = opts["pose_sensor"]
+        self.pose_source: str = opts["pose_source"]
+        self.base_frame: str = opts["base_frame"]
+        self.components: Sequence[str] = opts["components"]
+        self.reference_check: bool = opts["reference_check"]
+        self.outlier_probability: float = opts["outlier_probability"]
+        self.qprime_bound: float = opts["qprime_bound"]
+        self.qprime_bound_intervals: int = opts["qprime_bound_intervals"]
+        self.history_size: int = opts["history_size"]
+        self.iterations: int = opts["iterations"]
+        self.reorder_window: float = opts["reorder_window"]
+        self.reorder_idle: float = opts["reorder_idle"]
+        self.time_base_confirm: int = opts["time_base_confirm"]
+        self.save_path: str = opts["save_path"]
         self.datum_first_fix = opts["datum.first_fix"]
         self.datum = [opts[f"datum.{k}"] for k in ("latitude", "longitude", "altitude")]
         self.unknown_fix_std = opts["navsatfix.unknown_position_std"]
@@ -403,11 +416,12 @@ class CalibratorNode(Node):
 
     # ---- inputs -------------------------------------------------------------------------------
     def _guard(self, stream: str, fn, *args) -> list[IntervalOutcome]:
+        """``fn(calibration, *args)`` of a released message; a failure is counted and logged."""
         if self.stream is None:
             self.node_rejected["no_calibration_set_up"] += 1
             return []
         try:
-            return fn(*args) or []
+            return fn(self.stream, *args) or []
         except Exception as exc:  # a bad message never stops the node
             self.node_rejected[f"{stream}_conversion_error"] += 1
             self.get_logger().error(f"{stream}: {type(exc).__name__}: {exc}",
@@ -415,7 +429,8 @@ class CalibratorNode(Node):
             return []
 
     def _push(self, stream: str, what: str, stamp, fn, *args) -> None:
-        """Into the time-base guard and reorder window; ``fn(*args)`` runs when released."""
+        """Into the time-base guard and reorder window; ``fn(calibration, *args)`` runs when
+        released (with the calibration set up then)."""
         if self.stream is None:
             self.node_rejected["no_calibration_set_up"] += 1
             return
@@ -437,15 +452,16 @@ class CalibratorNode(Node):
             self._handle(self._guard(what, fn, *args))
 
     def _on_joint_state(self, msg: JointState) -> None:
-        def add():
+        def add(stream: StreamCalibrator) -> list[IntervalOutcome]:
             s = cv.encoder_sample(msg)
-            return self.stream.add_encoders(s.stamp, s.names, s.positions, s.velocities)
+            return stream.add_encoders(s.stamp, s.names, s.positions, s.velocities)
 
         self._push("encoders", "encoders", msg.header.stamp, add)
 
     def _on_imu(self, msg: Imu) -> None:
-        def add(s):
-            self.stream.add_imu(s.stamp, s.angular_velocity)
+        def add(stream: StreamCalibrator, stamp: float,
+                angular_velocity: np.ndarray) -> list[IntervalOutcome]:
+            stream.add_imu(stamp, angular_velocity)
             return []
 
         try:
@@ -462,20 +478,21 @@ class CalibratorNode(Node):
             if self.pose_source != "navsatfix" or s.orientation is None:
                 self.node_rejected["imu_angular_velocity_not_provided"] += 1
             return
-        self._push("imu", "imu", msg.header.stamp, add, s)
+        self._push("imu", "imu", msg.header.stamp, add, s.stamp, s.angular_velocity)
 
-    def _pose_input(self, stamp, pose, covariance) -> list[IntervalOutcome]:
+    def _pose_input(self, stream: StreamCalibrator, stamp: Time, pose: Pose,
+                    covariance: Sequence[float]) -> list[IntervalOutcome]:
         position, orientation = cv.pose_to_arrays(pose)
         c = cv.covariance_or_none(covariance, 6)
         cov = None if c is None else from_ros_pose_covariance(c.reshape(36))
-        return self.stream.add_pose(cv.stamp_to_seconds(stamp),
+        return stream.add_pose(cv.stamp_to_seconds(stamp),
                                     np.concatenate([orientation, position]), cov)
 
     def _on_odometry(self, msg: Odometry) -> None:
         self._push("pose", "ground_truth", msg.header.stamp, self._pose_input, msg.header.stamp,
                    msg.pose.pose, msg.pose.covariance)
 
-    def _fix_input(self, msg: NavSatFix) -> list[IntervalOutcome]:
+    def _fix_input(self, stream: StreamCalibrator, msg: NavSatFix) -> list[IntervalOutcome]:
         stamp = cv.stamp_to_seconds(msg.header.stamp)
         if msg.status.status < NavSatStatus.STATUS_FIX:
             self.node_rejected["gps/fix no_fix"] += 1
@@ -510,7 +527,7 @@ class CalibratorNode(Node):
             a = DEFAULT_POSE_STD[0]
             cov_q = np.eye(3) * a * a
         pose, cov = fix_pose(enu, cov_p, body_attitude(q, self._R_body_imu), cov_q)
-        return self.stream.add_pose(stamp, pose, cov)
+        return stream.add_pose(stamp, pose, cov)
 
     def _on_fix(self, msg: NavSatFix) -> None:
         self._push("pose", "gps/fix", msg.header.stamp, self._fix_input, msg)
@@ -572,8 +589,8 @@ class CalibratorNode(Node):
         cal = self.stream.calibrator
         if cal.n_accepted < int(self.push["min_intervals"]):
             return
-        ident = self._identifiability()
-        if ident is None or not ident.checked:  # nothing is pushed unverified
+        ident = self._identifiability(self.stream)
+        if not ident.checked:  # nothing is pushed unverified
             return
         wanted = [n for n in self.push["params"] if n] or [n for n in cal.names if _pushable(n)]
         est, std = cal.estimate, cal.std
@@ -613,12 +630,10 @@ class CalibratorNode(Node):
             fut = client.call_async(req)
             fut.add_done_callback(lambda f, srv=srv, names=names: self._pushed(srv, names, f))
 
-    def _identifiability(self) -> Identifiability | None:
-        """The identifiability check of the current estimate (``checked`` False before
-        ``identifiability.min_intervals`` accepted intervals; None without a calibration)."""
-        if self.stream is None:
-            return None
-        cal = self.stream.calibrator
+    def _identifiability(self, stream: StreamCalibrator) -> Identifiability:
+        """The identifiability check of the current estimate of ``stream`` (``checked`` False
+        before ``identifiability.min_intervals`` accepted intervals)."""
+        cal = stream.calibrator
         k = int(self.identifiability["min_intervals"])
         # the prior a parameter would have without data: initial std plus the random walk
         prior = {n: math.sqrt(self._std0.get(n, 1.0) ** 2
@@ -731,7 +746,7 @@ class CalibratorNode(Node):
             ]
             values += [KeyValue(key=f"estimate {n}", value=f"{v:.6g} +- {cal.std[n]:.3g}")
                        for n, v in cal.estimate.items()]
-            ident = self._identifiability()
+            ident = self._identifiability(self.stream)
             values += [KeyValue(key=f"correlated {a} {b}", value=f"{rho:+.3f}")
                        for a, b, rho in ident.pairs]
             if not ident.checked:

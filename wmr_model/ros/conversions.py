@@ -84,7 +84,7 @@ def wxyz_to_quaternion(o: Sequence[float]) -> Quaternion:
     return Quaternion(w=float(o[0]), x=float(o[1]), y=float(o[2]), z=float(o[3]))
 
 
-def covariance_or_none(values: Sequence[float], n: int = 3) -> np.ndarray | None:
+def covariance_or_none(values: Sequence[float] | np.ndarray, n: int = 3) -> np.ndarray | None:
     """(n*n,) message covariance -> (n, n), or None when not provided (REP-145 -1, all zero,
     non-finite)."""
     c = np.asarray(values, dtype=float).reshape(n, n)
