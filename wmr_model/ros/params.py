@@ -29,6 +29,7 @@ import math
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from rcl_interfaces.msg import (
@@ -40,6 +41,7 @@ from rcl_interfaces.msg import (
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.subscription import Subscription
 
 from wmr_model.io.terrain_spec import parse_terrain_spec
 from wmr_model.kinematics.uncertainty import TWIST_COMPONENTS, qprime_names
@@ -204,7 +206,7 @@ def declare_model_parameters(node: Node, defaults: dict[str, float]) -> dict[str
         s = get_spec(name)
         out[name] = float(declare(node, name, float(defaults.get(name, s.default)),
                                   f"[{s.unit}] {s.description}", lower=s.lower, upper=s.upper,
-                                  check=lambda v, n=name: check_value(n, v)))
+                                  check=partial(check_value, name)))
     return out
 
 
@@ -219,7 +221,7 @@ def declare_wheel_parameters(node: Node, model: VehicleModel) -> dict[str, float
         out[name] = float(declare(
             node, name, float(r), "[m] rolling radius of this wheel; a 1 % error is a 1 % "
             "distance error of the odometry and, on skid steer, a heading error", lower=1e-4,
-            upper=10.0, check=lambda v, n=name: check_value(n, v)))
+            upper=10.0, check=partial(check_value, name)))
     return out
 
 
@@ -262,10 +264,13 @@ def load_vehicle_from_parameters(values: dict[str, str],
     return None
 
 
-def subscribe_robot_description(node: Node, callback: Callable[[str], None]):
+def subscribe_robot_description(node: Node, callback: Callable[[str], None]) -> Subscription:
     """Subscribe to ``robot_description`` (std_msgs/String, transient local, reliable)."""
     from std_msgs.msg import String
 
+    def on_message(msg: String) -> None:
+        callback(msg.data)
+
     qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                      reliability=ReliabilityPolicy.RELIABLE)
-    return node.create_subscription(String, "robot_description", lambda m: callback(m.data), qos)
+    return node.create_subscription(String, "robot_description", on_message, qos)
