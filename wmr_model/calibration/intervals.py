@@ -282,7 +282,7 @@ def select_intervals(times: np.ndarray, policy: IntervalPolicy,
         s = _path_length(np.asarray(positions, dtype=float))
         y = np.zeros(len(s)) if yaw is None else np.asarray(yaw, dtype=float)
         out = out[policy.informative(s[out[:, 1]] - s[out[:, 0]], y[out[:, 1]] - y[out[:, 0]])]
-    if math.isfinite(policy.max_speed) and len(out):
+    if math.isfinite(policy.max_speed) and positions is not None and len(out):  # checked above
         jump = np.concatenate([[0], np.cumsum(ground_truth_jumps(times, positions,
                                                                   policy.max_speed))])
         out = out[jump[out[:, 1]] == jump[out[:, 0]]]
