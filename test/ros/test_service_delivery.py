@@ -61,7 +61,7 @@ def _client(ros, name):
 def test_server_resends_a_response_dds_did_not_deliver(ros):
     from std_srvs.srv import Trigger
 
-    from wmr_model.ros.runner import call_service
+    from wmr_model.ros.runner import call_service, lost_responses
 
     server = _Server(ros, "/delivery/reliable", lose=3, reliable=True)
     # no client-side re-send: the answer can only come from the server's retry
@@ -69,7 +69,7 @@ def test_server_resends_a_response_dds_did_not_deliver(ros):
                         spin=ros.spin_once, resend_after=math.inf)
     assert resp.success and resp.message == "call 1"
     assert (server.calls, server.sent, server.lose) == (1, 1, 0)
-    assert getattr(ros.node, "lost_responses", 0) == 0
+    assert lost_responses(ros.node) == 0
 
 
 def test_client_resends_a_request_whose_answer_was_lost(ros):

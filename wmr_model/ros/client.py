@@ -157,9 +157,10 @@ def build_request(*, step_size: float, num_steps: int | None = None,
     req.num_candidates, req.num_steps = int(C), int(T)
     req.use_latest_odometry = bool(use_latest_odometry)
     _set_initial_pose(req, pose, use_latest_odometry)
-    names = list(joint_positions or {})
+    positions = dict(joint_positions or {})
+    names = list(positions)
     req.joint_names = names
-    req.joint_positions = [float(joint_positions[n]) for n in names] if names else []
+    req.joint_positions = [float(positions[n]) for n in names]
     if joint_rates:
         unknown = set(joint_rates) - set(names)
         if unknown:

@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,10 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
 __all__ = ["spin_node", "steady_timer", "reliable_service", "retry_lost_responses",
-           "call_service"]
+           "lost_responses", "call_service"]
+
+#: Responses of each node's reliable services given up after RESPONSE_RETRY_TIME.
+_LOST_RESPONSES: weakref.WeakKeyDictionary[Node, int] = weakref.WeakKeyDictionary()
 
 
 def spin_node(make_node: Callable[[], Node], args: list[str] | None = None) -> int:
@@ -123,7 +127,7 @@ def reliable_service(node: Node, srv_type: Any, name: str, callback: Callable[[A
     client waits forever. On a loaded machine discovery of a new client often takes longer than
     that (seen in CI: a planner-style client created just before its first request never got
     the answer). Here a lost send is retried for up to :data:`RESPONSE_RETRY_TIME` seconds;
-    after that it is logged as an error and counted in ``node.lost_responses``.
+    after that it is logged as an error and counted (:func:`lost_responses`).
     """
     return retry_lost_responses(node, node.create_service(srv_type, name, callback, **kwargs))
 
@@ -132,8 +136,7 @@ def retry_lost_responses(node: Node, srv: Any) -> Any:
     """Make ``srv`` (a service of ``node``) re-send responses rclpy reports as not delivered
     (see :func:`reliable_service`); returns ``srv``."""
     send = srv.send_response
-    if not hasattr(node, "lost_responses"):
-        node.lost_responses = 0
+    _LOST_RESPONSES.setdefault(node, 0)
 
     def send_until_matched(response: Any, header: Any) -> None:
         deadline = time.monotonic() + RESPONSE_RETRY_TIME
@@ -151,7 +154,7 @@ def retry_lost_responses(node: Node, srv: Any) -> Any:
             if not lost:
                 return
             if time.monotonic() > deadline or not node.context.ok():
-                node.lost_responses += 1
+                _LOST_RESPONSES[node] += 1
                 node.get_logger().error(
                     f"{srv.srv_name}: response not delivered, the client was not discovered "
                     f"within {RESPONSE_RETRY_TIME:.0f} s")
@@ -160,6 +163,12 @@ def retry_lost_responses(node: Node, srv: Any) -> Any:
 
     srv.send_response = send_until_matched
     return srv
+
+
+def lost_responses(node: Node) -> int:
+    """Responses of ``node``'s reliable services (:func:`retry_lost_responses`) that were not
+    delivered within :data:`RESPONSE_RETRY_TIME`."""
+    return _LOST_RESPONSES.get(node, 0)
 
 
 def call_service(client: Any, request: Any, *, timeout: float,
