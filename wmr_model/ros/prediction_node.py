@@ -594,7 +594,8 @@ def _threadsafe_kernels() -> bool:
         import numba
     except ImportError:
         return True
-    layer = str(numba.config.THREADING_LAYER)
+    # numba.config sets its options in a function at import (mypy sees no such attribute)
+    layer = str(numba.config.THREADING_LAYER)  # type: ignore[attr-defined]
     if layer == "workqueue":
         return False
     for mod in ("tbbpool", "omppool"):
@@ -615,11 +616,20 @@ class PredictionNode(Node):
         self.calibration = declare_calibration_file(self)
         self.vehicle_params = declare_vehicle_parameters(self)
         opts = declare_options(self, PREDICTION_NODE)
-        for name in ("max_candidates", "max_steps", "max_horizon", "max_request_memory_mb",
-                     "max_compute_time", "default_frame", "stabilization", "integrator",
-                     "controller", "publish_path", "publish_markers", "marker_stride",
-                     "warmup"):
-            setattr(self, name, opts[name])
+        # the limits and outputs a parameter change replaces (_on_set_parameters)
+        self.max_candidates: int = opts["max_candidates"]
+        self.max_steps: int = opts["max_steps"]
+        self.max_horizon: float = opts["max_horizon"]
+        self.max_request_memory_mb: float = opts["max_request_memory_mb"]
+        self.max_compute_time: float = opts["max_compute_time"]
+        self.default_frame: str = opts["default_frame"]
+        self.stabilization: float = opts["stabilization"]
+        self.integrator: str = opts["integrator"]
+        self.controller: str = opts["controller"]
+        self.publish_path: bool = opts["publish_path"]
+        self.publish_markers: bool = opts["publish_markers"]
+        self.marker_stride: int = opts["marker_stride"]
+        self.warmup: bool = opts["warmup"]
         self.executor_threads = opts["worker_threads"]
         self.propagate = opts["propagate_covariance"]
         period = opts["diagnostics_period"]
@@ -755,7 +765,8 @@ class PredictionNode(Node):
         self.latest = msg
 
     # ---- requests -----------------------------------------------------------------------------
-    def _fail(self, resp, message: str, reason: str, t0: float):
+    def _fail(self, resp: PredictTrajectory.Response, message: str, reason: str,
+              t0: float) -> PredictTrajectory.Response:
         resp.success = False
         resp.status_message = message
         resp.compute_time = time.perf_counter() - t0
@@ -765,7 +776,8 @@ class PredictionNode(Node):
         self.get_logger().warning(f"request refused ({reason}): {message}")
         return resp
 
-    def _on_predict(self, req, resp):
+    def _on_predict(self, req: PredictTrajectory.Request,
+                    resp: PredictTrajectory.Response) -> PredictTrajectory.Response:
         t0 = time.perf_counter()
         with self._lock:
             self.stats["requests"] += 1
