@@ -56,6 +56,9 @@ __all__ = [
     "FAST_BUILD",
 ]
 
+#: A vector argument: a list or tuple of floats, or an array (the estimators' outputs).
+Vector = Sequence[float] | np.ndarray
+
 
 def stamp_to_seconds(stamp: Time) -> float:
     """``builtin_interfaces/Time`` -> seconds (float)."""
@@ -79,12 +82,12 @@ def quaternion_to_wxyz(q: Quaternion) -> np.ndarray:
     return np.array([q.w, q.x, q.y, q.z], dtype=float)
 
 
-def wxyz_to_quaternion(o: Sequence[float]) -> Quaternion:
+def wxyz_to_quaternion(o: Vector) -> Quaternion:
     """Array ``[w, x, y, z]`` -> ``geometry_msgs/Quaternion``."""
     return Quaternion(w=float(o[0]), x=float(o[1]), y=float(o[2]), z=float(o[3]))
 
 
-def covariance_or_none(values: Sequence[float] | np.ndarray, n: int = 3) -> np.ndarray | None:
+def covariance_or_none(values: Vector, n: int = 3) -> np.ndarray | None:
     """(n*n,) message covariance -> (n, n), or None when not provided (REP-145 -1, all zero,
     non-finite)."""
     c = np.asarray(values, dtype=float).reshape(n, n)
@@ -144,7 +147,7 @@ def pose_to_arrays(pose: Pose) -> tuple[np.ndarray, np.ndarray]:
     return np.array([p.x, p.y, p.z], dtype=float), quaternion_to_wxyz(pose.orientation)
 
 
-def arrays_to_pose(position: Sequence[float], orientation_wxyz: Sequence[float]) -> Pose:
+def arrays_to_pose(position: Vector, orientation_wxyz: Vector) -> Pose:
     """``(position (3,), orientation [w, x, y, z])`` -> ``geometry_msgs/Pose``."""
     return Pose(position=Point(x=float(position[0]), y=float(position[1]),
                                z=float(position[2])),
@@ -152,9 +155,8 @@ def arrays_to_pose(position: Sequence[float], orientation_wxyz: Sequence[float])
 
 
 def odometry_message(stamp: float, frame_id: str, child_frame_id: str,
-                     position: Sequence[float], orientation_wxyz: Sequence[float],
-                     pose_covariance: Sequence[float], linear: Sequence[float],
-                     angular: Sequence[float], twist_covariance: Sequence[float]) -> Odometry:
+                     position: Vector, orientation_wxyz: Vector, pose_covariance: Vector,
+                     linear: Vector, angular: Vector, twist_covariance: Vector) -> Odometry:
     """``nav_msgs/Odometry`` (REP-105: pose in ``frame_id``, twist in ``child_frame_id``)."""
     msg = Odometry()
     msg.header.stamp = seconds_to_stamp(stamp)

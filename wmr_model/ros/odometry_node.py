@@ -56,6 +56,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
+from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
 
@@ -127,8 +128,8 @@ class OdometryNode(Node):
         self._sim_time = bool(self.get_parameter("use_sim_time").value)
         self.pub_odom = self.create_publisher(Odometry, "odom", 50)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.tf = None
-        self.pub_tf = None
+        self.tf = None  # tf2_ros.TransformBroadcaster when tf2_ros is importable
+        self.pub_tf: Publisher | None = None  # /tf without tf2_ros
         if self.publish_tf:
             self._make_tf()
         qos = QoSProfile(depth=int(depth), reliability=(
