@@ -337,13 +337,14 @@ def force_slip_curve(run: DynamicsRun, edges: Sequence[float] | None = None,
     Samples with ``f_z > min_normal`` [N]; ``edges`` default -1 ... 1.5 in steps of 0.05.
     Returns ``{"s": bin centres, "f": median f_x/f_z per bin (NaN when empty), "n": counts}``.
     """
-    edges = np.arange(-1.0, 1.5001, 0.05) if edges is None else np.asarray(edges, float)
+    bins: np.ndarray = (np.arange(-1.0, 1.5001, 0.05) if edges is None
+                        else np.asarray(edges, float))
     fz = run.f_contact[:, :, 2]
     ok = fz > min_normal
     s = run.slip_ratio[ok]
     f = run.f_contact[:, :, 0][ok] / fz[ok]
-    idx = np.digitize(s, edges) - 1
-    nb = len(edges) - 1
+    idx = np.digitize(s, bins) - 1
+    nb = len(bins) - 1
     med = np.full(nb, np.nan)
     cnt = np.zeros(nb, dtype=int)
     for b in range(nb):
@@ -351,7 +352,7 @@ def force_slip_curve(run: DynamicsRun, edges: Sequence[float] | None = None,
         cnt[b] = int(sel.sum())
         if cnt[b]:
             med[b] = float(np.median(f[sel]))
-    return {"s": 0.5 * (edges[1:] + edges[:-1]), "f": med, "n": cnt}
+    return {"s": 0.5 * (bins[1:] + bins[:-1]), "f": med, "n": cnt}
 
 
 def landtamer_with_cg(cg_height: float) -> VehicleModel:

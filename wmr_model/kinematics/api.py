@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics import constraints, solve
@@ -203,8 +204,8 @@ def joint_space_velocity(model: VehicleModel, data: KinematicsData, terrain: Ter
     return data.qdot
 
 
-def _array(a: np.ndarray, shape: tuple[int, ...], name: str, dtype: type = float) -> np.ndarray:
-    out = np.ascontiguousarray(a, dtype=dtype)
+def _array(a: ArrayLike, shape: tuple[int, ...], name: str, dtype: type = float) -> np.ndarray:
+    out: np.ndarray = np.ascontiguousarray(a, dtype=dtype)
     if out.shape != shape:
         raise ShapeError(f"{name}: expected shape {shape}, got {out.shape}")
     if dtype is float and not np.all(np.isfinite(out)):

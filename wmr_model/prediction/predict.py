@@ -248,7 +248,7 @@ def _prediction_inputs(model: VehicleModel, q0: np.ndarray, commands: np.ndarray
     propagate = Qprime is not None
     if P0 is not None and not propagate:
         raise ParameterError("P0: given without Qprime; covariance propagation needs Qprime")
-    Q = check_covariance(Qprime, "Qprime") if propagate else np.zeros((6, 6))
+    Q = check_covariance(Qprime, "Qprime") if Qprime is not None else np.zeros((6, 6))
     if P0 is None:
         P = np.zeros((1, 6, 6))
     else:
