@@ -116,14 +116,15 @@ def _options(args: argparse.Namespace):
     check_interval_arguments(args)
     if args.max_speed is not None and not (args.max_speed > 0):
         raise ParameterError(f"--max-speed: must be > 0 m/s, got {args.max_speed}")
-    pose_std = None
+    pose_std: tuple[float, float] | None = None
     if args.pose_std:
         try:
-            pose_std = tuple(float(v) for v in args.pose_std.split(","))
+            stds = tuple(float(v) for v in args.pose_std.split(","))
         except ValueError:
-            pose_std = ()
-        if len(pose_std) != 2:
+            stds = ()
+        if len(stds) != 2:
             raise ParameterError(f"--pose-std: expected ROT,POS, got {args.pose_std!r}")
+        pose_std = (stds[0], stds[1])
     from wmr_model.budgets import MAX_INTERVAL_STEPS, check_budget
 
     check_budget(f"--interval {args.interval:g} s / --dt {args.dt:g} s: steps per interval",

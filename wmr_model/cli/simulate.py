@@ -207,6 +207,7 @@ def _commanded_rates(model: Any, names: list[str], args: argparse.Namespace):
     ctrl = seg = None
     steps = max(1, round(args.duration / args.dt))
     duration = steps * args.dt
+    r: list[float] | np.ndarray  # (na,) constant or (T, na) per step
     if args.joint_rates is not None:
         r = _floats(args.joint_rates, "--joint-rates", len(names))
     else:
@@ -335,7 +336,7 @@ def _check_plausible(traj: Any, model: Any, reach: float, dt: float) -> None:
     # normal; a wheel off the ground is outside the model's assumption
     dz = np.abs(np.asarray(traj.dz, dtype=float))[:, :len(model.wheel_names)]
     if dz.size and float(dz.max()) > reach:
-        k, c = np.unravel_index(int(np.argmax(dz)), dz.shape)
+        k, c = (int(i) for i in np.unravel_index(int(np.argmax(dz)), dz.shape))
         raise ParameterError(f"{model.name}: contact {_contact_names(model)[int(c)]!r} lost the "
                              f"terrain by {float(dz[k, c]):.4g} m at step {int(k)} (t = "
                              f"{int(k) * dt:g} s), more than the reach {reach:.4g} m; the "
