@@ -426,12 +426,14 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
     S = len(steps)
     dyn = fidelity == "dynamic"
     cov = Qprime is not None and not dyn
-    out = {"q": np.empty((C, S, model.nq)), "qdot": np.empty((C, S, model.nv)),
-           "flags": np.zeros((C, S), dtype=np.uint8), "margin": np.empty((C, S)),
-           "cov": np.empty((C, S, 36)) if cov else None,
-           "invalid": np.full(C, -1, dtype=np.int32)}
-    kw = dict(fidelity=fidelity, slip_params=slip_params, Qprime=Qprime, integrator=integrator,
-              stabilization=stabilization)
+    out: dict[str, np.ndarray] = {
+        "q": np.empty((C, S, model.nq)), "qdot": np.empty((C, S, model.nv)),
+        "flags": np.zeros((C, S), dtype=np.uint8), "margin": np.empty((C, S)),
+        "invalid": np.full(C, -1, dtype=np.int32)}
+    if cov:  # only with Qprime, below DYNAMIC
+        out["cov"] = np.empty((C, S, 36))
+    kw: dict[str, Any] = dict(fidelity=fidelity, slip_params=slip_params, Qprime=Qprime,
+                              integrator=integrator, stabilization=stabilization)
     limits = friction_limits(model) if dyn else None
     v0 = np.zeros(model.nv) if qdot0 is None else np.asarray(qdot0, dtype=float)
     top = C if max_chunk is None else max(1, int(max_chunk))
@@ -452,7 +454,7 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         took = time.perf_counter() - t0
         rate = took / B if rate is None else 0.5 * (rate + took / B)
     n = done
-    rcov = out["cov"]
+    rcov = out.get("cov")
     return Rollout(steps=steps, q=out["q"][:n], qdot=out["qdot"][:n], flags=out["flags"][:n],
                    invalid_step=out["invalid"][:n], stability_margin=out["margin"][:n],
                    ros_covariance=None if rcov is None else rcov[:n], done=n, requested=C,
@@ -475,8 +477,8 @@ def _chunk_size(B: int, rate: float | None, deadline: float | None, fidelity: st
     return B
 
 
-def _dynamic_chunk_into(out: dict, sl: slice, model: VehicleModel, terrain: Terrain,
-                        q0: np.ndarray, v0: np.ndarray, u: np.ndarray, dt: float,
+def _dynamic_chunk_into(out: dict[str, np.ndarray], sl: slice, model: VehicleModel,
+                        terrain: Terrain, q0: np.ndarray, v0: np.ndarray, u: np.ndarray, dt: float,
                         steps: np.ndarray, limits: Any, ctrl: Any) -> None:
     """Run one DYNAMIC chunk (candidates ``sl``) and write its samples, flags (with
     :data:`INVALID` from the first bad step on) and first invalid steps into ``out``."""
@@ -491,16 +493,17 @@ def _dynamic_chunk_into(out: dict, sl: slice, model: VehicleModel, terrain: Terr
     out["invalid"][sl] = first
 
 
-def _kinematic_chunk_into(out: dict, sl: slice, model: VehicleModel, terrain: Terrain,
-                          q0: np.ndarray, u: np.ndarray, dt: float, every: int,
-                          steps: np.ndarray, kw: dict, ctrl: Any) -> None:
+def _kinematic_chunk_into(out: dict[str, np.ndarray], sl: slice, model: VehicleModel,
+                          terrain: Terrain, q0: np.ndarray, u: np.ndarray, dt: float,
+                          every: int, steps: np.ndarray, kw: dict[str, Any],
+                          ctrl: Any) -> None:
     """Run one KINEMATIC/ENHANCED chunk (candidates ``sl``) and write its samples,
     covariances, flags and first invalid steps (exact: re-run at every step when sampled
     sparsely) into ``out``."""
     T = u.shape[1]
     qs, qds, fs, ms, cs = _kinematic_chunk(model, terrain, q0, u, dt, every, kw, ctrl)
     out["q"][sl], out["qdot"][sl], out["margin"][sl] = qs, qds, ms
-    if out["cov"] is not None:
+    if "cov" in out:
         out["cov"][sl] = cs
     bad = invalid_states(terrain, qs)
     fs = fs | np.where(np.logical_or.accumulate(bad, axis=1), INVALID, 0).astype(np.uint8)
