@@ -55,6 +55,33 @@ def _prediction_row(name: str) -> OptionSpec:
     return option(PREDICTION_OPTIONS, name)
 
 
+def _ordered_input_rows(inputs: tuple[str, ...], *, idle: float, slowest: str = "",
+                        jump: str = "", stray: str = "") -> list[OptionSpec]:
+    """The rows of a node's stamp-order input
+    (:class:`~wmr_model.estimation.streams.OrderedInput`): ``reorder_window``, ``reorder_idle``
+    (default ``idle`` [s]) and ``time_base_confirm``. ``inputs`` name the message streams;
+    ``slowest``, ``jump`` and ``stray`` add the node's detail to the descriptions (its slowest
+    input, what a jump is, what happens to a stray stamp)."""
+    listed = (" and ".join(inputs) if len(inputs) == 2
+              else ", ".join(inputs[:-1]) + " and " + inputs[-1])
+    other = "the other" if len(inputs) == 2 else "another"
+    return [
+        OptionSpec("reorder_window", LIVE_REORDER_WINDOW, unit="s", lower=0.0, upper=3600.0,
+                   default_note=_REORDER_NOTE, description=(
+            f"(stamp time) {listed} messages may wait to be processed in stamp order while "
+            f"every input still delivers; default {SIM_TIME_REORDER_WINDOW:g} with use_sim_time "
+            f"(a replay faster than the node lets one queue lag {other} by tens of seconds), "
+            f"else {LIVE_REORDER_WINDOW:g}; latency about one sensor period while all flow, "
+            "reorder_idle when one stops; 0: arrival order")),
+        OptionSpec("reorder_idle", idle, unit="s", lower=0.0, upper=10.0, description=(
+            "(receive time) a silent input is still waited for by the reorder window; must "
+            f"exceed the slowest input's period{slowest}")),
+        OptionSpec("time_base_confirm", DEFAULT_CONFIRM_COUNT, lower=1, upper=1000, description=(
+            f"consecutive messages that confirm a time jump{jump}; a lone stray stamp is "
+            f"dropped{stray} (1: follow every jump)")),
+    ]
+
+
 register_options(NODE_OPTIONS, [
     OptionSpec("calibration_file", "", read_only=True, description=(
         "calibration YAML (the calibrator's ~/save or 'wmr calibrate --overlay' output) whose "
@@ -112,18 +139,7 @@ register_options(ODOMETRY_NODE, [
                description=(
         "IMU samples with a gyro component beyond this are rejected (default: a 2000 deg/s gyro's "
         "full scale)")),
-    OptionSpec("reorder_window", LIVE_REORDER_WINDOW, unit="s", lower=0.0, upper=3600.0,
-               default_note=_REORDER_NOTE, description=(
-        "(stamp time) encoder and IMU messages may wait to be processed in stamp order while "
-        "every input still delivers; default 600 with use_sim_time (a replay faster than the node "
-        "lets one queue lag the other by tens of seconds), else 5; latency about one sensor "
-        "period while all flow, reorder_idle when one stops; 0: arrival order")),
-    OptionSpec("reorder_idle", 0.1, unit="s", lower=0.0, upper=10.0, description=(
-        "(receive time) a silent input is still waited for by the reorder window; must exceed the "
-        "slowest input's period")),
-    OptionSpec("time_base_confirm", DEFAULT_CONFIRM_COUNT, lower=1, upper=1000, description=(
-        "consecutive messages that confirm a time jump; a lone stray stamp is dropped (1: follow "
-        "every jump)")),
+    *_ordered_input_rows(("encoder", "IMU"), idle=0.1),
     OptionSpec("stale_timeout", 1.0, unit="s", lower=0.0, upper=3600.0, description=(
         "an input silent this long (node clock) is reported stale")),
     OptionSpec("diagnostics_period", 1.0, unit="s", lower=0.01, upper=60.0, description=(
@@ -248,18 +264,9 @@ register_options(CALIBRATOR_NODE, [
     OptionSpec("iterations", 1, lower=1, upper=20, read_only=True, description=(
         "Gauss-Newton iterations per update (1: EKF; 2-3 help a time offset)")),
     *options(STREAM_OPTIONS).values(),
-    OptionSpec("reorder_window", LIVE_REORDER_WINDOW, unit="s", lower=0.0, upper=3600.0,
-               default_note=_REORDER_NOTE, description=(
-        "(stamp time) encoder, IMU and pose messages may wait to be processed in stamp order "
-        "while every input still delivers; default 600 with use_sim_time (a replay faster than "
-        "the node lets one queue lag another by tens of seconds), else 5; latency about one "
-        "sensor period while all flow, reorder_idle when one stops; 0: arrival order")),
-    OptionSpec("reorder_idle", 0.3, unit="s", lower=0.0, upper=10.0, description=(
-        "(receive time) a silent input is still waited for by the reorder window; must exceed the "
-        "slowest input's period (the pose)")),
-    OptionSpec("time_base_confirm", DEFAULT_CONFIRM_COUNT, lower=1, upper=1000, description=(
-        "consecutive messages that confirm a time jump (more than time_jump_threshold from the "
-        "time base); a lone stray stamp is dropped and counted (1: follow every jump)")),
+    *_ordered_input_rows(("encoder", "IMU", "pose"), idle=0.3, slowest=" (the pose)",
+                         jump=" (more than time_jump_threshold from the time base)",
+                         stray=" and counted"),
     OptionSpec("push.enabled", True, description=(
         "push accepted estimates to the targets' parameter services")),
     OptionSpec("push.targets", ("odometry_node", "prediction_node"), description=(
