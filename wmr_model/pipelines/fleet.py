@@ -46,10 +46,15 @@ from typing import Any
 import numpy as np
 import yaml
 
-from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN
+from wmr_model.calibration.intervals import (
+    INTERVAL_OPTIONS,
+    MOVING_MIN_DISTANCE,
+    MOVING_MIN_TURN,
+)
 from wmr_model.calibration.logs import CalibrationLog
 from wmr_model.calibration.table import DEFAULT_NOISE
 from wmr_model.errors import ParameterError
+from wmr_model.parameters import option_default
 from wmr_model.pipelines.runner import Runner, Task, TaskResult, content_id
 
 __all__ = ["FleetBag", "FitOptions", "PreparedBag", "GROUP_KEYS", "BAG_SUFFIXES", "is_bag",
@@ -86,7 +91,7 @@ class FitOptions:
     ``pose_std`` (rotation [rad], position [m]) overrides the reference covariance.
     """
 
-    interval: float = 2.0
+    interval: float = option_default(INTERVAL_OPTIONS, "interval.length")
     min_distance: float = MOVING_MIN_DISTANCE
     min_turn: float = MOVING_MIN_TURN
     max_speed: float | None = None

@@ -57,8 +57,13 @@ from typing import Any
 
 import numpy as np
 
-from wmr_model.calibration.intervals import MOVING_MIN_DISTANCE, MOVING_MIN_TURN
+from wmr_model.calibration.intervals import (
+    INTERVAL_OPTIONS,
+    MOVING_MIN_DISTANCE,
+    MOVING_MIN_TURN,
+)
 from wmr_model.errors import BagError, ParameterError
+from wmr_model.parameters import option_default
 
 __all__ = [
     "DEFAULT_TOPICS",
@@ -132,7 +137,7 @@ class ReplayOptions:
     terrain: str | None = None
     params: tuple[str, ...] | None = None
     noise: tuple[str, ...] = ("noise.U.wz_wz", "noise.U.vx_vx", "noise.U.vy_vy")
-    interval: float = 2.0
+    interval: float = option_default(INTERVAL_OPTIONS, "interval.length")
     min_distance: float = MOVING_MIN_DISTANCE
     min_turn: float = MOVING_MIN_TURN
     split: float | None = 0.6
