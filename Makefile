@@ -15,7 +15,7 @@ help:
 	@echo "make setup   create/extend $(VENV): ROS 2 Jazzy wheels, interfaces, editable install"
 	@echo "make test    ruff + the whole pytest suite (ROS tests included), 2 workers"
 	@echo "make test-fast  ruff + the tests without nodes, launch or slow pipelines (minutes)"
-	@echo "make lint    ruff only"
+	@echo "make lint    ruff, the layer contract (lint-imports) and mypy"
 	@echo "make demo    Zoe simulation, thesis kinematic experiments, synthetic field run -> replay"
 	@echo "make bench   run the benchmarks (bench/run_all.py)"
 	@echo "make clean   remove the CMake build dir (keeps $(VENV))"
@@ -25,6 +25,8 @@ setup:
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
 
 # pytest exit code 5 means no test was collected: that is a failure here, and says so.
 pytest: setup

@@ -59,7 +59,7 @@ setup(
         # (wmr_model.pipelines.runner)
         "cluster": ["ray==2.60.0"],
         "test": ["pytest>=8", "pytest-timeout>=2.3", "pytest-xdist>=3.5", "hypothesis>=6.100",
-                 "ruff>=0.6"],
+                 "ruff>=0.6", "import-linter>=2.1", "mypy>=1.10"],
     },
     entry_points={"console_scripts": ["wmr = wmr_model.cli:main"]},
     zip_safe=False,
