@@ -12,6 +12,7 @@ from wmr_model import kinematics as kin
 from wmr_model.errors import ParameterError
 from wmr_model.estimation.odometry import Odometry3D
 from wmr_model.io.vehicles import load_vehicle
+from wmr_model.kinematics.integrate import integrate_euler
 from wmr_model.prediction.predict import predict
 from wmr_model.spatial import quat_to_rot, quats_to_euler
 from wmr_model.terrain.surface import rough
@@ -164,7 +165,7 @@ def test_agrees_with_offline_estimation_loop_with_gyro():
             qk[6 + m.joint_index(j)] = w
         qdot = kin.joint_space_velocity(m, data, terrain, q, known, qk, 0.5 / dt)
         q_next = np.empty(m.nq)
-        kin.kernels.integrate_euler(q, qdot, dt, q_next)
+        integrate_euler(q, qdot, dt, q_next)
         q = q_next
     np.testing.assert_allclose(odo.q, q, atol=1e-9)
     assert odo.diagnostics.steps == 200 and odo.diagnostics.rejected_total == 0
