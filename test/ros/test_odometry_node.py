@@ -41,15 +41,16 @@ class Feed:
         from sensor_msgs.msg import Imu, JointState
         from tf2_msgs.msg import TFMessage
 
-        from wmr_model.ros.odometry_node import TF_QOS
-
         self.ros, self.ns = ros, ns
         self.js = ros.node.create_publisher(JointState, f"/{ns}/joint_states", _qos())
         self.imu = ros.node.create_publisher(Imu, f"/{ns}/imu/data", _qos())
         self.odom: list = []
         ros.node.create_subscription(Odometry, f"/{ns}/odom", self.odom.append, _qos())
         self.tf: list = []
-        ros.node.create_subscription(TFMessage, "/tf", self.tf.append, TF_QOS)
+        # The test reads /tf only between its own publishing bursts: a reader history of
+        # tf2_ros' 100 would drop the oldest transforms of a released reorder window (CI saw
+        # 164 of 250). Reliable + volatile like TF_QOS, so it matches the node's publisher.
+        ros.node.create_subscription(TFMessage, "/tf", self.tf.append, _qos())
         self.diagnostics = DiagnosticsRecorder(ros, f"/{ns}/odometry_node", _qos(100))
         deadline = time.monotonic() + 20
         while (self.js.get_subscription_count() < 1 or self.imu.get_subscription_count() < 1
