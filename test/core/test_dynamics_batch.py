@@ -2,8 +2,8 @@
 
 Oracle: each trajectory run alone by simulate_dynamics. The batch must reproduce it bit for bit
 (own workspace per trajectory, including the tracked vehicles' track-share scratch), whatever
-the number of threads; errors raised inside the parallel region must reach the caller as they
-do from a single run.
+the number of threads; errors raised in a worker thread must reach the caller as they do from a
+single run.
 """
 
 from __future__ import annotations
@@ -99,9 +99,9 @@ def test_tracked_batch_has_its_own_track_scratch():
                                                  U[n], 0.01))
 
 
-def test_error_inside_parallel_region_reaches_caller(zoe):
-    """A massless vehicle has a singular joint-space inertia: every trajectory raises in the
-    parallel region, and the caller gets the error of a single run, not a lost exception."""
+def test_error_in_a_worker_thread_reaches_caller(zoe):
+    """A massless vehicle has a singular joint-space inertia: every trajectory raises, in the
+    calling thread and the helper, and the caller gets the error of a single run."""
     massless = dataclasses.replace(zoe, mass=np.zeros_like(zoe.mass),
                                    inertia=np.zeros_like(zoe.inertia))
     ground = tr.flat()

@@ -18,7 +18,7 @@ from typing import NamedTuple, Unpack
 
 import numpy as np
 
-from wmr_model._jit import njit, num_threads, prange
+from wmr_model._jit import njit, num_threads, run_ranges
 from wmr_model.dynamics.actuators import IDEAL
 from wmr_model.dynamics.constraints import assemble_constraints, independent_rows_into
 from wmr_model.dynamics.crba import crba, crba_into
@@ -41,8 +41,6 @@ from wmr_model.dynamics.model import (
     DynamicsKeywords,
     DynamicsModel,
     DynamicsOptions,
-    StepSettings,
-    TrackData,
     compile_dynamics,
     joint_spring_dampers,
 )
@@ -63,10 +61,10 @@ from wmr_model.kinematics.wheel_collision import (
     wheel_contact,
 )
 from wmr_model.terrain.surface import Terrain, TerrainArrays
-from wmr_model.vehicles.model import KernelModel, VehicleModel
+from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["DynamicsTrajectory", "Rollout", "dynamics_step", "constraint_cache",
-           "constraint_inverse", "simulate_loop", "simulate_range", "simulate_batch",
+           "constraint_inverse", "simulate_loop", "simulate_range",
            "simulate_dynamics", "simulate_dynamics_batch", "create_rollout",
            "DYNAMICS_CHUNKS_PER_THREAD", "CONTACT_MARGIN", "FAN_REFRESH_ANGLE",
            "warm_wheel_contact", "check_dynamics_inputs",
@@ -528,9 +526,10 @@ def _batch_row(a, n):
     return a[n] if a.shape[0] > 1 else a[0]
 
 
-@njit
+@njit(nogil=True)
 def simulate_range(lo, hi, dm, t, q0, qdot0, U, out):
-    """:func:`simulate_loop` for trajectories ``lo..hi-1`` of a batch, one after another.
+    """:func:`simulate_loop` for trajectories ``lo..hi-1`` of a batch, one after another,
+    without the GIL (:func:`wmr_model._jit.run_ranges` runs several ranges at once).
 
     ``U`` (N, T, na) and the :class:`Rollout` ``out`` carry a leading trajectory axis;
     ``q0`` (N or 1, nq) and ``qdot0`` (N or 1, nv) have one row per trajectory or one shared.
@@ -540,32 +539,6 @@ def simulate_range(lo, hi, dm, t, q0, qdot0, U, out):
         simulate_loop(dm, t, _batch_row(q0, n), _batch_row(qdot0, n), U[n],
                       Rollout(out.q[n], out.qdot[n], out.iterations[n], out.cost[n],
                               out.f_contact[n], out.dz[n]))
-
-
-@njit(parallel=True)
-def simulate_batch(dm, t, q0, qdot0, U, out, chunks):
-    """:func:`simulate_range` over ``chunks`` contiguous ranges of the N trajectories in
-    parallel (``prange``; arguments as there). An exception inside the parallel region does
-    not reach the caller as such (numba 0.68: a SystemError, or nothing): its chunk stops where
-    it was raised, leaving the iteration counts of the rest of the chunk as the caller filled
-    them (:func:`simulate_dynamics_batch` fills -1 and re-runs those trajectories alone, which
-    raises the error)."""
-    N = U.shape[0]
-    # A parallel region cannot capture a record holding records (numba 0.68: "scalar type ...
-    # given for non scalar argument"): it captures their fields and rebuilds dm per chunk.
-    p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12 = dm.kin
-    k0, k1, k2, k3, k4, k5, k6, k7, k8 = dm.trk
-    o0, o1, o2, o3, o4, o5, o6 = dm.opt
-    I_frame, gravity, ckinds, cparams, ctables, caxes = (dm.I_frame, dm.gravity, dm.ckinds,
-                                                         dm.cparams, dm.ctables, dm.caxes)
-    act_joints, akinds, aparams, jK, jD = dm.act_joints, dm.akinds, dm.aparams, dm.jK, dm.jD
-    for c in prange(chunks):
-        dmc = DynamicsModel(
-            KernelModel(p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12), I_frame,
-            gravity, ckinds, cparams, ctables, caxes, act_joints, akinds, aparams, jK, jD,
-            TrackData(k0, k1, k2, k3, k4, k5, k6, k7, k8), StepSettings(o0, o1, o2, o3, o4, o5,
-                                                                          o6))
-        simulate_range(c * N // chunks, (c + 1) * N // chunks, dmc, t, q0, qdot0, U, out)
 
 
 @dataclass
@@ -685,24 +658,8 @@ def _run_batch(model: VehicleModel, dm: DynamicsModel, t: TerrainArrays,
     nv): on one thread for a single trajectory, else in parallel chunks."""
     N, T = U.shape[0], U.shape[1]
     out = create_rollout(model, N, T)
-    chunks = min(N, DYNAMICS_CHUNKS_PER_THREAD * num_threads())
-    if chunks < 2:
-        simulate_range(0, N, dm, t, q0, qdot0, U, out)
-    else:
-        # An exception inside the parallel region stops its chunk and reaches us, depending
-        # on numba, as a SystemError or not at all: the trajectories left unfinished
-        # (iterations still -1) are re-run alone, which raises the error itself.
-        lost: SystemError | None = None
-        try:
-            simulate_batch(dm, t, q0, qdot0, U, out, chunks)
-        except SystemError as exc:
-            lost = exc
-        unfinished = (np.flatnonzero(out.iterations[:, -1] < 0) if T > 0
-                      else np.zeros(0, dtype=int))
-        for n in unfinished:
-            simulate_range(int(n), int(n) + 1, dm, t, q0, qdot0, U, out)
-        if lost is not None and unfinished.size == 0:
-            raise lost
+    run_ranges(simulate_range, N, min(N, DYNAMICS_CHUNKS_PER_THREAD * num_threads()), dm, t,
+               q0, qdot0, U, out)
     return DynamicsTrajectory(np.arange(T + 1) * dt, out.q, out.qdot, out.iterations, out.cost,
                               out.f_contact, out.dz, names)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from wmr_model._jit import run_ranges
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics import constraints, solve
 from wmr_model.kinematics import loops as L
@@ -446,10 +447,7 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, np.zeros((N, 0, 6)), np.zeros((N, 0, nc, 2)),
                          np.zeros((N, 0)), np.zeros((N, 0, 6, 6)), np.zeros((N, 0), np.uint8))
     m, t = model.kinematic_arrays(), terrain.kernel_args()
-    if N == 1:
-        L.predict_range(0, 1, m, t, o, X, Y)
-    else:
-        L.simulate_batch(m, t, o, X, Y)
+    run_ranges(L.predict_range, N, N, m, t, o, X, Y)
     if not batched:
         return Trajectory(float(dt), q_traj[0], qdot_traj[0], vcn[0], dz[0])
     return Trajectory(float(dt), q_traj, qdot_traj, vcn, dz)

@@ -1,7 +1,8 @@
 """Compiled simulation loops: kinematic prediction (§2.2.6) and the unconstrained baseline (§2.5.1).
 
-Each loop runs a whole trajectory inside numba; the batch versions run N trajectories over both
-cores (``prange``). They compose the per-step kernels of the stage modules (:mod:`.solve`,
+Each loop runs a whole trajectory inside numba; :func:`predict_range` runs a range of a batch's
+trajectories without the GIL, spread over the cores by :func:`wmr_model._jit.run_ranges`. They
+compose the per-step kernels of the stage modules (:mod:`.solve`,
 :mod:`.integrate`, :mod:`.initialize`, ...), the enhanced-kinematics kernels of
 :mod:`wmr_model.kinematics.enhanced` and the covariance step of
 :mod:`wmr_model.kinematics.uncertainty`, and contain no physics of their own.
@@ -30,7 +31,7 @@ import numpy as np
 # when it is imported first it is only partially initialized here; numba resolves E.* at compile
 # time.
 import wmr_model.kinematics.enhanced as E
-from wmr_model._jit import njit, prange
+from wmr_model._jit import njit
 from wmr_model.kinematics.constraints import contact_velocity_norms, project_loop_closures
 from wmr_model.kinematics.data import kernel_data
 from wmr_model.kinematics.initialize import initialize_terrain_contact
@@ -340,7 +341,7 @@ def _state_flags(margin, dz, nwheel, tipover_margin, liftoff_threshold):
 
 
 # Candidates per parallel chunk, at least: below 2 * PARALLEL_MIN_CHUNK candidates the batch
-# runs on one thread (starting the pool costs more than it saves).
+# runs on one thread (starting threads costs more than it saves).
 PARALLEL_MIN_CHUNK = 4
 
 
@@ -360,43 +361,23 @@ def _candidate(X, Y, n):
     return x, y
 
 
-@njit
+@njit(nogil=True)
 def predict_range(lo, hi, m, t, o, X, Y):
     """:func:`predict_trajectory` for candidates ``lo..hi-1`` of a batch, one after another,
-    each with its own fresh workspace (arguments as :func:`predict_batch`)."""
-    for n in range(lo, hi):
-        d = kernel_data(m, o.known, o.I_frame, o.enhanced or o.assess, o.warm_contact, False)
-        x, y = _candidate(X, Y, n)
-        predict_trajectory(m, t, d, o, x, y)
-
-
-@njit(parallel=True)
-def predict_batch(m, t, o, X, Y, chunks):
-    """:func:`predict_trajectory` for N trajectories in parallel (``prange`` over ``chunks``
-    contiguous ranges of candidates, each run by :func:`predict_range`).
+    each with its own fresh workspace; without the GIL, so that :func:`wmr_model._jit
+    .run_ranges` runs several ranges at once.
 
     ``X`` (:class:`PredictInputs`), ``Y`` (:class:`PredictOutputs`) batched: leading N in
     ``q0``, ``qdot_cmd`` and every output (``flags`` (N, S) included); leading N, or 1 for a
     value shared by all candidates, in ``vc_xy``, ``slip_p``, ``body_noise`` (N or 1, T or 0,
     6), ``P0`` (N or 1, 6, 6), ``attitude`` (N or 1, T+1 or 0, 2). The options ``o`` are
     shared. Each candidate is independent (own workspace), so the result does not depend on
-    the thread count or chunking. Candidates run in chunks rather than one per ``prange``
-    iteration so that the trajectory loop is called from ordinary compiled code: called per
-    candidate from the parallel region's body it ran about four times slower (measured, Zoë
-    enhanced + covariance, N = 1: 8.2 ms against 2.0 ms).
+    the thread count or the ranges.
     """
-    N = X.q0.shape[0]
-    for c in prange(chunks):
-        predict_range(c * N // chunks, (c + 1) * N // chunks, m, t, o, X, Y)
-
-
-@njit(parallel=True)
-def simulate_batch(m, t, o, X, Y):
-    """:func:`predict_trajectory` for N trajectories in parallel, one per ``prange`` iteration
-    (the kinematic simulation of :func:`wmr_model.kinematics.api.simulate`; records as
-    :func:`predict_batch`)."""
-    for n in prange(X.q0.shape[0]):
-        predict_range(n, n + 1, m, t, o, X, Y)
+    for n in range(lo, hi):
+        d = kernel_data(m, o.known, o.I_frame, o.enhanced or o.assess, o.warm_contact, False)
+        x, y = _candidate(X, Y, n)
+        predict_trajectory(m, t, d, o, x, y)
 
 
 @njit

@@ -1,7 +1,7 @@
 """Batched motion prediction for planners: many candidate command sequences in one call.
 
 :func:`predict` runs N candidate trajectories through the package's one compiled prediction
-loop (:func:`wmr_model.kinematics.loops.predict_batch`, the same loop :func:`kin.simulate
+loop (:func:`wmr_model.kinematics.loops.predict_trajectory`, the same loop :func:`kin.simulate
 <wmr_model.kinematics.simulate>` uses) with, optionally, enhanced kinematics (§2.3), the
 rollover stability margin and linearized pose covariance (§3.2.1). Every array of the result has
 the batch axis first, also for a single candidate (N = 1).
@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from wmr_model._jit import num_threads
+from wmr_model._jit import num_threads, run_ranges
 from wmr_model.budgets import MAX_CANDIDATES, MAX_PREDICTION_BYTES, check_budget
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics import api as kin_api
@@ -335,10 +335,7 @@ def _predict_loop(model: VehicleModel, terrain: Terrain, a: _PredictionInputs, d
     m, t = model.kinematic_arrays(), terrain.kernel_args()
     # both cores for large batches: contiguous chunks of candidates, a few per thread
     chunks = min(N // L.PARALLEL_MIN_CHUNK, PARALLEL_CHUNKS_PER_THREAD * num_threads())
-    if chunks < 2:
-        L.predict_range(0, N, m, t, o, X, Y)
-    else:
-        L.predict_batch(m, t, o, X, Y, chunks)
+    run_ranges(L.predict_range, N, chunks, m, t, o, X, Y)
     if not assess:
         margin[:] = np.nan
     steps = None if k == 1 else np.minimum(np.arange(S) * k, T)

@@ -34,8 +34,8 @@ serving. Concurrent requests share that budget: one that does not fit next to th
 waits (at most its time budget) for them to finish.
 
 Concurrency: the service runs in a reentrant callback group on a multi-threaded executor
-(``worker_threads``), and the compiled kernels release the GIL in their parallel region, so a
-small request is answered while a large one computes. Time budget: candidates are computed in
+(``worker_threads``), and the compiled kernels release the GIL, so a small request is answered
+while a large one computes. Time budget: candidates are computed in
 chunks of about 0.1 s; a request stops before a chunk that would end after
 ``min(request max_compute_time, max_compute_time)`` and returns the finished candidates
 (``allow_partial``) or fails with the reason.
@@ -587,26 +587,6 @@ def fill_compact(model: VehicleModel, r: Rollout, outputs: int, float32: bool,
     return resp
 
 
-def _threadsafe_kernels() -> bool:
-    """True when numba's threading layer accepts parallel launches from several threads at
-    once (tbb, omp); workqueue does not, and then the node runs them one at a time."""
-    try:
-        import numba
-    except ImportError:
-        return True
-    # numba.config sets its options in a function at import (mypy sees no such attribute)
-    layer = str(numba.config.THREADING_LAYER)  # type: ignore[attr-defined]
-    if layer == "workqueue":
-        return False
-    for mod in ("tbbpool", "omppool"):
-        try:
-            __import__(f"numba.np.ufunc.{mod}")
-            return True
-        except ImportError:
-            continue
-    return False
-
-
 class PredictionNode(Node):
     """The prediction node; see the module docstring."""
 
@@ -648,7 +628,6 @@ class PredictionNode(Node):
         self._room = threading.Condition(self._lock)
         self._reserved = 0
         self._in_flight = 0
-        self._parallel = None if _threadsafe_kernels() else threading.Lock()
         self.stats: Counter = Counter()
         self.rejected: Counter = Counter()
         self.compute_times: list[float] = []
@@ -837,17 +816,14 @@ class PredictionNode(Node):
     def _rollout(self, model: VehicleModel, inputs: PredictionInputs, values: dict[str, float],
                  every: int, deadline: float, covariance: bool, integrator: str,
                  stabilization: float) -> Rollout:
-        """Run the checked request (serialized when the kernels are not thread safe)."""
+        """Run the checked request."""
         Q = (qprime_from_parameters({k: v for k, v in values.items()
                                      if k.startswith("noise.U.")}) if covariance else None)
-        lock = self._parallel if self._parallel is not None and (
-            inputs.commands.shape[0] >= 2) else contextlib.nullcontext()
-        with lock:
-            return rollout(model, self.terrain, inputs.q0, inputs.commands, inputs.dt,
-                           fidelity=inputs.fidelity, every=every, qdot0=inputs.qdot0,
-                           deadline=deadline, slip_params={n: values[n] for n in SLIP_NAMES},
-                           Qprime=Q, integrator=integrator, stabilization=stabilization,
-                           controller=inputs.controller)
+        return rollout(model, self.terrain, inputs.q0, inputs.commands, inputs.dt,
+                       fidelity=inputs.fidelity, every=every, qdot0=inputs.qdot0,
+                       deadline=deadline, slip_params={n: values[n] for n in SLIP_NAMES},
+                       Qprime=Q, integrator=integrator, stabilization=stabilization,
+                       controller=inputs.controller)
 
     def _reserve(self, nbytes: int, budget: float, deadline: float) -> int:
         """Reserve ``nbytes`` of the memory budget, waiting until the deadline for requests
