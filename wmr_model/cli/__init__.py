@@ -35,6 +35,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "replay",
     "calibrate",
     "play",
+    "compile",
 )
 
 #: Exit code for bad input (same as argparse's usage errors).
