@@ -49,12 +49,23 @@ def ros2(*args: str) -> list[str]:
     return [str(BIN / "ros2"), *args]
 
 
+def _signal_state(pid: int) -> str:
+    """The signal lines of /proc/PID/status and the states of the process' threads."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        sig = [ln for ln in lines if ln.startswith(("SigBlk", "SigIgn", "SigCgt", "State"))]
+        return "after SIGINT: " + "; ".join(" ".join(ln.split()) for ln in sig)
+    except OSError as exc:
+        return f"after SIGINT (no /proc status: {exc})"
+
+
 class Launched:
     """A ``ros2 launch ...`` process in its own process group; output to a log file."""
 
     def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         self.argv = argv
         self.log = log
+        self.signal_state = ""
         self._file = open(log, "wb")
         self.popen = subprocess.Popen(argv, stdout=self._file, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, env=env or dict(os.environ),
@@ -62,7 +73,10 @@ class Launched:
 
     def output(self, limit: int = 12000) -> str:
         text = self.log.read_text(encoding="utf-8", errors="replace")
-        return text if len(text) <= limit else "...\n" + text[-limit:]
+        text = text if len(text) <= limit else "...\n" + text[-limit:]
+        if self.signal_state:
+            text += f"\n[test] no exit {self.signal_state}"
+        return text
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -75,6 +89,8 @@ class Launched:
             try:
                 self.popen.wait(timeout)
             except subprocess.TimeoutExpired:
+                # why it did not stop: its signal masks (blocked / ignored / caught, hex)
+                self.signal_state = _signal_state(self.popen.pid)
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.popen.pid, signal.SIGKILL)
                 self.popen.wait()
