@@ -13,6 +13,7 @@ in the header, and the tests of that path fail on their own.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# A run started in the background of a non-interactive shell (`make test &`, nohup) inherits
+# SIGINT ignored, and so would every `ros2 launch` and node it starts: the Ctrl-C tests would
+# then see launch ignore SIGINT (SigIgn bit 2 in /proc, seen locally). Give this process, and
+# so its children, a terminal's disposition.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)

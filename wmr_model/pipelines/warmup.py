@@ -8,9 +8,10 @@ that share few kernels, so that :func:`compile_kernels` can build them in parall
 
 ``kinematic``  kinematic simulation (Euler, RK4), contact initialization, prediction (kinematic
                and enhanced, covariance, measured attitude and gyro), the odometry of the
-               odometry node and the planner rollouts of the prediction node.
-``dynamic``    the dynamics (one run and a batch), the prediction node's DYNAMIC fidelity and
-               its closed-loop controller rollouts.
+               odometry node, the planner rollouts of the prediction node (open and closed
+               loop).
+``dynamic``    the dynamics (one run and a batch), the prediction node's DYNAMIC fidelity, open
+               and closed loop.
 
 Nothing here changes results: a compiled kernel loaded from the cache is the one compiled on
 first use.
@@ -66,6 +67,8 @@ def _kinematic(vehicle: str) -> None:
         predict(model, terrain, q0, rates, _DT, fidelity=fidelity, attitude=attitude,
                 known_angular_velocity=gyro)
         rollout(model, terrain, q0, np.stack([rates] * 8), _DT, fidelity=fidelity, every=2)
+    rollout(model, terrain, q0, np.tile([0.3, 0.1], (2, _STEPS, 1)), _DT, fidelity="kinematic",
+            controller="vehicle")
     names = [model.joint_names[j] for j in model.actuated_joints]
     for fidelity in ("kinematic", "enhanced"):
         odo = Odometry3D(model, terrain, fidelity=fidelity)
@@ -83,9 +86,8 @@ def _dynamic(vehicle: str) -> None:
     simulate_dynamics(model, terrain, q0, qdot0, rates, _DT)
     simulate_dynamics_batch(model, terrain, q0, qdot0, np.stack([rates] * 4), _DT)
     rollout(model, terrain, q0, np.stack([rates] * 4), _DT, fidelity="dynamic")
-    twists = np.tile([0.3, 0.1], (2, _STEPS, 1))
-    for fidelity in ("kinematic", "dynamic"):
-        rollout(model, terrain, q0, twists, _DT, fidelity=fidelity, controller="vehicle")
+    rollout(model, terrain, q0, np.tile([0.3, 0.1], (2, _STEPS, 1)), _DT, fidelity="dynamic",
+            controller="vehicle")
 
 
 #: Warm-up groups, largest first (see the module docstring).
