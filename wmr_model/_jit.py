@@ -176,7 +176,7 @@ except ImportError:  # pragma: no cover
 
     def num_threads() -> int:
         """Without numba the kernels hold the GIL: one thread."""
-        return 1
+        return _threads
 
     def set_num_threads(n: int) -> None:
         """Without numba there is one thread; any request is accepted and ignored."""
@@ -205,7 +205,7 @@ def run_ranges(kernel: Callable[..., Any], n: int, chunks: int, *args: Any) -> N
     """
     chunks = max(1, min(int(chunks), n))
     bounds = [(c * n // chunks, (c + 1) * n // chunks) for c in range(chunks)]
-    workers = min(_threads if JIT_ENABLED else 1, chunks)
+    workers = min(_threads, chunks)
     if workers <= 1:
         for lo, hi in bounds:
             kernel(lo, hi, *args)

@@ -104,10 +104,14 @@ class GroupResult:
     error: str = ""
 
 
-def compile_group(group: str, vehicle: str = "zoe") -> GroupResult:
-    """Run one warm-up group in this process (compiling, or loading from the cache)."""
+def _check_group(group: str) -> None:
     if group not in GROUPS:
         raise ParameterError(f"group: expected one of {', '.join(GROUPS)}, got {group!r}")
+
+
+def compile_group(group: str, vehicle: str = "zoe") -> GroupResult:
+    """Run one warm-up group in this process (compiling, or loading from the cache)."""
+    _check_group(group)
     t0 = time.perf_counter()
     try:
         GROUPS[group](vehicle)
@@ -125,8 +129,7 @@ def compile_kernels(groups: Sequence[str] | None = None, vehicle: str = "zoe",
     (default: one per group, at most the CPU count); ``progress`` is called as each ends."""
     names = list(GROUPS) if groups is None else list(groups)
     for g in names:
-        if g not in GROUPS:
-            raise ParameterError(f"group: expected one of {', '.join(GROUPS)}, got {g!r}")
+        _check_group(g)
     if jobs is None:
         jobs = min(len(names), os.cpu_count() or 1)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
