@@ -94,7 +94,7 @@ def _time_constraints(m, Q, TW, TC, DZ, ANG, sigma, vc, d):
     for s in range(Q.shape[0]):
         # the workspace of state s (its frames and contacts), d's A and v written
         ds = KernelData(TW[s], TC[s], DZ[s], ANG[s], d.A, d.v, d.qdot, d.contact_ws, d.solve_ws,
-                        d.Ic, d.f_cg, d.c, d.v_b_slip, d.vc_slip, d.enhanced_ws, d.margin_ws,
+                        d.Ic, d.f_cg, d.cg, d.v_b_slip, d.vc_slip, d.enhanced_ws, d.margin_ws,
                         d.cov_ws)
         constraint_system(m, ds, Q[s], sigma, vc)
 

@@ -101,7 +101,7 @@ def _constraints(reps, a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc, d):
             for t in range(Q.shape[1] - 1):
                 # the recorded workspace of state (n, t); d's A and v written
                 dt = KernelData(T_worlds[n, t], T_contacts[n, t], dzs[n, t], angs[n, t], d.A,
-                                d.v, d.qdot, d.contact_ws, d.solve_ws, d.Ic, d.f_cg, d.c,
+                                d.v, d.qdot, d.contact_ws, d.solve_ws, d.Ic, d.f_cg, d.cg,
                                 d.v_b_slip, d.vc_slip, d.enhanced_ws, d.margin_ws, d.cov_ws)
                 constraint_system(a, dt, Q[n, t], sigma, vc)
                 s += d.A[0, 0]
@@ -312,7 +312,7 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     slip = E.BodySlip(I_frame, gravity, p, axes, True)
     for i in range(n):
         d = kin.create_data(m, known)
-        Ic, f_cg, c = d.Ic, d.f_cg, d.c
+        Ic, f_cg, c = d.Ic, d.f_cg, d.cg
         for t in range(T):
             E.enhanced_joint_space_velocity(a, tg, d.kernel, Q[i, t], known, qcmd[i, t], sigma,
                                             vc, d.qdot, slip)

@@ -178,3 +178,27 @@ def test_mass_matrix_and_bias_match_pinocchio(name):
         cp = pin.nonLinearEffects(pm, pd, pq, pv)
         np.testing.assert_allclose(M, Mp, rtol=0, atol=1e-9 * np.abs(Mp).max())
         np.testing.assert_allclose(c, cp, rtol=0, atol=1e-9 * np.abs(cp).max())
+
+
+def test_one_workspace_serves_kinematics_and_dynamics():
+    """One ``create_data`` for every algorithm: the kinematics' forward pass and the CRBA write
+    the same ``T_world`` for a state, the model's inertias and gravity are in it, and its bias
+    force is the RNEA at zero acceleration."""
+    from wmr_model import kinematics as kin
+    from wmr_model.vehicles.inertia import model_frame_inertias
+
+    assert dyn.create_data is kin.create_data
+    m, rng = _random_model(11, n_links=4, n_wheels=4, prismatic_fraction=0.3)
+    d = kin.create_data(m)
+    np.testing.assert_array_equal(d.I_frame, model_frame_inertias(m))
+    np.testing.assert_array_equal(d.gravity, dyn.gravity_of(m))
+    q = _random_state(m, rng)
+    T_kin = kin.forward_kinematics(m, d, q).copy()
+    d.T_world[:] = np.nan
+    dyn.crba(m, d, q)
+    np.testing.assert_allclose(d.T_world, T_kin, rtol=0, atol=1e-12)
+    # the bias force of the same workspace is rnea at zero acceleration (Alg. 4 both ways)
+    qd = rng.normal(size=m.nv)
+    c = dyn.bias_force(m, d, q, qd).copy()
+    np.testing.assert_allclose(dyn.rnea(m, d, q, qd, np.zeros(m.nv)), c, rtol=0,
+                               atol=1e-9 * max(1.0, np.abs(c).max()))

@@ -137,7 +137,7 @@ def test_enhanced_kernel_with_folded_scratch_matches_unfolded(zoe):
                 m.kinematic_arrays(), terrain.kernel_args(), d, q, known, qcmd, 12.5,
                 np.zeros((m.nc, 2)), d.qdot, s)
             outs.append(d._asdict())
-        for key in ("qdot", "f_cg", "c", "v_b_slip", "vc_slip"):
+        for key in ("qdot", "f_cg", "cg", "v_b_slip", "vc_slip"):
             a, b = outs[0][key], outs[1][key]
             np.testing.assert_allclose(b, a, rtol=0, atol=1e-12 * max(np.abs(a).max(), 1.0),
                                        err_msg=key)

@@ -1,7 +1,7 @@
 """Constrained 3D dynamics with force-balance optimization (Seegmiller 2014, §2.4)."""
 
 from wmr_model.dynamics.api import (
-    DynamicsData,
+    Data,
     bias_force,
     crba,
     create_data,
@@ -11,7 +11,7 @@ from wmr_model.dynamics.api import (
 from wmr_model.dynamics.model import DynamicsModel, DynamicsOptions, compile_dynamics
 
 __all__ = [
-    "DynamicsData",
+    "Data",
     "DynamicsModel",
     "DynamicsOptions",
     "bias_force",

@@ -1,4 +1,9 @@
-"""Python API of the rigid-body dynamics: ``f(model, data, ...)`` over the compiled kernels."""
+"""Python API of the rigid-body dynamics: ``f(model, data, ...)`` over the compiled kernels.
+
+``data`` is the one workspace of every algorithm (:func:`create_data`, re-exported from
+:mod:`wmr_model.kinematics.api`): the same object serves forward kinematics, contact, the
+velocity solves and these.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,12 @@ import numpy as np
 
 from wmr_model.dynamics import crba as _crba
 from wmr_model.dynamics import rnea as _rnea
-from wmr_model.dynamics.data import DynamicsData, create_data
-from wmr_model.dynamics.model import gravity_of
 from wmr_model.errors import check_shape
+from wmr_model.kinematics.api import Data, create_data
+from wmr_model.vehicles.inertia import gravity_of
 from wmr_model.vehicles.model import VehicleModel
 
-__all__ = ["DynamicsData", "create_data", "gravity_of", "crba", "rnea", "bias_force"]
+__all__ = ["Data", "create_data", "gravity_of", "crba", "rnea", "bias_force"]
 
 
 def _vec(name: str, x: np.ndarray, n: int) -> np.ndarray:
@@ -20,7 +25,7 @@ def _vec(name: str, x: np.ndarray, n: int) -> np.ndarray:
     return x
 
 
-def crba(model: VehicleModel, data: DynamicsData, q: np.ndarray) -> np.ndarray:
+def crba(model: VehicleModel, data: Data, q: np.ndarray) -> np.ndarray:
     """Joint-space inertia ``data.M`` (nv, nv) at state ``q`` (nq,), Algorithm 3."""
     q = _vec("q", q, model.nq)
     _crba.crba(model.parent, model.joint_type, model.axis, model.T0, data.I_frame, q,
@@ -28,7 +33,7 @@ def crba(model: VehicleModel, data: DynamicsData, q: np.ndarray) -> np.ndarray:
     return data.M
 
 
-def rnea(model: VehicleModel, data: DynamicsData, q: np.ndarray, qdot: np.ndarray,
+def rnea(model: VehicleModel, data: Data, q: np.ndarray, qdot: np.ndarray,
          qddot: np.ndarray, f_ext: np.ndarray | None = None) -> np.ndarray:
     """Inverse dynamics ``data.tau`` (nv,) = M qddot' + c - sum J^T f_ext (Algorithm 4).
 
@@ -48,7 +53,7 @@ def rnea(model: VehicleModel, data: DynamicsData, q: np.ndarray, qdot: np.ndarra
     return data.tau
 
 
-def bias_force(model: VehicleModel, data: DynamicsData, q: np.ndarray, qdot: np.ndarray, *,
+def bias_force(model: VehicleModel, data: Data, q: np.ndarray, qdot: np.ndarray, *,
                fused: bool = False) -> np.ndarray:
     """Joint-space bias force ``data.c`` (nv,): Algorithm 4, or the fused-body (2.89)."""
     q = _vec("q", q, model.nq)

@@ -1,7 +1,7 @@
-"""Workspaces of the dynamics: :class:`DynamicsData` (:func:`create_data`) for the rigid-body
-algorithms of :mod:`wmr_model.dynamics.api`, and :class:`StepData` (:func:`create_step_data`),
-``d`` of the compiled kernels ``f(dm, t, d, ...)``. Both start from the same rigid-body arrays
-(:func:`rigid_body_arrays`).
+"""Workspace of the compiled dynamics: :class:`StepData` (:func:`create_step_data`), ``d`` of
+the kernels ``f(dm, t, d, ...)``. (The Python API's rigid-body algorithms,
+:mod:`wmr_model.dynamics.api`, use the one workspace of every algorithm,
+:func:`wmr_model.kinematics.api.create_data`.)
 
 One record, allocated once per trajectory by :func:`create_step_data`, holds every array a
 step of :func:`~wmr_model.dynamics.simulate.dynamics_step` writes: the kinematics and contact
@@ -13,7 +13,6 @@ rows, nrow = 3 ncon + na + nh constraint rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -22,14 +21,11 @@ from wmr_model._jit import njit
 from wmr_model.dynamics.constraints import rows_workspace
 from wmr_model.dynamics.crba import crba_workspace
 from wmr_model.dynamics.force_balance import workspace
-from wmr_model.dynamics.model import gravity_of
 from wmr_model.dynamics.rnea import rnea_workspace
 from wmr_model.kinematics.constraints import loop_closure_rows
 from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH
-from wmr_model.vehicles.inertia import model_frame_inertias
-from wmr_model.vehicles.model import VehicleModel
 
-__all__ = ["DynamicsData", "StepData", "create_data", "create_step_data", "rigid_body_arrays"]
+__all__ = ["StepData", "create_step_data", "rigid_body_arrays"]
 
 
 @njit
@@ -39,35 +35,6 @@ def rigid_body_arrays(nf, nv):
     force ``tau`` (nv,), zeroed."""
     return (np.zeros((nf, 4, 4)), np.zeros((nf, 6, 6)), np.zeros((nv, nv)), np.zeros(nv),
             np.zeros(nv))
-
-
-@dataclass
-class DynamicsData:
-    """Workspace of the rigid-body dynamics for one vehicle state (:mod:`.api`).
-
-    Attributes:
-        I_frame: (nf, 6, 6) per-frame spatial inertias (B.13); constant per model.
-        gravity: (3,) world gravitational acceleration [m/s^2].
-        T_world: (nf, 4, 4) frame-to-world transforms (Algorithm 1).
-        Ic: (nf, 6, 6) composite inertias (Algorithm 3 lines 1-4).
-        M: (nv, nv) joint-space inertia (Algorithm 3).
-        c: (nv,) joint-space bias force (Algorithm 4 or 2.89).
-        tau: (nv,) joint-space force of the last :func:`~.api.rnea` call.
-    """
-
-    I_frame: np.ndarray
-    gravity: np.ndarray
-    T_world: np.ndarray
-    Ic: np.ndarray
-    M: np.ndarray
-    c: np.ndarray
-    tau: np.ndarray
-
-
-def create_data(model: VehicleModel) -> DynamicsData:
-    """Allocate a :class:`DynamicsData` workspace for ``model``."""
-    return DynamicsData(model_frame_inertias(model), gravity_of(model),
-                        *rigid_body_arrays(model.nf, model.nv))
 
 
 class StepData(NamedTuple):

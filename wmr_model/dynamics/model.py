@@ -21,10 +21,9 @@ import numpy as np
 
 from wmr_model.contact.models import contact_setup
 from wmr_model.dynamics.actuators import ACTUATOR_KINDS
-from wmr_model.dynamics.rnea import GRAVITY
 from wmr_model.dynamics.track_contact import check_friction_directions, contact_drive, icr_map
 from wmr_model.errors import ParameterError
-from wmr_model.vehicles.inertia import model_frame_inertias
+from wmr_model.vehicles.inertia import gravity_of, model_frame_inertias
 from wmr_model.vehicles.model import KernelModel, VehicleModel
 
 __all__ = ["gravity_of", "DynamicsOptions", "DynamicsKeywords", "DynamicsModel", "StepSettings",
@@ -49,19 +48,6 @@ DEFAULT_LOOP_MODEL = "ideal"
 #: contact angles, :func:`warm_wheel_contact`) or ``"cold"`` (the full fan every step).
 COLLISION_SEARCHES = ("warm", "cold")
 DEFAULT_COLLISION = "cold"
-
-
-def gravity_of(model: VehicleModel) -> np.ndarray:
-    """World gravity (3,) of ``model``: ``options["gravity"]`` or :data:`~.rnea.GRAVITY`."""
-    g = model.options.get("gravity", GRAVITY)
-    try:
-        g = np.asarray(g, dtype=float).reshape(3)
-    except (TypeError, ValueError):
-        raise ParameterError(
-            f"{model.source}: options.gravity must be 3 numbers [m/s^2], got {g!r}") from None
-    if not np.all(np.isfinite(g)):
-        raise ParameterError(f"{model.source}: options.gravity must be finite, got {g.tolist()}")
-    return g
 
 
 @dataclass(frozen=True)

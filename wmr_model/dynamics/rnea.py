@@ -21,14 +21,11 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.dynamics.crba import force_to_parent, motion_subspace, relative_transforms
-from wmr_model.spatial import STANDARD_GRAVITY, crf, quat_to_rot
+from wmr_model.spatial import crf, quat_to_rot
 from wmr_model.vehicles.tree import forward_kinematics
 
-__all__ = ["GRAVITY", "rnea", "rnea_into", "rnea_workspace", "bias_force", "bias_force_into",
+__all__ = ["rnea", "rnea_into", "rnea_workspace", "bias_force", "bias_force_into",
            "bias_force_fused"]
-
-#: Standard gravity in world coordinates [m/s^2] (REP-103: z up).
-GRAVITY = np.array([0.0, 0.0, -STANDARD_GRAVITY])
 
 
 @njit

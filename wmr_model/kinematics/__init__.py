@@ -3,7 +3,7 @@
 from wmr_model.kinematics.api import (
     INTEGRATORS,
     ControlSolution,
-    KinematicsData,
+    Data,
     Trajectory,
     constraint_system,
     create_data,
@@ -24,7 +24,7 @@ from wmr_model.kinematics.api import (
 __all__ = [
     "INTEGRATORS",
     "ControlSolution",
-    "KinematicsData",
+    "Data",
     "Trajectory",
     "constraint_system",
     "create_data",

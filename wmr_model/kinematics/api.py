@@ -32,10 +32,11 @@ from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH
 from wmr_model.spatial import quats_to_euler
 from wmr_model.terrain.surface import Terrain, flat
 from wmr_model.vehicles import tree
+from wmr_model.vehicles.inertia import gravity_of, model_frame_inertias
 from wmr_model.vehicles.model import REVOLUTE, VehicleModel
 
 __all__ = [
-    "KinematicsData",
+    "Data",
     "Trajectory",
     "ControlSolution",
     "BatchInputs",
@@ -65,8 +66,10 @@ DEFAULT_STABILIZATION = 0.5
 
 
 @dataclass
-class KinematicsData:
-    """Workspace of the kinematics for one vehicle state (or one trajectory of states).
+class Data:
+    """Workspace of every algorithm of the Python API for one vehicle state (or one trajectory
+    of states): the kinematics (§2.2), enhanced kinematics (§2.3), covariance (§3.3) and the
+    rigid-body dynamics (Algorithms 3 and 4, :mod:`wmr_model.dynamics.api`).
 
     Contacts are the wheels followed by the track patches (nc = nw + ntp; nc = nw for wheeled
     vehicles).
@@ -74,23 +77,35 @@ class KinematicsData:
     Attributes:
         kernel: the compiled kernels' record (:class:`~wmr_model.kinematics.data.KernelData`);
             its fields are readable here by name: ``T_world`` (nf, 4, 4) frame-to-world
-            transforms (Algorithm 1); ``T_contact`` (nc, 4, 4) contact frames (Figure 2.3);
-            ``dz`` (nc,) contact height errors Δz [m] (2.8); ``contact_angle`` (nc,) contact
-            angles δ [rad] (2.9), for a track patch its fractional sub-point coordinate
+            transforms (Algorithm 1); ``Ic`` (nf, 6, 6) composite inertias (Algorithm 3 lines
+            1-4); ``T_contact`` (nc, 4, 4) contact frames (Figure 2.3); ``dz`` (nc,) contact
+            height errors Δz [m] (2.8); ``contact_angle`` (nc,) contact angles δ [rad] (2.9),
+            for a track patch its fractional sub-point coordinate
             (:func:`wmr_model.kinematics.track_collision.track_contact`); ``A`` (3 nc + nhc, nv)
             stacked constraint matrix (2.34), nhc = ncj + nlr holonomic rows; ``v``
             (3 nc + nhc,) right-hand side (2.34)-(2.36); ``qdot`` (nv,) joint-space velocity;
             ``contact_ws`` (nw, CONTACT_WS_WIDTH) the collision warm-start state carried from
             one :func:`joint_space_velocity` call to the next (previous contact angles are in
-            ``contact_angle``; :func:`wmr_model.kinematics.wheel_collision.wheel_contact`).
-        residual: |A qdot - v| of the last solve.
+            ``contact_angle``; :func:`wmr_model.kinematics.wheel_collision.wheel_contact`);
+            ``cg`` (3,) centre of gravity in body coordinates (enhanced kinematics).
+        I_frame: (nf, 6, 6) per-frame spatial inertias (B.13); constant per model.
+        gravity: (3,) world gravitational acceleration [m/s^2] (``options["gravity"]``).
+        M: (nv, nv) joint-space inertia (Algorithm 3).
+        c: (nv,) joint-space bias force (Algorithm 4 or 2.89).
+        tau: (nv,) joint-space force of the last :func:`wmr_model.dynamics.api.rnea` call.
+        residual: |A qdot - v| of the last velocity solve.
     """
 
     kernel: KernelData
+    I_frame: np.ndarray
+    gravity: np.ndarray
+    M: np.ndarray
+    c: np.ndarray
+    tau: np.ndarray
     residual: float = math.nan
 
     def __getattr__(self, name: str) -> np.ndarray:
-        # the kernel record's fields (T_world, T_contact, dz, contact_angle, A, v, qdot, ...)
+        # the kernel record's fields (T_world, Ic, T_contact, dz, contact_angle, A, v, qdot, ...)
         if name != "kernel" and name in KernelData._fields:
             return getattr(self.kernel, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -98,24 +113,27 @@ class KinematicsData:
 
 def create_data(model: VehicleModel, known: np.ndarray | None = None, *,
                 inertias: np.ndarray | None = None, fold: bool = False,
-                warm_contact: bool = True, residual: bool = True) -> KinematicsData:
-    """Allocate the workspace of ``model``'s kinematics (contacts: nc = nw + ntp).
+                warm_contact: bool = True, residual: bool = True) -> Data:
+    """Allocate the one workspace (:class:`Data`) of ``model``'s algorithms.
 
-    One :class:`~wmr_model.kinematics.data.KernelData` (:func:`~wmr_model.kinematics.data
-    .kernel_data`, as the compiled loops make one per trajectory) wrapped for the Python API.
-    ``known`` (nv,) bool: the known set its velocity-solve scratch is made for (default none
-    known; :func:`joint_space_velocity` remakes it for the known set of each call);
-    ``inertias`` (nf, 6, 6) per-frame spatial inertias and ``fold``: the enhanced-kinematics
-    scratch (:func:`wmr_model.kinematics.enhanced.folded_enhanced_workspace` when ``fold``);
+    Its kernel record is a :class:`~wmr_model.kinematics.data.KernelData`
+    (:func:`~wmr_model.kinematics.data.kernel_data`, as the compiled loops make one per
+    trajectory). ``known`` (nv,) bool: the known set its velocity-solve scratch is made for
+    (default none known; :func:`joint_space_velocity` remakes it for the known set of each
+    call); ``inertias`` (nf, 6, 6) per-frame spatial inertias (default the model's, B.13) and
+    ``fold``: the enhanced-kinematics scratch
+    (:func:`wmr_model.kinematics.enhanced.folded_enhanced_workspace` when ``fold``);
     ``warm_contact``: a collision warm-start workspace; ``residual``: solves return their
     residual norm.
     """
     kn = np.zeros(model.nv, dtype=bool) if known is None else _array(known, (model.nv,),
                                                                        "known", dtype=bool)
-    I_frame = np.zeros((model.nf, 6, 6)) if inertias is None else _array(
+    I_frame = model_frame_inertias(model) if inertias is None else _array(
         inertias, (model.nf, 6, 6), "inertias")
-    return KinematicsData(kernel_data(model.kinematic_arrays(), kn, I_frame, bool(fold),
-                                      bool(warm_contact), bool(residual)))
+    kernel = kernel_data(model.kinematic_arrays(), kn, I_frame, bool(fold), bool(warm_contact),
+                         bool(residual))
+    return Data(kernel, I_frame, gravity_of(model), np.zeros((model.nv, model.nv)),
+                np.zeros(model.nv), np.zeros(model.nv))
 
 
 #: Collision workspace with no rows: a cold fan search every call.
@@ -141,14 +159,14 @@ def _sigma(stabilization: float, dt: float) -> float:
     return stabilization / dt
 
 
-def forward_kinematics(model: VehicleModel, data: KinematicsData, q: np.ndarray) -> np.ndarray:
+def forward_kinematics(model: VehicleModel, data: Data, q: np.ndarray) -> np.ndarray:
     """Algorithm 1: write and return ``data.T_world`` (nf, 4, 4) for state ``q`` (nq,)."""
     q = _state(model, q)
     tree.forward_kinematics(model.parent, model.joint_type, model.axis, model.T0, q, data.T_world)
     return data.T_world
 
 
-def wheel_contact(model: VehicleModel, data: KinematicsData, terrain: Terrain) -> np.ndarray:
+def wheel_contact(model: VehicleModel, data: Data, terrain: Terrain) -> np.ndarray:
     """Collision detection (2.8)-(2.9) from ``data.T_world``; writes contact frames, returns Δz.
 
     Covers every contact: wheels, then track patches (:func:`contact_detection`).
@@ -159,7 +177,7 @@ def wheel_contact(model: VehicleModel, data: KinematicsData, terrain: Terrain) -
     return data.dz
 
 
-def constraint_system(model: VehicleModel, data: KinematicsData, q: np.ndarray, sigma: float,
+def constraint_system(model: VehicleModel, data: Data, q: np.ndarray, sigma: float,
                       vc_xy: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Stacked wheel and joint constraints ``A qdot = v`` (2.33)-(2.36) from the workspace.
 
@@ -172,7 +190,7 @@ def constraint_system(model: VehicleModel, data: KinematicsData, q: np.ndarray, 
     return data.A, data.v
 
 
-def joint_space_velocity(model: VehicleModel, data: KinematicsData, terrain: Terrain,
+def joint_space_velocity(model: VehicleModel, data: Data, terrain: Terrain,
                          q: np.ndarray, known: np.ndarray, qdot_known: np.ndarray,
                          sigma: float = 0.0, vc_xy: np.ndarray | None = None, *,
                          warm_start: bool = True) -> np.ndarray:

@@ -42,8 +42,8 @@ class KernelData(NamedTuple):
     the velocity solve (:func:`wmr_model.kinematics.solve.solve_workspace`, for one known set).
 
     Enhanced kinematics and stability (:mod:`wmr_model.kinematics.enhanced`): ``Ic``
-    (nf, 6, 6) composite inertias; ``f_cg`` (6,) force at the cg (2.47); ``c`` (3,) cg in body
-    coordinates; ``v_b_slip`` (6,) body slip (2.50); ``vc_slip`` (nc, 2) contact slip (2.52);
+    (nf, 6, 6) composite inertias; ``f_cg`` (6,) force at the cg (2.47); ``cg`` (3,) cg in
+    body coordinates; ``v_b_slip`` (6,) body slip (2.50); ``vc_slip`` (nc, 2) contact slip (2.52);
     ``enhanced_ws`` its scratch (:func:`~wmr_model.kinematics.enhanced.enhanced_workspace` or
     the folded one); ``margin_ws`` the stability-margin scratch. ``cov_ws``: scratch of the
     covariance step (:func:`wmr_model.kinematics.uncertainty.covariance_workspace`).
@@ -60,7 +60,7 @@ class KernelData(NamedTuple):
     solve_ws: tuple
     Ic: np.ndarray
     f_cg: np.ndarray
-    c: np.ndarray
+    cg: np.ndarray
     v_b_slip: np.ndarray
     vc_slip: np.ndarray
     enhanced_ws: tuple

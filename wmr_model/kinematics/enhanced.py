@@ -337,7 +337,7 @@ def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, q
        (:func:`wmr_model.kinematics.solve.joint_space_velocity`, model ``m``, terrain
        ``t``, workspace ``d`` (:class:`wmr_model.kinematics.data.KernelData`), ``qdot``
        (nv,) written);
-    2. composite inertia (Algorithm 3 backward pass), cg ``d.c`` (3,), body force (2.44) and
+    2. composite inertia (Algorithm 3 backward pass), cg ``d.cg`` (3,), body force (2.44) and
        its cg form (2.45)-(2.47), written to ``d.f_cg`` (6,) - also without ``s.enhanced``,
        for the stability margin;
     3. when ``s.enhanced``: slip at the cg (2.48)-(2.49), back to the body (2.50) into
@@ -354,7 +354,7 @@ def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, q
     """
     I_frame, gravity, p, slip_axes = s.I_frame, s.gravity, s.p, s.axes
     A, v, dz, T_world = d.A, d.v, d.dz, d.T_world
-    f_cg, c, v_b_slip, vc_slip = d.f_cg, d.c, d.v_b_slip, d.vc_slip
+    f_cg, c, v_b_slip, vc_slip = d.f_cg, d.cg, d.v_b_slip, d.vc_slip
     cws, g_b, f_b, v_cg, s_cg, keep, parent_k, I_k, T_k, Ic_k = d.enhanced_ws
     res = joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot)
     if keep.shape[0] > 0:

@@ -224,7 +224,7 @@ def predict_trajectory(m, t, d, o, x, y):
             if stage == 0:
                 margin = np.nan
                 if stats:
-                    margin = E.stability_margin(d.T_world, d.T_contact, d.c, d.f_cg,
+                    margin = E.stability_margin(d.T_world, d.T_contact, d.cg, d.f_cg,
                                                 d.margin_ws)
                 if final:
                     break

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.errors import ShapeError
-from wmr_model.spatial import rot_axis_angle, spatial_inertia
+from wmr_model.errors import ParameterError, ShapeError
+from wmr_model.spatial import STANDARD_GRAVITY, rot_axis_angle, spatial_inertia
 from wmr_model.vehicles.model import REVOLUTE, VehicleModel
 from wmr_model.vehicles.tree import forward_kinematics
 
@@ -41,7 +41,12 @@ __all__ = [
     "mass_com_into",
     "composite_inertia",
     "model_frame_inertias",
+    "GRAVITY",
+    "gravity_of",
 ]
+
+#: Standard gravity in world coordinates [m/s^2] (REP-103: z up).
+GRAVITY = np.array([0.0, 0.0, -STANDARD_GRAVITY])
 
 
 @njit
@@ -284,6 +289,19 @@ def model_frame_inertias(model: VehicleModel) -> np.ndarray:
     out = np.empty((model.nf, 6, 6))
     frame_spatial_inertias(model.mass, model.com, model.inertia, out)
     return out
+
+
+def gravity_of(model: VehicleModel) -> np.ndarray:
+    """World gravity (3,) of ``model``: ``options["gravity"]`` or :data:`GRAVITY`."""
+    g = model.options.get("gravity", GRAVITY)
+    try:
+        g = np.asarray(g, dtype=float).reshape(3)
+    except (TypeError, ValueError):
+        raise ParameterError(
+            f"{model.source}: options.gravity must be 3 numbers [m/s^2], got {g!r}") from None
+    if not np.all(np.isfinite(g)):
+        raise ParameterError(f"{model.source}: options.gravity must be finite, got {g.tolist()}")
+    return g
 
 
 def composite_inertia(model: VehicleModel, q: np.ndarray, *,
