@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from wmr_model.errors import ParameterError
 from wmr_model.vehicles.inertia import gravity_of, model_frame_inertias
 from wmr_model.vehicles.model import KernelModel, VehicleModel
 
-__all__ = ["gravity_of", "DynamicsOptions", "DynamicsKeywords", "DynamicsModel", "StepSettings",
+__all__ = ["gravity_of", "DynamicsOptions", "DynamicsModel", "StepSettings",
            "TrackData",
            "compile_dynamics", "actuator_setup", "joint_spring_dampers", "track_data",
            "LOOP_STIFFNESS", "LOOP_DAMPING", "LOOP_MODELS", "DEFAULT_LOOP_MODEL",
@@ -112,25 +112,6 @@ class DynamicsOptions:
             raise TypeError(f"unexpected dynamics option(s) {bad}; expected some of "
                             f"{sorted(known)}")
         return cls(**{**{f.name: getattr(base, f.name) for f in fields(cls)}, **keywords})
-
-
-class DynamicsKeywords(TypedDict, total=False):
-    """The fields of :class:`DynamicsOptions` as keywords (``**options`` of the simulations)."""
-
-    contact_model: str | None
-    contact_params: Mapping[str, Any] | None
-    actuator: str | Mapping[str, str]
-    actuator_params: Mapping[str, Any] | None
-    joint_stiffness: float | None
-    joint_damping: float | None
-    fused_bias: bool
-    single_step: bool
-    max_iter: int
-    tol: float | None
-    loop_model: str | None
-    friction_directions: str | None
-    steering_efficiency: float | None
-    collision: str | None
 
 
 class TrackData(NamedTuple):

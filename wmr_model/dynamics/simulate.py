@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple, Unpack
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -38,7 +38,6 @@ from wmr_model.dynamics.model import (
     LOOP_DAMPING,
     LOOP_MODELS,
     LOOP_STIFFNESS,
-    DynamicsKeywords,
     DynamicsModel,
     DynamicsOptions,
     compile_dynamics,
@@ -589,7 +588,7 @@ def check_dynamics_inputs(model: VehicleModel, q0: np.ndarray, qdot0: np.ndarray
 def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                       qdot0: np.ndarray, commands: np.ndarray, dt: float,
                       options: DynamicsOptions | None = None,
-                      **keywords: Unpack[DynamicsKeywords]) -> DynamicsTrajectory:
+                      **keywords: Any) -> DynamicsTrajectory:
     """Simulate the constrained dynamics with force-balance optimization (§2.4).
 
     Args:
@@ -667,7 +666,7 @@ def _run_batch(model: VehicleModel, dm: DynamicsModel, t: TerrainArrays,
 def simulate_dynamics_batch(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                             qdot0: np.ndarray, commands: np.ndarray, dt: float,
                             options: DynamicsOptions | None = None,
-                            **keywords: Unpack[DynamicsKeywords]) -> DynamicsTrajectory:
+                            **keywords: Any) -> DynamicsTrajectory:
     """:func:`simulate_dynamics` for N command sequences at once, on all cores.
 
     Args:

@@ -33,7 +33,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import NamedTuple, Unpack
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.integrate import BDF, LSODA, Radau
@@ -44,7 +44,6 @@ from wmr_model.dynamics.actuators import IDEAL, actuator_force
 from wmr_model.dynamics.constraints import assemble_constraints
 from wmr_model.dynamics.crba import crba
 from wmr_model.dynamics.model import (
-    DynamicsKeywords,
     DynamicsOptions,
     actuator_setup,
     compile_dynamics,
@@ -205,7 +204,7 @@ class StiffTrajectory:
 def simulate_stiff(model: VehicleModel, terrain: Terrain, q0: np.ndarray, qdot0: np.ndarray,
                    commands: np.ndarray, dt: float, options: DynamicsOptions | None = None, *,
                    method: str = "BDF", rtol: float = 1e-2, atol: float = 1e-6,
-                   max_step: float = 0.04, **keywords: Unpack[DynamicsKeywords]
+                   max_step: float = 0.04, **keywords: Any
                    ) -> StiffTrajectory:
     """Simulate the unconstrained ("stiff ODE") dynamics with an adaptive implicit solver.
 

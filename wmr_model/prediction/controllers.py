@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,9 @@ from wmr_model.errors import ModelError, ParameterError, ShapeError
 from wmr_model.terrain.surface import Terrain
 from wmr_model.vehicles.model import REVOLUTE, VehicleModel
 from wmr_model.vehicles.tree import forward_kinematics
+
+if TYPE_CHECKING:
+    from wmr_model.dynamics.model import DynamicsOptions
 
 __all__ = [
     "FLIPPERS_FLAT",
@@ -584,11 +587,13 @@ def predict_twist_steps(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
 def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                                  qdot0: np.ndarray, vx: np.ndarray, wz: np.ndarray, dt: float,
                                  *, controller: Controller | str | None = None,
-                                 **options: Any):
+                                 options: DynamicsOptions | None = None, **keywords: Any):
     """:func:`wmr_model.dynamics.simulate_dynamics` with commands from a controller.
 
-    ``vx``, ``wz`` (T,) are the commanded twist per step [m/s, rad/s]; ``options`` are the
-    keywords of :func:`simulate_dynamics`. Open-loop kinds compute all T commands first (naive:
+    ``vx``, ``wz`` (T,) are the commanded twist per step [m/s, rad/s]; ``options`` and
+    ``keywords`` are those of :func:`simulate_dynamics` (a
+    :class:`~wmr_model.dynamics.model.DynamicsOptions` whose fields the keywords replace).
+    Open-loop kinds compute all T commands first (naive:
     :func:`wmr_model.prediction.predict.twist_commands` from ``q0``'s joints) and run one call;
     closed-loop kinds run the compiled step loop one step at a time, the controller reading the
     state before each step (the force-balance warm start restarts from the current constraint
@@ -603,6 +608,7 @@ def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.n
         simulate_range,
     )
 
+    opts = DynamicsOptions.of(options, keywords)
     ctrl = _controller(model, controller)
     vx = np.atleast_1d(np.asarray(vx, dtype=float))
     wz = np.atleast_1d(np.asarray(wz, dtype=float))
@@ -614,12 +620,12 @@ def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.n
 
         seg = np.stack([vx, wz, np.full(T, dt)], axis=1)
         U = twist_commands(model, seg, dt, q=np.asarray(q0, dtype=float))[0]
-        return simulate_dynamics(model, terrain, q0, qdot0, U, dt, **options)
+        return simulate_dynamics(model, terrain, q0, qdot0, U, dt, opts)
     if not ctrl.feedback:
         return simulate_dynamics(model, terrain, q0, qdot0, differential_rates(ctrl, vx, wz),
-                                 dt, **options)
+                                 dt, opts)
     q0, qdot0, _ = check_dynamics_inputs(model, q0, qdot0, np.zeros((T, ctrl.na)), dt)
-    dm, names = compile_dynamics(model, dt, DynamicsOptions.of(None, options))
+    dm, names = compile_dynamics(model, dt, opts)
     ter = terrain.kernel_args()
     Q = np.empty((T + 1, model.nq))
     QD = np.empty((T + 1, model.nv))
