@@ -137,6 +137,7 @@ from wmr_model.ros.conversions import publish_status
 from wmr_model.ros.options import CALIBRATOR_NODE
 from wmr_model.ros.params import (
     declare,
+    declare_model_parameter,
     declare_model_parameters,
     declare_options,
     declare_vehicle_parameters,
@@ -307,13 +308,11 @@ class CalibratorNode(Node):
             cur = lever_arm(model, ps)
             xyz = []
             for c, v0 in zip("xyz", [0.0] * 3 if cur is None else cur):
-                spec = get_spec(f"sensor.{ps}.{c}")
-                xyz.append(float(declare(
-                    self, f"sensor.{ps}.{c}", float(v0), f"[m] {c} of the pose sensor "
-                    f"{ps!r} (lever arm, e.g. the GPS antenna) in the body frame; default: the "
-                    "vehicle description's (0 when it has no such sensor)", lower=spec.lower,
-                    upper=spec.upper, read_only=True)) if not self.has_parameter(
-                        f"sensor.{ps}.{c}") else self.get_parameter(f"sensor.{ps}.{c}").value)
+                xyz.append(declare_model_parameter(
+                    self, f"sensor.{ps}.{c}", float(v0), read_only=True, note=(
+                        f"; here the pose sensor {ps!r} (lever arm, e.g. the GPS antenna) on "
+                        "the body; default: the vehicle description's (0 when it has no such "
+                        "sensor)")))
             model = with_lever_arm(model, ps, xyz)
         return model
 

@@ -56,6 +56,7 @@ __all__ = [
     "declare_options",
     "parameter_problem",
     "validate_parameters",
+    "declare_model_parameter",
     "declare_model_parameters",
     "declare_wheel_parameters",
     "declare_vehicle_parameters",
@@ -199,30 +200,30 @@ def model_parameter_names() -> list[str]:
     return list(SLIP_NAMES) + qprime_names(TWIST_COMPONENTS)
 
 
+def declare_model_parameter(node: Node, name: str, default: float, *,
+                            read_only: bool = False, note: str = "") -> float:
+    """Declare the model parameter ``name`` (a schema row or a pattern instance such as
+    ``wheel.FL.radius``) with the row's unit, description, bounds and value check; ``note``
+    is appended to the description. A name the node already declared keeps its value (the
+    parameters of a vehicle loaded again). Returns the value."""
+    if node.has_parameter(name):
+        return float(node.get_parameter(name).value)
+    s = get_spec(name)
+    return float(declare(node, name, float(default), f"[{s.unit}] {s.description}{note}",
+                         lower=s.lower, upper=s.upper, read_only=read_only,
+                         check=partial(check_value, name)))
+
+
 def declare_model_parameters(node: Node, defaults: dict[str, float]) -> dict[str, float]:
     """Declare ``slip.*`` and ``noise.U.*`` from the schema (unit, bounds, description)."""
-    out = {}
-    for name in model_parameter_names():
-        s = get_spec(name)
-        out[name] = float(declare(node, name, float(defaults.get(name, s.default)),
-                                  f"[{s.unit}] {s.description}", lower=s.lower, upper=s.upper,
-                                  check=partial(check_value, name)))
-    return out
+    return {name: declare_model_parameter(node, name, defaults.get(name, get_spec(name).default))
+            for name in model_parameter_names()}
 
 
 def declare_wheel_parameters(node: Node, model: VehicleModel) -> dict[str, float]:
     """Declare ``wheel.<wheel>.radius`` for the loaded vehicle (default: its radius)."""
-    out = {}
-    for wname, r in zip(model.wheel_names, model.wheel_radius):
-        name = f"wheel.{wname}.radius"
-        if node.has_parameter(name):
-            out[name] = float(node.get_parameter(name).value)
-            continue
-        out[name] = float(declare(
-            node, name, float(r), "[m] rolling radius of this wheel; a 1 % error is a 1 % "
-            "distance error of the odometry and, on skid steer, a heading error", lower=1e-4,
-            upper=10.0, check=partial(check_value, name)))
-    return out
+    return {f"wheel.{w}.radius": declare_model_parameter(node, f"wheel.{w}.radius", float(r))
+            for w, r in zip(model.wheel_names, model.wheel_radius)}
 
 
 def declare_vehicle_parameters(node: Node) -> dict[str, str]:
