@@ -29,6 +29,7 @@ comparisons: ``PYTHONPATH=<old tree> .venv/bin/python bench/profile_predict.py``
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import time
 
@@ -353,7 +354,8 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     folded_ws = getattr(E, "folded_enhanced_workspace", None)
     if folded_ws is not None:
         ews = folded_ws(m.parent, m.joint_type, m.axis, m.T0, I_frame)
-        body_composite = __import__("wmr_model.vehicles.inertia").inertia.body_composite_inertia
+        inertia = importlib.import_module("wmr_model.vehicles.inertia")
+        body_composite = inertia.body_composite_inertia
         us["body_composite_inertia (wheels folded)"] = _per_step(
             _body_composite, states, body_composite, ews[5], ews[6], ews[7], T_worlds, ews[8],
             ews[9])
@@ -369,7 +371,7 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     us["stability_margin"] = _per_step(_margin, states, T_worlds, T_contacts, cs, fs)
     us["covariance (error_dynamics + propagate)"] = _per_step(_covariance, states, T_worlds,
                                                               qdots, ex.BATCH_QPRIME, DT)
-    pose_cov = getattr(__import__("wmr_model.kinematics.uncertainty").uncertainty,
+    pose_cov = getattr(importlib.import_module("wmr_model.kinematics.uncertainty"),
                        "propagate_pose_covariance", None)
     if pose_cov is not None:
         us["propagate_pose_covariance (structured)"] = _per_step(

@@ -33,6 +33,11 @@ def test_quick_kinematic_odometry_json(tmp_path, capsys):
         assert _positive(r["real_time_factor"])
         assert _positive(r["normalized_time_e3"])
         assert _positive(r["thesis_real_time_factor"])
+        assert math.isclose(r["us_per_step"], r["dt"] / r["real_time_factor"] * 1e6)
+        if r["dt"] == 0.01:  # no C++ figure at this step size
+            assert r["cpp_us_per_step"] is None and r["ratio_vs_cpp"] is None
+        else:
+            assert math.isclose(r["ratio_vs_cpp"], r["cpp_us_per_step"] / r["us_per_step"])
 
     odo = result["odometry"]
     for key in ("encoder_us_median", "encoder_us_p99", "imu_us_median",
@@ -41,12 +46,33 @@ def test_quick_kinematic_odometry_json(tmp_path, capsys):
     assert odo["encoder_rate_hz"] == 1000.0
 
     targets = result["targets"]
-    assert set(targets) == {"kinematic_zoe_dt0.04", "odometry_update"}
+    assert set(targets) == {"kinematic_zoe_dt0.04", "kinematic_zoe_dt0.10", "odometry_update"}
     for t in targets.values():
         assert _positive(t["measured"]) and _positive(t["target"])
         assert isinstance(t["met"], bool)
         assert t["met"] == (t["measured"] >= t["target"] if t["comparison"] == ">="
                             else t["measured"] <= t["target"])
+
+
+def test_cpp_figures_are_the_shipped_provenance_table():
+    """The C++ library's figures the bench compares with are those of the benchmark terrains'
+    PROVENANCE.md (x real time and µs per step, read from the file)."""
+    import re
+    from importlib import resources
+
+    from wmr_model.cli.bench import CPP_REAL_TIME, CPP_US_PER_STEP
+
+    text = (resources.files("wmr_model") / "data" / "wmrde_terrains" / "PROVENANCE.md"
+            ).read_text(encoding="utf-8")
+    names = {"kinematic": "kinematic", "pacejka": "Pacejka contact", "ishigami": "Ishigami",
+             "piecewise_linear": "linear spring-damper"}
+    for (what, dt), factor in CPP_REAL_TIME.items():
+        row = next(line for line in text.splitlines()
+                   if line.startswith("|") and names[what] in line and f"dt {dt:.2f}" in line)
+        rt, us = re.findall(r"\|\s*([\d,.]+)\s*", row)[-2:]
+        assert factor == float(rt.replace(",", "")), row
+        decimals = len(us.split(".")[1])  # the file's µs to its printed precision
+        assert abs(CPP_US_PER_STEP[(what, dt)] - float(us)) <= 0.5 * 10.0 ** -decimals, row
 
 
 def test_text_table_lists_targets(capsys):
