@@ -204,7 +204,7 @@ def omega_euler_rates_inv(roll: float, pitch: float) -> np.ndarray:
     return E
 
 
-@njit
+@njit(refcount=False)
 def quat_normalize_into(o: np.ndarray, out: np.ndarray) -> None:
     """:func:`quat_normalize` of ``o[0:4]`` written to ``out[0:4]`` (``out`` may be ``o``)."""
     n = math.sqrt(o[0] * o[0] + o[1] * o[1] + o[2] * o[2] + o[3] * o[3])
@@ -221,7 +221,7 @@ def quat_normalize(o: np.ndarray) -> np.ndarray:
     return out
 
 
-@njit
+@njit(refcount=False)
 def quat_rot_entries(w: float, x: float, y: float,
                      z: float) -> tuple[float, float, float, float, float, float, float, float,
                                         float]:
@@ -231,7 +231,7 @@ def quat_rot_entries(w: float, x: float, y: float,
             2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y))
 
 
-@njit
+@njit(refcount=False)
 def quat_to_rot_into(o: np.ndarray, R: np.ndarray) -> None:
     """:func:`quat_to_rot` of ``o[0:4]`` written to ``R[:3, :3]`` (``R`` may be a 4x4 transform)."""
     e = quat_rot_entries(o[0], o[1], o[2], o[3])

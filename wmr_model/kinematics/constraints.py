@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-@njit
+@njit(refcount=False)
 def chain_point_jacobian(parent, jtype, axis, T_world, i, p, sign, W):
     """Add ``sign`` times the joint columns of the world velocity of point ``p`` (3,).
 
@@ -46,7 +46,7 @@ def chain_point_jacobian(parent, jtype, axis, T_world, i, p, sign, W):
     _chain_point_rows(parent, jtype, axis, T_world, i, (p[0], p[1], p[2]), sign, W, 0)
 
 
-@njit
+@njit(refcount=False)
 def _chain_point_rows(parent, jtype, axis, T_world, i, p, sign, W, r0):
     """:func:`chain_point_jacobian` of the point ``p`` (3-tuple) into rows r0..r0+2 of ``W``."""
     px, py, pz = p
@@ -66,7 +66,7 @@ def _chain_point_rows(parent, jtype, axis, T_world, i, p, sign, W, r0):
         i = parent[i]
 
 
-@njit
+@njit(refcount=False)
 def _compose_axis(T_world, i, axis):
     """Joint axis of frame ``i`` in world coordinates, ``R_i axis[i]`` (3-tuple)."""
     return ((T_world[i, 0, 0] * axis[i, 0] + T_world[i, 0, 1] * axis[i, 1]
@@ -77,7 +77,7 @@ def _compose_axis(T_world, i, axis):
              + T_world[i, 2, 2] * axis[i, 2]))
 
 
-@njit
+@njit(refcount=False)
 def wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, out):
     """Wheel Jacobian of wheel ``k``: ``A_wheel qdot = v_c`` in contact coordinates, Algorithm 2.
 
@@ -90,7 +90,7 @@ def wheel_jacobian(parent, jtype, axis, wheel_frame, T_world, T_contact, k, out)
     _wheel_jacobian_rows(parent, jtype, axis, wheel_frame[k], T_world, T_contact, k, out, 0)
 
 
-@njit
+@njit(refcount=False)
 def _wheel_jacobian_rows(parent, jtype, axis, i, T_world, T_contact, k, out, r0):
     """:func:`wheel_jacobian` of contact ``k`` carried by frame ``i``, into rows r0..r0+2 of
     ``out`` (the world-frame Jacobian is built there, then rotated in place column by column)."""
@@ -166,7 +166,7 @@ def track_point_jacobian(m, tracks, T_world, T_contact, contact_angle, nw, k, be
     out[0, col] += belt[0]
 
 
-@njit
+@njit(refcount=False)
 def joint_constraint_residual(A_joint, joint_offset, q, c):
     """Holonomic joint constraint values c = A_joint[:, 6:] theta - offset, (2.25), (E.1)."""
     nj = q.shape[0] - 7
@@ -177,7 +177,7 @@ def joint_constraint_residual(A_joint, joint_offset, q, c):
         c[r] = s
 
 
-@njit
+@njit(refcount=False)
 def _loop_rows_of(kind):
     """Constraint rows of one loop closure: 3 point, 1 distance, 2 point on axis."""
     if kind == LOOP_POINT:
@@ -187,7 +187,7 @@ def _loop_rows_of(kind):
     return 2
 
 
-@njit
+@njit(refcount=False)
 def loop_closure_rows(loop_closure):
     """Number of constraint rows nlr of the loop closures."""
     n = 0
@@ -196,7 +196,7 @@ def loop_closure_rows(loop_closure):
     return n
 
 
-@njit
+@njit(refcount=False)
 def _frame_point(T, p, out):
     """World coordinates of point ``p`` (3,) given in the frame with transform ``T``."""
     for r in range(3):
@@ -336,7 +336,7 @@ def project_loop_closures(parent, jtype, axis, T0, loop_closure, movable, q, T_w
     return cmax
 
 
-@njit
+@njit(refcount=False)
 def constraint_system(m, d, q, sigma, vc_xy):
     """Stacked constraint system ``A qdot = v`` with Baumgarte stabilization, (2.33)-(2.36).
 
@@ -360,23 +360,36 @@ def constraint_system(m, d, q, sigma, vc_xy):
     ``contact_angle``); writes ``d.A`` (3 nc + nhc, nv) and ``d.v``.
     """
     parent, jtype, axis, wheel_frame = m.parent, m.jtype, m.axis, m.wheel_frame
-    track_frame, track_drive, track_path, track_act = (m.track_frame, m.track_drive,
-                                                       m.track_path, m.track_act)
-    T_world, T_contact, dz, contact_angle, A, v = (d.T_world, d.T_contact, d.dz,
-                                                   d.contact_angle, d.A, d.v)
+    T_world, T_contact, dz, A, v = d.T_world, d.T_contact, d.dz, d.A, d.v
     nw = wheel_frame.shape[0]
-    ntp = track_frame.shape[0]
+    ntp = m.track_frame.shape[0]
     nc = nw + ntp
-    nv = A.shape[1]
     for k in range(nw):
         _wheel_jacobian_rows(parent, jtype, axis, wheel_frame[k], T_world, T_contact, k, A, 3 * k)
         v[3 * k] = vc_xy[k, 0]
         v[3 * k + 1] = vc_xy[k, 1]
         v[3 * k + 2] = -sigma * dz[k]
     if ntp > 0:
-        blk = np.empty((3, nv))
-        belt = np.empty(3)
-        low = _belt_lowest_patch(track_frame, track_path, dz[nw:])
+        _track_rows(m, d, sigma, vc_xy)
+    nh = A.shape[0] - 3 * nc
+    if nh > 0:
+        _holonomic_rows(m, T_world, q, sigma, nc, A, v)
+
+
+@njit
+def _track_rows(m, d, sigma, vc_xy):
+    """The track patches' rows of :func:`constraint_system` (rows ``3(nw + k)``), with their
+    scratch."""
+    track_frame, track_drive, track_path, track_act = (m.track_frame, m.track_drive,
+                                                       m.track_path, m.track_act)
+    T_world, T_contact, dz, contact_angle, A, v = (d.T_world, d.T_contact, d.dz,
+                                                   d.contact_angle, d.A, d.v)
+    nw = m.wheel_frame.shape[0]
+    ntp = track_frame.shape[0]
+    nv = A.shape[1]
+    blk = np.empty((3, nv))
+    belt = np.empty(3)
+    low = _belt_lowest_patch(track_frame, track_path, dz[nw:])
     for k in range(ntp):
         c = nw + k
         track_point_jacobian(m, (track_frame, track_drive, track_path), T_world, T_contact,
@@ -410,16 +423,21 @@ def constraint_system(m, d, q, sigma, vc_xy):
         v[3 * c] = wt * vc_xy[c, 0]
         v[3 * c + 1] = wt * vc_xy[c, 1]
         v[3 * c + 2] = -wn * sigma * min(dz[c], track_act[1])
-    nh = A.shape[0] - 3 * nc
-    if nh > 0:
-        ch = np.empty(nh)
-        holonomic_constraints(parent, jtype, axis, m.A_joint, m.joint_offset, m.loop_closure,
-                              q, T_world, ch, A[3 * nc:])
-        for r in range(nh):
-            v[3 * nc + r] = -sigma * ch[r]
 
 
 @njit
+def _holonomic_rows(m, T_world, q, sigma, nc, A, v):
+    """The last nhc rows of :func:`constraint_system`: the holonomic constraints with
+    ``-sigma c`` (2.36)."""
+    nh = A.shape[0] - 3 * nc
+    ch = np.empty(nh)
+    holonomic_constraints(m.parent, m.jtype, m.axis, m.A_joint, m.joint_offset, m.loop_closure,
+                          q, T_world, ch, A[3 * nc:])
+    for r in range(nh):
+        v[3 * nc + r] = -sigma * ch[r]
+
+
+@njit(refcount=False)
 def contact_velocity_norms(A, qdot, nw, out):
     """Magnitude of each contact's velocity |v_c| = |A_k qdot| for the first ``nw`` contacts
     (Table 2.4); track patch rows are activation-weighted, so theirs is weight * |v_c|."""

@@ -15,7 +15,7 @@ from wmr_model._jit import njit
 from wmr_model.spatial import (
     quat_exp_body_into,
     quat_mul,
-    quat_normalize,
+    quat_normalize_into,
     quat_rot_entries,
     quat_to_rot,
 )
@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 
-@njit
+@njit(refcount=False)
 def integrate_euler(q, qdot, dt, q_next):
     """One Euler step of (2.39), ``q + V(q) qdot dt``, with a unit-quaternion orientation.
 
@@ -54,13 +54,13 @@ def state_derivative(q, qdot, out):
     out[7:] = qdot[6:]
 
 
-@njit
+@njit(refcount=False)
 def normalize_state(q):
     """Renormalize the quaternion part of ``q`` in place (scalar part made non-negative)."""
-    q[0:4] = quat_normalize(q[0:4])
+    quat_normalize_into(q, q)
 
 
-@njit
+@njit(refcount=False)
 def rescale_quaternion(q):
     """Scale the quaternion part of ``q`` to unit length in place, keeping its sign.
 

@@ -253,15 +253,16 @@ def predict_trajectory(m, t, d, o, x, y):
     _record_final(m, o, d, y, nsteps, q, margin, P, fl)
 
 
-@njit
+@njit(refcount=False)
 def _stage_state(q, k, h, qs):
     """RK4 stage state ``qs = q + h k`` with its quaternion rescaled to unit length, keeping
     its sign (:func:`wmr_model.kinematics.integrate.rescale_quaternion`)."""
-    qs[:] = q + h * k
+    for i in range(q.shape[0]):  # q + h k without a temporary (the same operations)
+        qs[i] = q[i] + h * k[i]
     rescale_quaternion(qs)
 
 
-@njit
+@njit(refcount=False)
 def _step_velocity(m, t, d, o, s, x, step, stage, q, qdot):
     """Joint-space velocity ``qdot`` (nv,) at ``q`` for step ``step`` (the final state reuses
     the last step's commands): plain kinematics (2.38), or enhanced (2.44)-(2.52) when
@@ -281,24 +282,39 @@ def _step_velocity(m, t, d, o, s, x, step, stage, q, qdot):
             qdot[j] += noise[j]
 
 
-@njit
+@njit(refcount=False)
 def _record_sample(o, d, y, i, q, qdot, margin, P):
     """Write sample ``i`` of the outputs ``y``: state ``q``, the step's ``qdot`` and the
     workspace's contact errors and speeds, slip and ``margin`` (when ``enhanced or assess``),
     pose covariance ``P`` (when ``propagate``)."""
-    y.q_traj[i] = q
-    y.dz_traj[i] = d.dz
-    y.qdot_traj[i] = qdot
+    _put(y.q_traj, i, q)
+    _put(y.dz_traj, i, d.dz)
+    _put(y.qdot_traj, i, qdot)
     contact_velocity_norms(d.A, qdot, d.dz.shape[0], y.vc_norm[i])
     if o.enhanced or o.assess:
-        y.slip_traj[i] = d.v_b_slip
-        y.vc_slip_traj[i] = d.vc_slip
+        _put(y.slip_traj, i, d.v_b_slip)
+        _put_matrix(y.vc_slip_traj, i, d.vc_slip)
         y.margin_traj[i] = margin
     if o.propagate:
-        y.P_traj[i] = P
+        _put_matrix(y.P_traj, i, P)
 
 
-@njit
+@njit(refcount=False)
+def _put(out, i, a):
+    """``out[i] = a`` for a vector ``a``, element by element (no temporary: refcount-free)."""
+    for j in range(a.shape[0]):
+        out[i, j] = a[j]
+
+
+@njit(refcount=False)
+def _put_matrix(out, i, a):
+    """``out[i] = a`` for a matrix ``a``, element by element."""
+    for j in range(a.shape[0]):
+        for k in range(a.shape[1]):
+            out[i, j, k] = a[j, k]
+
+
+@njit(refcount=False)
 def _advance(o, q, qdot, ks, qn):
     """The next state ``qn`` from ``q``: Euler (2.39) with ``qdot``, or RK4 from the stage
     derivatives ``ks`` (quaternion renormalized)."""
@@ -306,7 +322,9 @@ def _advance(o, q, qdot, ks, qn):
         integrate_euler(q, qdot, o.dt, qn)
     else:
         k1, k2, k3, k4 = ks
-        qn[:] = q + (o.dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        h = o.dt / 6.0
+        for i in range(q.shape[0]):  # q + h (k1 + 2 k2 + 2 k3 + k4), same order, no temporary
+            qn[i] = q[i] + h * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
         normalize_state(qn)
 
 
@@ -325,7 +343,7 @@ def _record_final(m, o, d, y, nsteps, q, margin, P, fl):
                                        o.liftoff_threshold)
 
 
-@njit
+@njit(refcount=False)
 def _state_flags(margin, dz, nwheel, tipover_margin, liftoff_threshold):
     """Flag bits of one state (:mod:`wmr_model.prediction.predict`): 1 when the stability
     margin is below ``tipover_margin`` (never for NaN), 4 when one of the first ``nwheel`` contact

@@ -92,7 +92,7 @@ def release_track_adhesion(nw, dz, track_act, A, v, known, qdot_known, qdot, res
 CHOLESKY_PIVOT_RTOL = 1e-10
 
 
-@njit
+@njit(refcount=False)
 def cholesky_factor(H, Lf, rtol):
     """Lower Cholesky factor ``Lf`` (n, n) of the symmetric ``H`` (n, n), ``H = Lf Lf^T``.
 
@@ -121,7 +121,7 @@ def cholesky_factor(H, Lf, rtol):
     return True
 
 
-@njit
+@njit(refcount=False)
 def cholesky_solve(Lf, b, x):
     """``x = (Lf Lf^T)^{-1} b`` by forward and back substitution; ``x`` may be ``b``."""
     n = Lf.shape[0]
@@ -160,7 +160,7 @@ def solve_workspace(m, known, residual=True):
     return (np.empty(nv, dtype=np.int64), np.empty(m), np.empty((nu, nu)), np.empty(nv), info)
 
 
-@njit
+@njit(refcount=False)
 def _known_rhs(A, v, known, qdot_known, qdot, rhs):
     """``rhs = v - A[:, known] qdot[known]`` (2.37), and the known entries of ``qdot``."""
     m, nv = A.shape
@@ -185,7 +185,7 @@ def _lstsq_unknown(A, idx, nu, rhs, x):
     x[:nu] = np.linalg.lstsq(Au, rhs, rcond=1e-10)[0]
 
 
-@njit
+@njit(refcount=False)
 def _residual_norm(A, v, qdot):
     """``|A qdot - v|``."""
     m, nv = A.shape
@@ -198,7 +198,7 @@ def _residual_norm(A, v, qdot):
     return math.sqrt(res)
 
 
-@njit
+@njit(refcount=False)
 def solve_partitioned(A, v, known, qdot_known, qdot, ws=None):
     """Least-squares solve of the partitioned system, (2.37)-(2.38).
 
@@ -217,7 +217,7 @@ def solve_partitioned(A, v, known, qdot_known, qdot, ws=None):
     return _solve_partitioned(A, v, known, qdot_known, qdot, ws)
 
 
-@njit
+@njit(refcount=False)
 def _solve_partitioned(A, v, known, qdot_known, qdot, ws):
     """:func:`solve_partitioned` with its scratch ``ws`` (no allocation here)."""
     idx, rhs, N, x, info = ws
@@ -259,7 +259,7 @@ def _solve_partitioned(A, v, known, qdot_known, qdot, ws):
     return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
 
 
-@njit
+@njit(refcount=False)
 def resolve_partitioned(A, v, known, qdot_known, qdot, ws):
     """:func:`solve_partitioned` again with a new right-hand side ``v`` and the same ``A`` and
     ``known`` as the last solve that used ``ws``: the right-hand side is rebuilt (2.37) and the
@@ -290,7 +290,7 @@ def resolve_partitioned(A, v, known, qdot_known, qdot, ws):
     return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
 
 
-@njit
+@njit(refcount=False)
 def joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot):
     """Forward position kinematics, collision detection and forward velocity kinematics.
 

@@ -20,7 +20,11 @@ import math
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.kinematics.wheel_collision import _write_contact_frame, wheel_contact
+from wmr_model.kinematics.wheel_collision import (
+    _write_contact_frame,
+    wheel_contact,
+    wheel_contact_into,
+)
 from wmr_model.terrain.surface import terrain_height_normal
 
 __all__ = [
@@ -34,7 +38,7 @@ __all__ = [
 TRACK_PATCH_TOL = 0.002
 
 
-@njit
+@njit(refcount=False)
 def track_activation(dz, track_act):
     """Contact weight ``w_t`` of a track patch from its contact height error (tracks.py).
 
@@ -51,7 +55,7 @@ def track_activation(dz, track_act):
     return 1.0 - x * x * (3.0 - 2.0 * x)
 
 
-@njit
+@njit(refcount=False)
 def _patch_point(track_path, k, u, out):
     """Sub-point data of patch k at fractional coordinate u (linear between sub-points)."""
     M = track_path.shape[1]
@@ -65,7 +69,7 @@ def _patch_point(track_path, k, u, out):
         out[c] = (1.0 - f) * track_path[k, j, c] + f * track_path[k, j + 1, c]
 
 
-@njit
+@njit(refcount=False)
 def _patch_height_error(tkind, tparams, tgrid, T, pl):
     """World position of the track-frame point ``pl`` and its contact height error Δz (2.8).
 
@@ -95,7 +99,7 @@ def _patch_height_error(tkind, tparams, tgrid, T, pl):
     return d1, rx, ry, rz, nx, ny, nz
 
 
-@njit
+@njit(refcount=False)
 def _belt_adjacent(track_frame, track_path, k):
     """True when patches k and k + 1 follow each other along one belt (same frame, shared end
     sub-point, as :func:`wmr_model.vehicles.tracks.sample_track` lays them out)."""
@@ -129,7 +133,7 @@ def _belt_lowest_patch(track_frame, track_path, dz):
     return low
 
 
-@njit
+@njit(refcount=False)
 def _belt_closest_point(track_frame, track_path, f, k, reach):
     """Belt point closest to the terrain: ``(patch, fractional sub-point coordinate)``.
 
@@ -227,7 +231,7 @@ def track_contact(track_frame, track_path, tkind, tparams, tgrid, T_world, nw, T
                              (T[0, 0], T[1, 0], T[2, 0]), (nx, ny, nz), (rx, ry, rz))
 
 
-@njit
+@njit(refcount=False)
 def contact_detection(m, t, tracks, T_world, T_contact, dz, contact_angle, contact_ws=None):
     """Collision detection of every contact: wheels (2.8)-(2.9), then track patches.
 
@@ -238,7 +242,10 @@ def contact_detection(m, t, tracks, T_world, T_contact, dz, contact_angle, conta
     workspace of :func:`wheel_contact`.
     """
     track_frame, _, track_path = tracks
-    wheel_contact(m, t, T_world, T_contact, dz, contact_angle, contact_ws)
+    if contact_ws is None:
+        wheel_contact(m, t, T_world, T_contact, dz, contact_angle)
+    else:
+        wheel_contact_into(m, t, T_world, T_contact, dz, contact_angle, contact_ws)
     if track_frame.shape[0] > 0:
         track_contact(track_frame, track_path, t.kind, t.params, t.grid, T_world,
                       m.wheel_frame.shape[0], T_contact, dz, contact_angle)

@@ -25,7 +25,7 @@ from wmr_model.vehicles.tree import compose_column
 __all__ = [
     "CONTACT_FAN_POINTS", "CONTACT_FAN_HALF_SPAN", "WARM_CONTACT_BRACKET",
     "WARM_CONTACT_MAX_TRAVEL", "WARM_CONTACT_MAX_WALK", "CONTACT_WS_WIDTH",
-    "contact_workspace", "wheel_contact",
+    "contact_workspace", "wheel_contact", "wheel_contact_into",
 ]
 
 
@@ -46,7 +46,7 @@ _FAN_COS = np.cos((np.arange(CONTACT_FAN_POINTS) - _FAN_HALF) * _FAN_STEP)
 _FAN_SIN = np.sin((np.arange(CONTACT_FAN_POINTS) - _FAN_HALF) * _FAN_STEP)
 
 
-@njit
+@njit(refcount=False)
 def _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s, c):
     """Point on the wheel circle at the contact angle with sine ``s``, cosine ``c`` (2.9) and its
     Δz (2.8).
@@ -62,7 +62,7 @@ def _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s, c):
     return (rz - h) * nz, rx, ry, rz, nx, ny, nz
 
 
-@njit
+@njit(refcount=False)
 def _parabola_offset(f_minus, f0, f_plus, step):
     """Vertex abscissa, relative to the middle point and clamped to +-step, of the parabola
     through (-step, f-), (0, f0), (step, f+); 0 when it does not open upwards."""
@@ -77,13 +77,13 @@ def _parabola_offset(f_minus, f0, f_plus, step):
     return off
 
 
-@njit
+@njit(refcount=False)
 def _rotate_angle(s, c, sd, cd):
     """Sine and cosine of ``delta + e`` from those of ``delta`` (s, c) and ``e`` (sd, cd)."""
     return s * cd + c * sd, c * cd - s * sd
 
 
-@njit
+@njit(refcount=False)
 def _sin_cos_small(x):
     """Sine and cosine of a small angle (|x| <= 0.1 rad) by their Taylor series.
 
@@ -99,7 +99,7 @@ def _sin_cos_small(x):
     return sn, cs
 
 
-@njit
+@njit(refcount=False)
 def _write_contact_frame(Tc, a, f, n, r):
     """Contact frame (Figure 2.3): z = n, x = unit(a x n), y = z x x, origin r.
 
@@ -171,7 +171,7 @@ def contact_workspace(nc: int) -> np.ndarray:
     return np.zeros((nc, CONTACT_WS_WIDTH))
 
 
-@njit
+@njit(refcount=False)
 def _wheel_fan(tkind, tparams, tgrid, p, xw, yw, zw, R):
     """Coarse fan search of (2.8) over the lower arc plus one parabolic fit: contact angle."""
     K = CONTACT_FAN_POINTS
@@ -230,13 +230,13 @@ def wheel_contact(m, t, T_world, T_contact, dz, contact_angle, contact_ws=None):
     ``dz`` (nw,), ``contact_angle`` (nw,) (and ``contact_ws``).
     """
     if contact_ws is None:
-        _wheel_contact(m, t, T_world, T_contact, dz, contact_angle,
+        wheel_contact_into(m, t, T_world, T_contact, dz, contact_angle,
                        np.zeros((0, CONTACT_WS_WIDTH)))
     else:
-        _wheel_contact(m, t, T_world, T_contact, dz, contact_angle, contact_ws)
+        wheel_contact_into(m, t, T_world, T_contact, dz, contact_angle, contact_ws)
 
 
-@njit
+@njit(refcount=False)
 def _bracket_fit(t, p, xw, zw, R, centre, fm, e0, fp):
     """Fine parabolic fit through the bracket (d - h, d, d + h), h = WARM_CONTACT_BRACKET.
 
@@ -257,9 +257,10 @@ def _bracket_fit(t, p, xw, zw, R, centre, fm, e0, fp):
     return d + off, s1, c1, e1
 
 
-@njit
-def _wheel_contact(m, t, T_world, T_contact, dz, contact_angle, contact_ws):
-    """:func:`wheel_contact`; ``contact_ws`` with zero rows means cold."""
+@njit(refcount=False)
+def wheel_contact_into(m, t, T_world, T_contact, dz, contact_angle, contact_ws):
+    """:func:`wheel_contact` with a workspace ``contact_ws`` (zero rows: cold search); a
+    refcount-free kernel (:mod:`wmr_model._jit`)."""
     parent, T0, wheel_frame, wheel_radius = m.parent, m.T0, m.wheel_frame, m.wheel_radius
     tkind, tparams, tgrid = t.kind, t.params, t.grid
     nw = wheel_frame.shape[0]

@@ -82,14 +82,14 @@ _NODE_SNAP = 1e-9
 # ---------------------------------------------------------------------------------------------
 
 
-@njit
+@njit(refcount=False)
 def _unit_normal(dhdx: float, dhdy: float) -> tuple[float, float, float]:
     """Unit upward normal of a height function with gradient (dhdx, dhdy)."""
     inv = 1.0 / math.sqrt(dhdx * dhdx + dhdy * dhdy + 1.0)
     return -dhdx * inv, -dhdy * inv, inv
 
 
-@njit
+@njit(refcount=False)
 def _plane(params: Any, x: float, y: float) -> tuple[float, float, float, float]:
     """PLANE: h = z0 + gx x + gy y, constant normal."""
     gx = params[1]
@@ -99,7 +99,7 @@ def _plane(params: Any, x: float, y: float) -> tuple[float, float, float, float]
     return h, nx, ny, nz
 
 
-@njit
+@njit(refcount=False)
 def _profile(params: Any, x: float, y: float) -> tuple[float, float, float, float]:
     """PROFILE: piecewise-linear h(s) along a heading, optional lateral extent.
 
@@ -146,7 +146,7 @@ def _profile(params: Any, x: float, y: float) -> tuple[float, float, float, floa
     return h, nx, ny, nz
 
 
-@njit
+@njit(refcount=False)
 def _grid_axis(u: float, n: int) -> tuple[int, float, bool]:
     """Cell index, fraction and 'inside' flag of grid coordinate ``u`` on an axis of n nodes.
 
@@ -165,7 +165,7 @@ def _grid_axis(u: float, n: int) -> tuple[int, float, bool]:
     return i, u - i, True
 
 
-@njit
+@njit(refcount=False)
 def _grid(params: Any, grid: Any, x: float, y: float) -> tuple[float, float, float, float]:
     """GRID: bilinear interpolation, edge-clamped outside the grid."""
     if x != x or y != y:
@@ -187,7 +187,7 @@ def _grid(params: Any, grid: Any, x: float, y: float) -> tuple[float, float, flo
     return h, nx, ny, nz
 
 
-@njit
+@njit(refcount=False)
 def terrain_height_normal(
     kind: int, params: Any, grid: Any, x: float, y: float
 ) -> tuple[float, float, float, float]:

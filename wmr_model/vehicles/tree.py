@@ -16,7 +16,7 @@ from wmr_model.vehicles.model import REVOLUTE
 __all__ = ["compose_column", "joint_motion", "forward_kinematics"]
 
 
-@njit
+@njit(refcount=False)
 def compose_column(Ta, Tb, c):
     """Rows 0-2 of column ``c`` of ``Ta @ Tb`` for rigid 4x4 transforms, as a 3-tuple."""
     b0, b1, b2 = Tb[0, c], Tb[1, c], Tb[2, c]
@@ -30,7 +30,7 @@ def compose_column(Ta, Tb, c):
     return x, y, z
 
 
-@njit
+@njit(refcount=False)
 def joint_motion(jtype, axis, i, theta):
     """Joint motion transform of frame ``i``: rotation by theta about the unit axis (Rodrigues)
     or translation along it. Rows 0-2 of the 4x4 transform as a 12-tuple, row-major."""
@@ -44,7 +44,7 @@ def joint_motion(jtype, axis, i, theta):
     return (1.0, 0.0, 0.0, x * theta, 0.0, 1.0, 0.0, y * theta, 0.0, 0.0, 1.0, z * theta)
 
 
-@njit
+@njit(refcount=False)
 def forward_kinematics(parent, jtype, axis, T0, q, T_world):
     """Homogeneous transforms of every frame to the world frame, Algorithm 1 / (2.11).
 
