@@ -96,7 +96,7 @@ def _smooth_model_force(kind, params, table, axes, y, fc):
 FD_REL_STEP = 1e-6
 
 
-@njit
+@njit(refcount=False)
 def contact_force(kind, params, table, axes, vc, Rw, dz, fc, J):
     """Contact force ``fc`` (3,) on the wheel in contact coordinates and ``J`` (3, 5), (2.71).
 
@@ -113,20 +113,27 @@ def contact_force(kind, params, table, axes, vc, Rw, dz, fc, J):
     elif kind == ISHIGAMI:
         _ish.lookup(params, table, axes, vc, Rw, dz, fc, J)
     else:
-        y = np.array([vc[0], vc[1], vc[2], Rw, dz])
-        _smooth_model_force(kind, params, table, axes, y, fc)
-        fp = np.empty(3)
-        fm = np.empty(3)
-        for k in range(5):
-            h = FD_REL_STEP * (1.0 + abs(y[k]))
-            a = y.copy()
-            b = y.copy()
-            a[k] += h
-            b[k] -= h
-            _smooth_model_force(kind, params, table, axes, a, fp)
-            _smooth_model_force(kind, params, table, axes, b, fm)
-            for r in range(3):
-                J[r, k] = (fp[r] - fm[r]) / (2.0 * h)
+        _difference_contact_force(kind, params, table, axes, vc, Rw, dz, fc, J)
+
+
+@njit
+def _difference_contact_force(kind, params, table, axes, vc, Rw, dz, fc, J):
+    """:func:`contact_force` of the smooth models without an analytic Jacobian (Ishigami
+    direct, Bekker): central differences with respect to ``[vx, vy, vz, Rw, dz]``."""
+    y = np.array([vc[0], vc[1], vc[2], Rw, dz])
+    _smooth_model_force(kind, params, table, axes, y, fc)
+    fp = np.empty(3)
+    fm = np.empty(3)
+    for k in range(5):
+        h = FD_REL_STEP * (1.0 + abs(y[k]))
+        a = y.copy()
+        b = y.copy()
+        a[k] += h
+        b[k] -= h
+        _smooth_model_force(kind, params, table, axes, a, fp)
+        _smooth_model_force(kind, params, table, axes, b, fm)
+        for r in range(3):
+            J[r, k] = (fp[r] - fm[r]) / (2.0 * h)
 
 
 def default_params(name: str, wheel_load: float, wheel_mass: float, radius: float,

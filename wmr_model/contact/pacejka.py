@@ -62,13 +62,13 @@ TABLE_C1 = {"Bs": 1.0 / 15.0, "Cs": 1.5, "Ds": 1.0, "Es": 0.3, "Ks": 100.0,
 _SMALL_SLIP = 1e-8
 
 
-@njit
+@njit(refcount=False)
 def magic_formula(B, C, D, E, K, x):
     """Pure-slip normalized force, (C.13)/(C.14): ``D sin(C atan(B(1-E)K x + E atan(B K x)))``."""
     return D * math.sin(C * math.atan(B * (1.0 - E) * K * x + E * math.atan(B * K * x)))
 
 
-@njit
+@njit(refcount=False)
 def _magic_formula_d(B, C, D, E, K, x):
     """(C.13)/(C.14) and its derivative with respect to ``x``."""
     BK = B * K
@@ -79,7 +79,7 @@ def _magic_formula_d(B, C, D, E, K, x):
     return D * math.sin(a), D * math.cos(a) * C / (1.0 + u * u) * du
 
 
-@njit
+@njit(refcount=False)
 def _ratio_d(B, C, D, E, K, x):
     """g(x) = |f(x) / x| of :func:`_ratio` and dg/dx for ``x >= 0``."""
     if x < _SMALL_SLIP:
@@ -89,7 +89,7 @@ def _ratio_d(B, C, D, E, K, x):
     return abs(f / x), sg * (df * x - f) / (x * x)
 
 
-@njit
+@njit(refcount=False)
 def _ratio(B, C, D, E, K, x):
     """g(x) = |magic_formula(x) / x| (even; finite limit B C D K at x = 0)."""
     if abs(x) < _SMALL_SLIP:
@@ -103,7 +103,7 @@ def pacejka_force(params, vx, vy, vz, Rw, dz, fc):
     pacejka(params, np.array([vx, vy, vz]), Rw, dz, fc, np.empty((3, 5)))
 
 
-@njit
+@njit(refcount=False)
 def pacejka(params, vc, Rw, dz, fc, J):
     """Contact force ``fc`` (3,) of :func:`pacejka_force` and its analytic Jacobian ``J`` (3, 5)
     with respect to ``[vx, vy, vz, Rw, dz]``, (C.3)-(C.4), (C.10)-(C.18)."""

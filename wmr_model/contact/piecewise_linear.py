@@ -37,7 +37,7 @@ PARAM_NAMES = ("Kp", "Kd", "Cx", "Cy", "Crr", "mu_x", "mu_y", "cone")
 DAMPING_ONSET_DEPTH = 0.002
 
 
-@njit
+@njit(refcount=False)
 def normal_force(Kp, Kd, vz, dz):
     """Spring-damper normal force bounded at zero, (C.3)-(C.4). Returns (f_z, df/dvz, df/ddz).
 
@@ -59,7 +59,7 @@ def normal_force(Kp, Kd, vz, dz):
     return fz, -ramp * Kd, -Kp - dramp_ddz * Kd * vz
 
 
-@njit
+@njit(refcount=False)
 def piecewise_linear(params, vc, Rw, dz, fc, J):
     """Contact force ``fc`` (3,) and its Jacobian ``J`` (3, 5) w.r.t. ``[vx, vy, vz, Rw, dz]``.
 

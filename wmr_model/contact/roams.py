@@ -66,7 +66,7 @@ def sample_traction_scale(theta: np.ndarray | float, phi: float, p1: float, p2: 
     return np.maximum(1.0 + std * rng.standard_normal(np.shape(std)), 0.0)
 
 
-@njit
+@njit(refcount=False)
 def roams(params, vc, Rw, dz, fc, J):
     """Contact force ``fc`` (3,) and Jacobian ``J`` (3, 5) w.r.t. ``[vx, vy, vz, Rw, dz]``."""
     kN, aN, n, dT, coh, phi, b, R, sT = (params[0], params[1], params[2], params[3],

@@ -25,7 +25,7 @@ DC_MOTOR = 2
 ACTUATOR_KINDS = {"ideal": IDEAL, "p": P_CONTROLLER, "dc_motor": DC_MOTOR}
 
 
-@njit
+@njit(refcount=False)
 def actuator_force(kind, p, w, u):
     """Actuator force and its derivative with respect to the joint rate ``w``, (2.73)."""
     Kp = p[0]

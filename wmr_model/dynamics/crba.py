@@ -27,7 +27,7 @@ __all__ = ["motion_subspace", "relative_transforms", "force_to_parent", "crba", 
            "crba_into"]
 
 
-@njit
+@njit(refcount=False)
 def motion_subspace(jtype, axis, i, S):
     """Motion subspace ``S`` (6,) of frame ``i``'s single-DOF joint in its frame: ``[a; 0]``
     revolute, ``[0; a]`` prismatic, ``a = axis[i]`` (``jtype``, ``axis``: (nf,), (nf, 3)).
@@ -42,7 +42,7 @@ def motion_subspace(jtype, axis, i, S):
     S[off + 2] = axis[i, 2]
 
 
-@njit
+@njit(refcount=False)
 def relative_transforms(parent, T_world, R_up, p_up):
     """Rotation ``R_up`` (nf, 3, 3) and origin ``p_up`` (nf, 3) of each frame in its parent's
     coordinates, :math:`T_i^{p(i)} = (T_{p(i)}^w)^{-1} T_i^w = [R, p; 0, 1]` from Algorithm 1's

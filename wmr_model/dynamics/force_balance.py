@@ -114,7 +114,7 @@ class BalanceArgs(NamedTuple):
     Pfix: np.ndarray  #: (nfix, nv) orthonormal rows of the ideal loop closures
 
 
-@njit
+@njit(refcount=False)
 def remove_component(p, x):
     """``x -= (p . x) p`` in place for a unit vector ``p`` (n,) and ``x`` (n,): one step of
     modified Gram-Schmidt, or the projection of ``x`` off the direction ``p``."""
@@ -125,7 +125,7 @@ def remove_component(p, x):
         x[j] -= s * p[j]
 
 
-@njit
+@njit(refcount=False)
 def input_maps(ctx_i, A, G, Cinv, dt, Je_lam, AG, Gx):
     """The linear maps from the inputs ``x`` (nx,) that are constant over a step.
 
@@ -161,7 +161,7 @@ def input_maps(ctx_i, A, G, Cinv, dt, Je_lam, AG, Gx):
                     AG[r, i] += arj * Gx[j, i]
 
 
-@njit
+@njit(refcount=False)
 def _affine_state(x, args_cache, vI, lam, e, Je, qdn):
     """The inputs' affine maps (2.79)-(2.83): ``vI`` (nI,) the independent rows' velocities
     (inputs ``x``, then prescribed ones), ``qdn = qd0 + G vI``, ``lam = lam0 + C^{-1} vI / dt``,
@@ -206,7 +206,7 @@ def _affine_state(x, args_cache, vI, lam, e, Je, qdn):
             Je[j, i] = Je_lam[j, i]
 
 
-@njit
+@njit(refcount=False)
 def _contact_terms(args_cache, e, Je, qdn, fmodel, work):
     """Contact forces (2.71) at the next step's velocities into ``fmodel``, and ``-A^T f`` and
     its Jacobian ``-A^T (df/dqdot'[i+1]) Gx`` into ``e``, ``Je``."""
@@ -260,7 +260,7 @@ def _contact_terms(args_cache, e, Je, qdn, fmodel, work):
                         Je[j, i] -= arj * dfx[i]
 
 
-@njit
+@njit(refcount=False)
 def _actuator_joint_terms(args_cache, e, Je, qdn, fmodel):
     """Actuator forces (2.73) of the non-ideal actuators and the spring-dampers (2.74) of the
     holonomic rows (from ``c + ċ Δt`` and ``ċ``) into ``fmodel``, ``e`` and ``Je``."""
@@ -298,7 +298,7 @@ def _actuator_joint_terms(args_cache, e, Je, qdn, fmodel):
                     Je[j, i] -= arj * g * AG[r, i]
 
 
-@njit
+@njit(refcount=False)
 def _remove_prescribed(args_cache, e, Je):
     """Drop from ``e`` and ``Je`` what the prescribed rows carry: the joints of ideal
     actuators (§2.4.4) and the span of the ideal loop closures' rows ``Pfix``."""
@@ -321,7 +321,7 @@ def _remove_prescribed(args_cache, e, Je):
             remove_component(Pfix[f], Je[:, i])
 
 
-@njit
+@njit(refcount=False)
 def force_balance_error(x0, p, alpha, args_cache, e, Je, qdn, fmodel, work):
     """Error ``e`` (nv,) of (2.78) and its Jacobian ``Je`` (nv, nx) at the inputs ``x = x0 +
     alpha p`` (nx,); returns ``(L, dL)``: ``L = e.e`` and its derivative along ``p``,
@@ -378,7 +378,7 @@ def workspace(nv, n):
             np.empty(2 * n * n))
 
 
-@njit
+@njit(refcount=False)
 def strong_wolfe(x0, p, L0, dL0, args_cache, e, Je, qdn, fmodel, work):
     """Step length in (0, 1] meeting the strong Wolfe conditions (D.2), (D.4); App. D.
 
@@ -449,7 +449,7 @@ def gauss_newton_direction(Je, e, H, Lf, g, p):
         p[i] = -p[i]
 
 
-@njit
+@njit(refcount=False)
 def force_balance(x, args_cache, max_iter, tol, single_step, e, Je, qdn, fmodel, work):
     """Minimize L(x) (2.76) by Newton steps (2.84) with the strong Wolfe line search.
 

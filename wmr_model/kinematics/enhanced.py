@@ -121,7 +121,7 @@ def body_force(Ic, g_body, v_b):
     return out
 
 
-@njit
+@njit(refcount=False)
 def _row_dot(M, r, x):
     """``sum_k M[r, k] x[k]`` accumulated from 0 in index order."""
     a = 0.0
@@ -130,7 +130,7 @@ def _row_dot(M, r, x):
     return a
 
 
-@njit
+@njit(refcount=False)
 def body_force_into(Ic, g_body, v_b, out):
     """:func:`body_force` written to ``out`` (6,), which must not alias the inputs."""
     for r in range(6):
@@ -147,7 +147,7 @@ def body_force_into(Ic, g_body, v_b, out):
     out[5] -= w0 * h4 - w1 * h3
 
 
-@njit
+@njit(refcount=False)
 def _shift_motion(v, r, sign, out):
     """Motion vector ``v`` (6,) re-expressed at a parallel frame whose origin is at
     ``sign * r`` (``sign`` = +1 or -1): ``[w; v + w x (sign r)]`` (Plücker translation, B.2
@@ -183,7 +183,7 @@ def cg_force(c, f_b):
     return out
 
 
-@njit
+@njit(refcount=False)
 def cg_force_into(c, f_b, out):
     """:func:`cg_force` written to ``out`` (6,), which must not alias ``f_b``."""
     out[0] = f_b[0] - (c[1] * f_b[5] - c[2] * f_b[4])
@@ -232,7 +232,7 @@ def cg_slip_velocity(v_cg, f_cg, p, slip_axes, min_load):
     return out
 
 
-@njit
+@njit(refcount=False)
 def cg_slip_velocity_into(v_cg, f_cg, p, slip_axes, min_load, out):
     """:func:`cg_slip_velocity` written to ``out`` (6,), which must not alias the inputs."""
     lon = slip_axes[0]
@@ -274,7 +274,7 @@ def body_slip_velocity(c, v_cg_slip):
     return out
 
 
-@njit
+@njit(refcount=False)
 def wheel_slip_velocity(A, v_b_slip, nw, vc_xy):
     """Wheel slip from body slip, (2.52): ``vc(x u y) = A_wheel(x u y, 1..6) v_b,slip``.
 
@@ -404,7 +404,7 @@ def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, q
 # ----------------------------------------------------------------------------------------------
 
 
-@njit
+@njit(refcount=False)
 def _sym3_eigenvalues(S):
     """Eigenvalues ``l0 <= l1 <= l2`` of a symmetric 3x3 matrix in closed form (the
     trigonometric solution of its characteristic cubic; no LAPACK call per step)."""
@@ -424,7 +424,7 @@ def _sym3_eigenvalues(S):
     return l0, 3.0 * q - l0 - l2, l2
 
 
-@njit
+@njit(refcount=False)
 def _sym3_null_vector(S, lam, out):
     """Unit eigenvector of symmetric 3x3 ``S`` for its simple eigenvalue ``lam``: the largest
     cross product of two rows of ``S - lam I`` (orthogonal to both). Written to ``out``."""
@@ -469,7 +469,7 @@ def ground_plane(T_contact, Rb):
     return o, n
 
 
-@njit
+@njit(refcount=False)
 def ground_plane_into(T_contact, Rb, o, n, S):
     """:func:`ground_plane` writing ``o`` (3,), ``n`` (3,); ``S`` (3, 3) scratch (scatter)."""
     nw = T_contact.shape[0]
@@ -511,7 +511,7 @@ def ground_plane_into(T_contact, Rb, o, n, S):
             n[i] = -n[i]
 
 
-@njit
+@njit(refcount=False)
 def _cross2(ax, ay, bx, by):
     return ax * by - ay * bx
 
@@ -527,7 +527,7 @@ def support_polygon(pts):
     return hull[:support_polygon_into(pts, hull)]
 
 
-@njit
+@njit(refcount=False)
 def support_polygon_into(pts, hull):
     """:func:`support_polygon` writing the vertex indices to ``hull`` (n,) int64; returns
     their number ``h`` (``hull[:h]``)."""
@@ -566,7 +566,7 @@ def support_polygon_into(pts, hull):
     return h
 
 
-@njit
+@njit(refcount=False)
 def _segment_distance(px, py, ax, ay, bx, by):
     dx = bx - ax
     dy = by - ay
@@ -606,7 +606,7 @@ def margin_workspace(nc):
             np.empty(3), np.empty(3), np.empty((nc, 2)), np.empty(nc, dtype=np.int64))
 
 
-@njit
+@njit(refcount=False)
 def _stability_margin(T_world, T_contact, c, f_cg, ws):
     """:func:`stability_margin` with its scratch ``ws`` (no allocation here)."""
     Rb, S, o, n, d, r_cg, e1, pts, hull = ws

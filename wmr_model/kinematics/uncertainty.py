@@ -74,7 +74,7 @@ TWIST_COMPONENTS = ("wx", "wy", "wz", "vx", "vy", "vz")
 _ROS_FROM_OURS = np.array([3, 4, 5, 0, 1, 2])
 
 
-@njit
+@njit(refcount=False)
 def error_dynamics(Rb, v_b, F, G):
     """Jacobians F (3.60)-(3.62) and G (3.63) of the pose error (world-axis convention).
 
@@ -122,7 +122,7 @@ def covariance_workspace():
     return (np.empty((6, 6)), np.empty((6, 6)), np.empty((6, 6)))
 
 
-@njit
+@njit(refcount=False)
 def _propagate_covariance(P, F, G, Qprime, dt, out, ws):
     """:func:`propagate_covariance` with its scratch ``ws`` (no allocation here)."""
     # Small fixed-size products in loops (no temporaries, no BLAS call per step):
@@ -152,7 +152,7 @@ def _propagate_covariance(P, F, G, Qprime, dt, out, ws):
             out[j, i] = s
 
 
-@njit
+@njit(refcount=False)
 def _f_row_entries(r, u0, u1, u2):
     """Columns and values of the two nonzero entries of row ``3 + r`` of F (:func:
     `error_dynamics`), columns ascending: ``-[u]_x`` has rows (0, u2, -u1), (-u2, 0, u0),
@@ -164,7 +164,7 @@ def _f_row_entries(r, u0, u1, u2):
     return 0, u1, 1, -u0
 
 
-@njit
+@njit(refcount=False)
 def propagate_pose_covariance(P, Rb, v_b, Qprime, dt, out, ws):
     """:func:`error_dynamics` followed by :func:`propagate_covariance`, without forming F, G.
 
