@@ -59,8 +59,8 @@ from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics.solve import joint_space_velocity, resolve_partitioned
 from wmr_model.kinematics.track_collision import track_activation
 from wmr_model.vehicles.inertia import (
-    body_composite_inertia,
-    composite_inertias,
+    body_composite_inertia_into,
+    composite_inertias_into,
     composite_workspace,
     fold_spinning_leaves,
     mass_com_into,
@@ -329,7 +329,7 @@ class BodySlip(NamedTuple):
     enhanced: bool
 
 
-@njit
+@njit(refcount=False)
 def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot, s):
     """Joint-space velocity with body-level slip, (2.44)-(2.52) then (2.38).
 
@@ -358,9 +358,11 @@ def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, q
     cws, g_b, f_b, v_cg, s_cg, keep, parent_k, I_k, T_k, Ic_k = d.enhanced_ws
     res = joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot)
     if keep.shape[0] > 0:
-        Ib = body_composite_inertia(keep, parent_k, I_k, T_world, T_k, Ic_k, cws)
+        body_composite_inertia_into(keep, parent_k, I_k, T_world, T_k, Ic_k, cws)
+        Ib = Ic_k[0]
     else:
-        Ib = composite_inertias(m.parent, I_frame, T_world, d.Ic, cws)
+        composite_inertias_into(m.parent, I_frame, T_world, d.Ic, cws)
+        Ib = d.Ic[0]
     mass = mass_com_into(Ib, c)
     Rb = T_world[0, :3, :3]
     for r in range(3):
@@ -372,7 +374,9 @@ def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, q
     nw = m.wheel_frame.shape[0]
     if not s.enhanced:
         v_b_slip[:] = 0.0
-        vc_slip[:, :] = vc_xy
+        for k in range(vc_slip.shape[0]):  # vc_slip = vc_xy, element by element
+            vc_slip[k, 0] = vc_xy[k, 0]
+            vc_slip[k, 1] = vc_xy[k, 1]
         return res
     gnorm = math.sqrt(gravity[0] ** 2 + gravity[1] ** 2 + gravity[2] ** 2)
     min_load = MIN_NORMAL_LOAD_FRACTION * mass * gnorm

@@ -36,6 +36,8 @@ __all__ = [
     "composite_workspace",
     "fold_spinning_leaves",
     "body_composite_inertia",
+    "body_composite_inertia_into",
+    "composite_inertias_into",
     "relative_transform",
     "inertia_mass_com",
     "mass_com_into",
@@ -104,17 +106,21 @@ def composite_inertias(parent, I_frame, T_world, Ic, ws=None):
         ``Ic[0]``, the body composite :math:`I_b^c` (6, 6) in body coordinates.
     """
     if ws is None:
-        return _composite_inertias(parent, I_frame, T_world, Ic, composite_workspace())
-    return _composite_inertias(parent, I_frame, T_world, Ic, ws)
+        composite_inertias_into(parent, I_frame, T_world, Ic, composite_workspace())
+    else:
+        composite_inertias_into(parent, I_frame, T_world, Ic, ws)
+    return Ic[0]
 
 
-@njit
-def _composite_inertias(parent, I_frame, T_world, Ic, ws):
-    """:func:`composite_inertias` with its scratch ``ws``."""
+@njit(refcount=False)
+def composite_inertias_into(parent, I_frame, T_world, Ic, ws):
+    """:func:`composite_inertias` with its scratch ``ws``, writing ``Ic`` only."""
     Xf, XI, R, t, acc = ws
     nf = parent.shape[0]
     for i in range(nf):
-        Ic[i] = I_frame[i]
+        for r in range(6):
+            for c in range(6):
+                Ic[i, r, c] = I_frame[i, r, c]
     for r in range(3):
         for c in range(3):
             Xf[3 + r, c] = 0.0
@@ -156,7 +162,6 @@ def _composite_inertias(parent, I_frame, T_world, Ic, ws):
                     acc[c] += x * Xf[c, k]
             for c in range(6):
                 Ic[p, r, c] += acc[c]
-    return Ic[0]
 
 
 # A frame's spatial inertia counts as unchanged by its joint's rotation when every entry of the
@@ -251,12 +256,19 @@ def body_composite_inertia(keep, parent_k, I_k, T_world, T_k, Ic_k, ws):
     Equals ``composite_inertias(...)[0]`` of the whole tree to round-off (the folded frames'
     terms are formed once, at zero joint displacement, and summed in another order).
     """
+    body_composite_inertia_into(keep, parent_k, I_k, T_world, T_k, Ic_k, ws)
+    return Ic_k[0]
+
+
+@njit(refcount=False)
+def body_composite_inertia_into(keep, parent_k, I_k, T_world, T_k, Ic_k, ws):
+    """:func:`body_composite_inertia` writing ``Ic_k`` only (``Ic_k[0]`` is the result)."""
     for j in range(keep.shape[0]):
         i = keep[j]
         for r in range(4):
             for c in range(4):
                 T_k[j, r, c] = T_world[i, r, c]
-    return composite_inertias(parent_k, I_k, T_k, Ic_k, ws)
+    composite_inertias_into(parent_k, I_k, T_k, Ic_k, ws)
 
 
 @njit
@@ -270,7 +282,7 @@ def inertia_mass_com(I):
     return mass_com_into(I, c), c
 
 
-@njit
+@njit(refcount=False)
 def mass_com_into(I, c):
     """:func:`inertia_mass_com` writing the centre of mass into ``c`` (3,); returns ``m``."""
     m = I[5, 5]
