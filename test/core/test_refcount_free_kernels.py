@@ -60,7 +60,7 @@ def test_the_hot_path_is_refcount_free():
 
 def test_no_refcount_free_kernel_returns_an_array(compiled):
     """No array in the return type of those compiled as entry points here (numba refuses to
-    return a new array from them; the reference-count test below covers the rest)."""
+    return a new array from them; the allocation-counter test below covers the rest)."""
     assert len(compiled) >= 3
     bad = [f"{k.py_func.__qualname__} returns {k.overloads[sig].signature}"
            for k in compiled for sig in k.signatures
