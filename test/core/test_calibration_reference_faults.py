@@ -3,9 +3,10 @@
 Oracles: the faults are injected at known samples of a synthetic Warthog run with known slip
 (ICP-like jumps: single poses displaced by 1 m; a diverged stretch: the reference wanders off at
 2 m/s for 4 s; logger stamp jitter: stamps moved by up to +-40 ms, so some consecutive poses are
-20 ms apart); the detector must flag exactly the injected steps/stretch and nothing on the clean
-or jittered log (where a stamp-difference speed test fires); calibration on the trusted
-intervals recovers the true slip within 3 sigma despite the faults.
+20 ms apart; recurring re-localizations); the detector must flag exactly the injected
+steps/stretch plus the settling time after them, and nothing on the clean or jittered log
+(where a stamp-difference speed test fires); calibration on the trusted intervals recovers the
+true slip within 3 sigma despite the faults.
 """
 
 from dataclasses import replace
@@ -80,20 +81,50 @@ def test_icp_jumps_and_a_diverged_stretch_are_found_and_excluded(clean):
     assert f.untrusted[d[0]:d[-1]].all()  # the whole diverged stretch
     stretches = fault_stretches(bad.pose_time, f)
     assert any(a <= 30.1 and b >= 33.9 for a, b in stretches), stretches
-    # nothing far from the faults is flagged
+    # nothing far from the faults is found faulty
+    faulty = f.jump | f.diverged
     far = np.ones(len(f.untrusted), dtype=bool)
     for k in spikes:
         far[k - 25:k + 25] = False
     far[d[0] - 25:d[-1] + 25] = False
-    assert not f.untrusted[far].any()
-    # intervals over the faults go; calibration on the rest recovers the truth
+    assert not faulty[far].any()
+    # unsettled: exactly the other steps starting within `settle` after a faulty step's end
+    # or ending within `settle` before a faulty step's start
+    t, settle = bad.pose_time, ReferencePolicy().settle
+    ends, starts = t[1:][faulty], t[:-1][faulty]
+    for j in range(len(faulty)):
+        prev, nxt = ends[ends <= t[j]], starts[starts >= t[j + 1]]
+        want = not faulty[j] and ((len(prev) > 0 and t[j] - prev.max() < settle)
+                                  or (len(nxt) > 0 and nxt.min() - t[j + 1] < settle))
+        assert f.unsettled[j] == want, j
+    assert f.unsettled[spikes[0] + 1:spikes[0] + 45].all()  # 4.5 s after the first spike
+    assert f.unsettled[spikes[0] - 46:spikes[0] - 1].all()  # and 4.5 s before it
+    assert np.array_equal(f.untrusted, faulty | f.unsettled)
+    # intervals over the faults and their settling time go
     iv = select_intervals(bad.pose_time, IntervalPolicy("time", 2.0))
     ok = trusted_intervals(iv, f)
-    assert 0 < len(iv) - len(ok) <= 8  # 2 per spike, the stretch and the window before it
-    pred = ModelPredictor(model, dt=0.05)
-    cal = OnlineCalibrator(pred, ["slip.p6", "time_offset.pose"], std0={"slip.p6": 0.5,
-                           "time_offset.pose": 0.1}, iterations=3)
-    cal.run(bad, ok)
+    span = [(t[spikes[0] - 1] - settle, t[spikes[0] + 1] + settle),
+            (30.0 - settle, t[spikes[1] + 1] + settle)]
+    expect = [r for r in iv if not any(t[r[1]] > a - 0.2 and t[r[0]] < b for a, b in span)]
+    assert 0 < len(ok) and abs(len(ok) - len(expect)) <= 2, (len(ok), len(expect))
+
+    def fit(lg, ivs):
+        pred = ModelPredictor(model, dt=0.05)
+        cal = OnlineCalibrator(pred, ["slip.p6", "time_offset.pose"], std0={
+            "slip.p6": 0.5, "time_offset.pose": 0.1}, iterations=3)
+        cal.run(lg, ivs)
+        return cal
+
+    # nothing of the faults leaks into the calibration: the same as on the clean log
+    cal = fit(bad, ok)
+    assert cal.estimate == fit(log, ok).estimate
+    assert abs(cal.estimate["slip.p6"] - TRUE_P6) < 3 * cal.std["slip.p6"]
+    # on the intervals the fault tests alone keep (no settling time) both parameters are
+    # recovered (on the settled subset the online time offset stops at 0.11 +- 0.008 s: the
+    # intervals it needs are the ones after the first spike - see issue 21's note)
+    ok0 = trusted_intervals(iv, reference_faults(bad, dd, ReferencePolicy(settle=0.0),
+                                                 latency=LATENCY))
+    cal = fit(bad, ok0)
     assert abs(cal.estimate["slip.p6"] - TRUE_P6) < 3 * cal.std["slip.p6"]
     assert abs(cal.estimate["time_offset.pose"] - LATENCY) < 3 * cal.std["time_offset.pose"]
 
@@ -101,6 +132,34 @@ def test_icp_jumps_and_a_diverged_stretch_are_found_and_excluded(clean):
 def test_bad_policy_is_refused():
     with pytest.raises(ParameterError, match="jump_distance"):
         ReferencePolicy(jump_distance=0.0)
+    with pytest.raises(ParameterError, match="settle"):
+        ReferencePolicy(settle=-1.0)
+
+
+def test_recurring_faults_exclude_the_whole_stretch(clean):
+    """A localizer re-localizing every 4.5 s (the Warthog log's ICP between 85 and 128 s of the bag
+    faults every 1-7 s): with the settling time the stretch from 5 s before the first fault to
+    5 s after the last is untrusted as one, the poses between the faults included; without it
+    (``settle=0``) intervals between the faults stay."""
+    _model, log, dd = clean
+    spikes = np.arange(200, 380, 45)  # 20 s to 33.5 s, every 4.5 s
+    bad = inject_outliers(log, spikes, offset=1.0, seed=4)
+    t = bad.pose_time
+    iv = select_intervals(t, IntervalPolicy("time", 2.0))
+    f = reference_faults(bad, dd, latency=LATENCY)
+    stretches = fault_stretches(t, f)
+    hit = [(a, b) for a, b in stretches if a < t[spikes[-1]] and b > t[spikes[0]]]
+    assert len(hit) == 1, stretches
+    a, b = hit[0]
+    settle = ReferencePolicy().settle
+    assert a <= t[spikes[0] - 1] - settle + 0.2 and b >= t[spikes[-1] + 1] + settle - 0.2
+    inside = [r for r in trusted_intervals(iv, f) if t[r[1]] > t[spikes[0]] and t[r[0]] < b]
+    assert inside == []
+    f0 = reference_faults(bad, dd, ReferencePolicy(settle=0.0), latency=LATENCY)
+    assert not f0.unsettled.any()
+    between = [r for r in trusted_intervals(iv, f0)
+               if t[r[0]] > t[spikes[0]] and t[r[1]] < t[spikes[-1]]]
+    assert len(between) >= 2  # what the settling time removes
 
 
 def test_stream_calibrator_skips_the_same_faults(clean):
@@ -126,4 +185,11 @@ def test_stream_calibrator_skips_the_same_faults(clean):
            if any(r[0] <= k <= r[1] for k in spikes)}
     assert skipped == hit and len(hit) >= 2
     assert sc.diagnostics.skipped["reference_fault"] == len(hit)
-    assert sc.diagnostics.intervals == len(iv) - len(hit)
+    # the intervals starting within `settle` after a spike's last faulty step (k -> k + 1)
+    settle = ReferencePolicy().settle
+    t = bad.pose_time
+    unsettled = {tuple(t[list(r)]) for r in iv if tuple(t[list(r)]) not in hit
+                 and any(t[k + 1] <= t[r[0]] < t[k + 1] + settle for k in spikes)}
+    assert {(o.t0, o.t1) for o in seen if o.skipped == "reference_unsettled"} == unsettled
+    assert len(unsettled) >= 2
+    assert sc.diagnostics.intervals == len(iv) - len(hit) - len(unsettled)

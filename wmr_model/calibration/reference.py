@@ -15,9 +15,17 @@ cover the same (short) time:
   ``|dyaw_ref - dyaw_proprio| > jump_yaw + slack * |dyaw_proprio|``;
 * **diverged**: over a window of ``window`` seconds the reference displacement (in its own
   start frame) differs from the dead-reckoned one (wheel speed along the gyro's heading) by more
-  than ``margin + drift_slack * s_wheel`` (the reference went where the vehicle cannot have).
+  than ``margin + drift_slack * s_wheel`` (the reference went where the vehicle cannot have);
+* **unsettled**: every other step less than ``settle`` seconds from a jump or diverged step,
+  before or after it. A localizer that has just re-localized is trusted again only after it
+  has agreed with the wheels and gyro for ``settle`` seconds, so a burst of recurring faults
+  (the Warthog log's lidar ICP between 85 and 128 s of the bag: a fault every 1-7 s while it
+  updates at 1 Hz with a processing delay that changes from update to update) is excluded as
+  one stretch, poses between the faults included. Before a fault: a re-localization jump
+  corrects an error that built up before it (on that log the ICP stalls for 2 s while the
+  wheels move 1.3 m, then jumps), and a jump cannot be told from an outlier pose.
 
-Untrusted steps are the jumps and every step inside a diverged window;
+Untrusted steps are the jumps, every step inside a diverged window and the unsettled steps;
 :func:`trusted_intervals` drops intervals containing one; :func:`fault_stretches` lists them
 for the notes. One :class:`ReferencePolicy` serves ``wmr calibrate``, ``wmr replay`` and the
 calibrator node.
@@ -35,8 +43,14 @@ from wmr_model.calibration.logs import CalibrationLog
 from wmr_model.errors import ParameterError
 
 __all__ = ["ReferencePolicy", "ReferenceFaults", "reference_faults", "trusted_intervals",
-           "fault_stretches", "proprioceptive_increments", "estimate_latency", "fault_note",
-           "dead_reckoning", "sanity_warnings", "yaw_track", "SANITY_RATIO"]
+           "fault_stretches", "unsettled_steps", "proprioceptive_increments", "estimate_latency",
+           "fault_note", "dead_reckoning", "sanity_warnings", "yaw_track", "SANITY_RATIO",
+           "DEFAULT_SETTLE", "excluded_by_check"]
+
+
+#: [s] default settling time of :class:`ReferencePolicy` (the calibrator node's
+#: ``reference_settle``).
+DEFAULT_SETTLE = 5.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,8 @@ class ReferencePolicy:
         slack: relative slack on the proprioceptive increments (wheel slip, gyro scale).
         window: [s] diverged-reference window; margin [m], drift_slack: its displacement
             test (allowed dead-reckoning error = margin + drift_slack * wheel distance).
+        settle: [s] time before and after a jump or diverged step during which the
+            reference is untrusted too (0: only the faulty steps themselves).
     """
 
     jump_distance: float = 0.3
@@ -57,6 +73,7 @@ class ReferencePolicy:
     window: float = 2.0
     drift_slack: float = 0.3
     margin: float = 0.5
+    settle: float = DEFAULT_SETTLE
 
     def __post_init__(self) -> None:
         for n in ("jump_distance", "jump_yaw", "slack", "window", "drift_slack", "margin"):
@@ -64,6 +81,9 @@ class ReferencePolicy:
             if not (math.isfinite(v) and v > 0):
                 raise ParameterError(f"reference policy {n}: must be a finite number > 0, "
                                      f"got {v}")
+        if not (math.isfinite(self.settle) and self.settle >= 0):
+            raise ParameterError(f"reference policy settle: must be a finite number >= 0 s, "
+                                 f"got {self.settle}")
 
 
 @dataclass(frozen=True)
@@ -72,12 +92,15 @@ class ReferenceFaults:
 
     Attributes:
         jump: (M - 1,) steps that jump; diverged: (M - 1,) steps inside a diverged window;
-        untrusted: (M - 1,) their union; excess: (M - 1,) [m] reference step minus the
-        allowed wheel distance (> 0: jump); latency: the ``d`` used [s].
+        unsettled: (M - 1,) other steps within the policy's ``settle`` seconds of one of
+        those (before or after); untrusted: (M - 1,) the union of the three; excess: (M - 1,) [m]
+        reference step minus the allowed wheel distance (> 0: jump); latency: the ``d`` used
+        [s].
     """
 
     jump: np.ndarray
     diverged: np.ndarray
+    unsettled: np.ndarray
     untrusted: np.ndarray
     excess: np.ndarray
     latency: float
@@ -160,7 +183,7 @@ def reference_faults(log: CalibrationLog, dd, policy: ReferencePolicy | None = N
     M = len(log.pose_time)
     if M < 2:
         z = np.zeros(0, dtype=bool)
-        return ReferenceFaults(z, z, z, np.zeros(0), float(latency))
+        return ReferenceFaults(z, z, z, z, np.zeros(0), float(latency))
     s_w, a_p = proprioceptive_increments(log, dd, latency)
     step = np.linalg.norm(np.diff(log.pose[:, 4:6], axis=0), axis=1)
     a_ref = np.diff(unwrapped_yaw(log.pose[:, :4]))
@@ -183,8 +206,27 @@ def reference_faults(log: CalibrationLog, dd, policy: ReferencePolicy | None = N
     np.add.at(mark, starts, 1)
     np.add.at(mark, end[starts], -1)
     diverged = np.cumsum(mark)[:-1] > 0
-    return ReferenceFaults(jump=jump, diverged=diverged, untrusted=jump | diverged,
-                           excess=excess, latency=float(latency))
+    unsettled = unsettled_steps(t, jump | diverged, pol.settle)
+    return ReferenceFaults(jump=jump, diverged=diverged, unsettled=unsettled,
+                           untrusted=jump | diverged | unsettled, excess=excess,
+                           latency=float(latency))
+
+
+def unsettled_steps(times: np.ndarray, faulty: np.ndarray, settle: float) -> np.ndarray:
+    """(M - 1,) steps of a reference stamped ``times`` (M,) that are not ``faulty`` (M - 1,)
+    but lie less than ``settle`` [s] from a faulty step: starting less than ``settle`` after
+    its end, or ending less than ``settle`` before its start (module docstring)."""
+    t = np.asarray(times, dtype=float)
+    bad = np.asarray(faulty, dtype=bool)
+    if not bad.any() or settle <= 0:
+        return np.zeros(len(bad), dtype=bool)
+    end = np.where(bad, t[1:], -np.inf)  # end stamp of each faulty step
+    last = np.maximum.accumulate(end)
+    prev = np.concatenate([[-np.inf], last[:-1]])  # latest faulty end before each step
+    start = np.where(bad, t[:-1], np.inf)  # start stamp of each faulty step
+    first = np.minimum.accumulate(start[::-1])[::-1]
+    nxt = np.concatenate([first[1:], [np.inf]])  # earliest faulty start after each step
+    return ~bad & ((t[:-1] - prev < settle) | (nxt - t[1:] < settle))
 
 
 def _in_frame(d: np.ndarray, yaw: np.ndarray) -> np.ndarray:
@@ -216,7 +258,8 @@ def fault_note(source: str, times: np.ndarray, faults: ReferenceFaults, excluded
     shown = ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in st[:6]) + (" ..." if len(st) > 6 else "")
     return (f"{source}: reference faults (latency {faults.latency:.2f} s corrected): "
             f"{int(faults.jump.sum())} jump steps, {int(faults.diverged.sum())} steps in diverged "
-            f"stretches ({len(st)} stretches{': ' + shown if st else ''}); {excluded} of {total} "
+            f"stretches, {int(faults.unsettled.sum())} steps before the reference settled "
+            f"({len(st)} untrusted stretches{': ' + shown if st else ''}); {excluded} of {total} "
             "intervals excluded from calibration and evaluation")
 
 
@@ -270,10 +313,21 @@ def sanity_warnings(log: CalibrationLog, dd, track: float, faults: ReferenceFaul
         if not (1.0 / SANITY_RATIO <= r <= SANITY_RATIO):
             out.append(f"{source}: reference/wheel {k.replace('_', ' ')} ratio {r:.2f} (expected "
                        f"~1): is this the right vehicle? check its {what[k]}")
-    if len(faults.untrusted) and faults.untrusted.mean() > 0.3:
-        out.append(f"{source}: {100 * faults.untrusted.mean():.0f} % of the reference steps look "
+    faulty = faults.jump | faults.diverged
+    if len(faulty) and faulty.mean() > 0.3:
+        out.append(f"{source}: {100 * faulty.mean():.0f} % of the reference steps look "
                    "faulty: a reference this bad, or the wrong vehicle?")
     return out, ratios
+
+
+def excluded_by_check(n_informative: int) -> str:
+    """The clause an empty-calibration error adds when the reference check removed all
+    ``n_informative`` informative intervals ("" when there were none)."""
+    if n_informative == 0:
+        return ""
+    return (f" with a trusted reference (the reference check excluded all {n_informative} "
+            "informative ones: faults, or within --reference-settle of one; "
+            "--reference-settle 0 or --no-reference-check keeps them)")
 
 
 @dataclass
@@ -288,17 +342,19 @@ class ReferenceCheck:
 
 
 def check_reference(log: CalibrationLog, model, intervals: np.ndarray, *, topic: str,
-                    source: str, dt: float | None = None) -> ReferenceCheck:
+                    source: str, dt: float | None = None,
+                    policy: ReferencePolicy | None = None) -> ReferenceCheck:
     """The reference check of ``wmr calibrate``, ``wmr replay`` and fleet fits in one place:
     latency-corrected faults against the wheels (+ gyro) of the vehicle's differential-drive
     model, ``intervals`` (K, 2) without the untrusted ones, the note naming ``topic``, and the
     sanity warnings naming ``source`` (the bag). Raises ParameterError when the log cannot be
-    checked (e.g. no joint the differential-drive model can use)."""
+    checked (e.g. no joint the differential-drive model can use). ``policy``: the thresholds
+    (default :class:`ReferencePolicy`)."""
     from wmr_model.calibration.predictors import DiffDrivePredictor
 
     dd = (DiffDrivePredictor.from_model(model) if dt is None
           else DiffDrivePredictor.from_model(model, dt=dt))
-    faults = reference_faults(log, dd, latency=estimate_latency(log, dd))
+    faults = reference_faults(log, dd, policy, latency=estimate_latency(log, dd))
     iv = np.asarray(intervals, dtype=int).reshape(-1, 2)
     kept = trusted_intervals(iv, faults)
     note = fault_note(topic, log.pose_time, faults, len(iv) - len(kept), len(iv))

@@ -24,7 +24,13 @@ Robustness, as in :class:`wmr_model.estimation.odometry.Odometry3D`:
 * with ``reference=(dd, policy)``, an interval whose reference poses contain a jump or a
   diverged stretch against the latency-corrected wheels and gyro
   (:func:`wmr_model.calibration.reference.reference_faults`, the same test as ``wmr calibrate``
-  and ``wmr replay``) is skipped as ``reference_fault`` (counted).
+  and ``wmr replay``) is skipped as ``reference_fault`` (counted), and so is, as
+  ``reference_unsettled``, every interval starting less than the policy's ``settle`` seconds
+  after the last faulty step. Two differences from the whole-log test, both from updating as
+  the data arrive: an interval is not taken back when a fault follows within ``settle`` (the
+  whole-log test also distrusts the reference ``settle`` before a fault), and the stream sees
+  the reference of the intervals it closes only (not of standing-still stretches the interval
+  policy drops), so a fault there does not start the settling time.
 """
 
 from __future__ import annotations
@@ -194,6 +200,8 @@ class StreamCalibrator:
         self._pose_cov: list[np.ndarray] = []
         self._i0: int | None = None  # start of the next non-overlapping interval
         self._pending: list[_Pending] = []
+        # reference stamp before which the reference has not settled after its last fault
+        self._settled_at = -math.inf
 
     def reset(self, reason: str = "reset requested") -> None:
         """Restart: a fresh calibrator (initial values and covariance) and empty buffers."""
@@ -445,6 +453,8 @@ class StreamCalibrator:
             if (self.reference is not None and iv.path_t is not None and iv.path is not None
                     and self._faulty(log, self.reference, iv.path_t, iv.path, iv.cov)):
                 return self._skip(iv, "reference_fault")
+            if self.reference is not None and iv.t0 < self._settled_at:
+                return self._skip(iv, "reference_unsettled")
             rec = self.calibrator.update(log, 0, 1)
         except (WmrError, ValueError, np.linalg.LinAlgError) as exc:
             return self._skip(iv, f"prediction_failed: {type(exc).__name__}: {exc}")
@@ -457,7 +467,9 @@ class StreamCalibrator:
                 path: np.ndarray, cov: np.ndarray) -> bool:
         """True when the interval's reference poses ``path`` (n, 7) at ``path_t`` (n,) jump or
         diverge (module docstring) under ``reference`` (predictor, policy); ``cov`` (2, 6, 6)
-        the interval's end pose covariances."""
+        the interval's end pose covariances. A fault also moves the stamp before which later
+        intervals are skipped as unsettled (the policy's ``settle`` after its last faulty
+        step)."""
         from dataclasses import replace
 
         from wmr_model.calibration.reference import reference_faults
@@ -466,7 +478,12 @@ class StreamCalibrator:
         n = len(path_t)
         full = replace(log, pose_time=path_t, pose=path,
                        pose_covariance=np.repeat(cov[:1], n, axis=0))
-        return bool(reference_faults(full, dd, policy, latency=self.time_offset).untrusted.any())
+        f = reference_faults(full, dd, policy, latency=self.time_offset)
+        bad = np.flatnonzero(f.jump | f.diverged)
+        if not len(bad):
+            return False
+        self._settled_at = max(self._settled_at, float(path_t[bad[-1] + 1]) + policy.settle)
+        return True
 
     def _trim(self) -> None:
         """Drop samples no future interval can need."""

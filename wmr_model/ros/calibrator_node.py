@@ -191,6 +191,7 @@ class CalibratorNode(Node):
         self.base_frame: str = opts["base_frame"]
         self.components: Sequence[str] = opts["components"]
         self.reference_check: bool = opts["reference_check"]
+        self.reference_settle = float(opts["reference_settle"])
         self.outlier_probability: float = opts["outlier_probability"]
         self.qprime_bound: float = opts["qprime_bound"]
         self.qprime_bound_intervals: int = opts["qprime_bound_intervals"]
@@ -376,7 +377,7 @@ class CalibratorNode(Node):
                 if not set((*dd.left, *dd.right)) <= set(joints):
                     raise ValueError(f"wheels {[*dd.left, *dd.right]} are not all actuated "
                                      f"joints {joints}")
-                reference = (dd, ReferencePolicy())
+                reference = (dd, ReferencePolicy(settle=self.reference_settle))
             except (WmrError, ValueError, IndexError) as exc:
                 self.get_logger().warning(f"reference_check: not available for {model.name} "
                                           f"({exc}); intervals are not checked")
