@@ -53,6 +53,7 @@ def test_calibrate_prints_rows_and_writes_an_overlay(bag, tmp_path, capsys):
     (["--iterations", "0"], "--iterations: must be >= 1"),
     (["--min-distance", "1e6", "--min-turn", "1e6"], "nothing to calibrate"),
     (["--split", "1.5"], "--split: must be a fraction"),
+    (["--reference-settle", "-1"], "--reference-settle: must be a number in [0, 600] s"),
     (["--params", "slip.p9"], "slip.p9"),
     (["--inputs", "compass"], "prediction inputs"),
 ])

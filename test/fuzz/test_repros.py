@@ -187,8 +187,18 @@ def test_jittered_stamps_replay(synth_bag, tmp_path, clean_replay):
         if t is not None and rng.random() < 0.1:
             set_stamp(m, t + rng.uniform(-0.5, 0.5))
 
-    d = _replay(rewrite(synth_bag, tmp_path / "b", edit))
+    bag = rewrite(synth_bag, tmp_path / "b", edit)
+    # three GPS fixes 0.5-2.3 s apart get stamps off by up to 0.5 s: the reference check finds
+    # them, and with the default 5 s settling time nothing of this 12 s run is trusted - one
+    # line saying so and how to keep the intervals, exit 2
+    res = run_wmr("replay", bag, "--quiet", "--json")
+    assert res.code == 2
+    assert "reference check excluded all" in error_line(res)
+    assert "--reference-settle 0" in error_line(res)
+    # the faulty steps only: the rest calibrates
+    d = _replay(bag, "--reference-settle", "0")
     assert _converged(d) < 2 * _converged(clean_replay) + 0.1
+    assert any("reference faults" in n for n in d["notes"])
 
 
 def test_reversed_stretch_replay(synth_bag, tmp_path, clean_replay):

@@ -33,6 +33,7 @@ rows use offset 0.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -51,7 +52,8 @@ from wmr_model.errors import ParameterError
 from wmr_model.terrain.surface import Terrain, flat
 from wmr_model.vehicles.model import VehicleModel
 
-__all__ = ["TableRow", "DEFAULT_3D_PARAMS", "DEFAULT_NOISE", "compare_models", "initial_std"]
+__all__ = ["TableRow", "DEFAULT_3D_PARAMS", "DEFAULT_NOISE", "compare_models", "initial_std",
+           "empty_split_warning"]
 
 #: Default parameters of the 3D kin+ rows on flat ground (p1 needs grades to be observable).
 DEFAULT_3D_PARAMS = ("slip.p2", "slip.p3", "slip.p4", "slip.p5", "slip.p6", "time_offset.pose")
@@ -84,6 +86,19 @@ def initial_std(names: Sequence[str]) -> dict[str, float]:
     """Initial standard deviation of each named parameter for an online calibration, by the
     name's family (``slip``, ``time_offset``, ...); 1.0 for families without a default."""
     return {n: _STD0.get(n.split(".")[0], 1.0) for n in names}
+
+
+def empty_split_warning(split: Mapping | None) -> list[str]:
+    """The notes line (in a list, empty when it does not apply) saying that no informative
+    trusted interval ended before the split, so the "calibrated" rows are the models at their
+    starting values; ``split`` is the split record (``fraction``, ``t_split``,
+    ``calibration_intervals``) of ``wmr calibrate`` or ``wmr replay``."""
+    if not split or split.get("calibration_intervals", 1):
+        return []
+    return [f"WARNING: no informative interval with a trusted reference ends in the first "
+            f"{split['fraction']:g} of the log (by {split['t_split']:.1f} s): the "
+            "\"calibrated\" rows are the uncalibrated starting values; a later --split "
+            "calibrates on data"]
 
 
 def _online_and_converged(rows: list, label: str, predictor, names: Sequence[str],
@@ -214,14 +229,12 @@ class _Split(NamedTuple):
 def _split_parts(log: CalibrationLog, intervals: np.ndarray, cal_iv: np.ndarray,
                  split: float) -> _Split:
     """The intervals before/after the stamp of fraction ``split`` of the log; ParameterError
-    when no calibration interval ends before it or no evaluation interval starts after it."""
+    when no evaluation interval starts after it. Without a calibration interval before it the
+    "calibrated" rows are the models at their starting values (as in ``wmr replay``); the
+    caller reports it (``info["split"]["calibration_intervals"]`` is 0)."""
     t_split = split_time(log.pose_time, split)
     train, test = split_intervals(log.pose_time, intervals, t_split)
     cal_train, _ = split_intervals(log.pose_time, cal_iv, t_split)
-    if len(cal_train) == 0:
-        raise ParameterError(f"{log.source}: no informative calibration interval ends in the "
-                             f"first {split:g} of the log (by {t_split:.1f} s); nothing "
-                             "to calibrate on before the split")
     if len(test) == 0:
         raise ParameterError(f"{log.source}: no evaluation interval starts after the split "
                              f"at {t_split:.1f} s (split {split:g}); nothing to evaluate "
@@ -253,7 +266,8 @@ def _enhanced_info(cal: OnlineCalibrator, rec: list, ev, sp: dict | None,
         info["split"] = sp
     idf = check_identifiability(cal.names, cal.P, initial_std(cal.names), cal.n_accepted)
     info["identifiability"] = {
-        "checked": idf.checked, "confounded": dict(idf.confounded),
+        "checked": idf.checked, "accepted": int(cal.n_accepted),
+        "confounded": dict(idf.confounded),
         "std_ratio": idf.std_ratio, "pairs": [list(p) for p in idf.pairs]}
     info["warnings"] = physical_warnings(cal.estimate, cal.std, params)
     return info
@@ -264,12 +278,16 @@ def _offline_rows(rows: list[TableRow], oos: list[TableRow], enh, log: Calibrati
                   names: Sequence[str], x0: Mapping[str, float]) -> dict:
     """The offline (3.44) fit of ``enh`` over ``fit_iv`` from ``x0``: its in-sample row in
     ``rows`` (and out-of-sample row in ``oos`` with ``test``); returns its details."""
-    res = calibrate_offline(enh, log, fit_iv, names, x0=x0)
-    ev = evaluate(enh, log, intervals, res.values)
-    rows.append(TableRow("3D kin.+ offline (3.44)", ev.mean_pos, ev.mean_yaw, res.values,
+    if len(fit_iv):
+        res = calibrate_offline(enh, log, fit_iv, names, x0=x0)
+        values, std, inliers = res.values, res.std, int(res.inliers.sum())
+    else:  # nothing to fit before the split: the starting values, as the online rows
+        values, std, inliers = dict(x0), {n: math.nan for n in names}, 0
+    ev = evaluate(enh, log, intervals, values)
+    rows.append(TableRow("3D kin.+ offline (3.44)", ev.mean_pos, ev.mean_yaw, values,
                          len(intervals)))
     if test is not None:
-        et = evaluate(enh, log, test, res.values)
+        et = evaluate(enh, log, test, values)
         oos.append(TableRow("3D kin.+ offline (3.44)", et.mean_pos, et.mean_yaw,
-                            res.values, len(test), "out-of-sample"))
-    return {"estimate": res.values, "std": res.std, "inliers": int(res.inliers.sum())}
+                            values, len(test), "out-of-sample"))
+    return {"estimate": values, "std": std, "inliers": inliers}

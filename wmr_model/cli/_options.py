@@ -14,7 +14,8 @@ from wmr_model.calibration.intervals import INTERVAL_OPTIONS
 from wmr_model.errors import ParameterError
 from wmr_model.parameters import option_default, option_help
 
-__all__ = ["INTERVAL_FLAGS", "add_interval_arguments", "check_interval_arguments"]
+__all__ = ["INTERVAL_FLAGS", "add_interval_arguments", "check_interval_arguments",
+           "add_reference_arguments", "check_reference_arguments"]
 
 #: (flag, option row, metavar, unit shown): the command line cuts time intervals only, so
 #: ``--interval`` is in seconds.
@@ -49,3 +50,26 @@ def check_interval_arguments(args: argparse.Namespace) -> None:
             raise ParameterError(f"{flag}: must be a finite number >= 0 {unit}, got {value}")
     if not (math.isfinite(args.split) and 0 <= args.split <= 1):
         raise ParameterError(f"--split: must be a fraction in [0, 1], got {args.split}")
+
+
+def add_reference_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--no-reference-check`` and ``--reference-settle`` (the calibrator node's
+    ``reference_check`` / ``reference_settle``; :mod:`wmr_model.calibration.reference`)."""
+    from wmr_model.calibration.reference import DEFAULT_SETTLE
+
+    g = parser.add_argument_group(
+        "reference check", "reference (ground-truth) faults: jumps and diverged stretches "
+        "found against the latency-corrected wheels and gyro are excluded from calibration "
+        "and evaluation and reported; replay measures drift on the trusted path")
+    g.add_argument("--no-reference-check", action="store_true",
+                   help="keep every interval, faults included")
+    g.add_argument("--reference-settle", type=float, default=DEFAULT_SETTLE, metavar="S",
+                   help="the reference is untrusted this long before and after a fault [s] "
+                   f"(default {DEFAULT_SETTLE:g}; 0: the faulty steps only)")
+
+
+def check_reference_arguments(args: argparse.Namespace) -> None:
+    """ParameterError naming the flag when ``--reference-settle`` is out of range."""
+    v = args.reference_settle
+    if not (math.isfinite(v) and 0 <= v <= 600):
+        raise ParameterError(f"--reference-settle: must be a number in [0, 600] s, got {v}")

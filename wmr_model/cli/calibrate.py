@@ -25,7 +25,7 @@ __all__ = ["register", "run"]
 
 def register(subparsers: Any) -> None:
     """Add the ``calibrate`` subcommand."""
-    from wmr_model.cli._options import add_interval_arguments
+    from wmr_model.cli._options import add_interval_arguments, add_reference_arguments
     from wmr_model.cli._output import add_json_flag
 
     p = subparsers.add_parser(
@@ -48,10 +48,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-speed", type=float, default=None, metavar="M_PER_S",
                    help="drop intervals with a ground-truth step faster than this [m/s] "
                    "(re-localization jumps) from calibration and evaluation (default: keep)")
-    p.add_argument("--no-reference-check", action="store_true",
-                   help="keep intervals over reference jumps and diverged stretches (found by "
-                   "comparing the latency-corrected reference with wheels and gyro; default: "
-                   "excluded and reported)")
+    add_reference_arguments(p)
     p.add_argument("--inputs", default="", metavar="NAMES",
                    help="measured inputs of the 3D models: roll_pitch (IMU orientation), "
                    "gyro_yaw (gyro yaw rate); comma-separated (default none; slower)")
@@ -92,10 +89,19 @@ def register(subparsers: Any) -> None:
 
 
 def _checks(info: dict) -> list[str]:
-    """Notes of the identifiability check and the physical-range warnings of 3D kin.+."""
+    """Notes of an empty calibration part, the identifiability check and the physical-range
+    warnings of 3D kin.+."""
+    from wmr_model.calibration.identifiability import DEFAULT_MIN_INTERVALS
+    from wmr_model.calibration.table import empty_split_warning
+
     d = info.get("3D kin.+", {})
-    out = [f"WARNING: 3D kin.+ {w}" for w in d.get("warnings", [])]
+    out = empty_split_warning(info.get("split"))
+    out += [f"WARNING: 3D kin.+ {w}" for w in d.get("warnings", [])]
     idf = d.get("identifiability")
+    if idf and not idf["checked"]:
+        out.append(f"3D kin.+ identifiability not checked: {idf.get('accepted', 0)} accepted "
+                   f"intervals, the check needs {DEFAULT_MIN_INTERVALS} (--min-distance / "
+                   "--min-turn / --interval select more)")
     if idf and idf["checked"]:
         out += [f"WARNING: 3D kin.+ {n} not identifiable on this log: {why}"
                 for n, why in idf["confounded"].items()]
@@ -107,13 +113,14 @@ def _checks(info: dict) -> list[str]:
 
 def _options(args: argparse.Namespace):
     """The fit options of the flags (checked; ParameterError naming the flag)."""
-    from wmr_model.cli._options import check_interval_arguments
+    from wmr_model.cli._options import check_interval_arguments, check_reference_arguments
     from wmr_model.errors import ParameterError
     from wmr_model.pipelines.fleet import FitOptions
 
     if not (math.isfinite(args.dt) and args.dt > 0):
         raise ParameterError(f"--dt: must be a finite number > 0 s, got {args.dt}")
     check_interval_arguments(args)
+    check_reference_arguments(args)
     if args.max_speed is not None and not (args.max_speed > 0):
         raise ParameterError(f"--max-speed: must be > 0 m/s, got {args.max_speed}")
     pose_std: tuple[float, float] | None = None
@@ -132,6 +139,7 @@ def _options(args: argparse.Namespace):
     return FitOptions(
         interval=args.interval, min_distance=args.min_distance, min_turn=args.min_turn,
         max_speed=args.max_speed, reference_check=not args.no_reference_check,
+        reference_settle=args.reference_settle,
         encoder_topic=args.encoder_topic, pose_topic=args.pose_topic, pose_std=pose_std,
         dt=args.dt, params=(None if args.params is None
                             else tuple(n for n in args.params.split(",") if n)),

@@ -20,7 +20,7 @@ __all__ = ["register", "run", "results_dict"]
 
 def register(subparsers: Any) -> None:
     """Add the ``replay`` subcommand."""
-    from wmr_model.cli._options import add_interval_arguments
+    from wmr_model.cli._options import add_interval_arguments, add_reference_arguments
     from wmr_model.cli._output import add_json_flag
 
     p = subparsers.add_parser(
@@ -53,6 +53,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--noise", default="noise.U.wz_wz,noise.U.vx_vx,noise.U.vy_vy",
                    metavar="NAMES", help="Q' Cholesky entries to estimate")
     add_interval_arguments(p)
+    add_reference_arguments(p)
     p.add_argument("--dt", type=float, default=0.05, metavar="S",
                    help="prediction step [s] (default 0.05)")
     p.add_argument("--stale-hold", type=float, default=0.3, metavar="S",
@@ -81,7 +82,8 @@ def results_dict(res) -> dict:
             if res.split else None),
         "interval_classes": res.interval_classes,
         "drift": {lab: {"drift_pct": t.drift_pct, "end_error_m": t.end_error,
-                        "path_m": t.length, "diagnostics": t.diagnostics}
+                        "path_m": t.length, "trusted_stretches": t.segments,
+                        "diagnostics": t.diagnostics}
                   for lab, t in res.odometry.items()},
         "estimate": res.estimate, "std": res.std, "truth": res.truth, "z": res.z_scores(),
         "diff_drive_plus": {"estimate": res.dd_estimate, "std": res.dd_std},
@@ -123,10 +125,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _replay_options(args: argparse.Namespace):
     """The checked :class:`wmr_model.pipelines.replay.ReplayOptions` of the flags."""
-    from wmr_model.cli._options import check_interval_arguments
+    from wmr_model.cli._options import check_interval_arguments, check_reference_arguments
     from wmr_model.pipelines.replay import ReplayOptions
 
     check_interval_arguments(args)
+    check_reference_arguments(args)
     return ReplayOptions(
         vehicle=args.vehicle, encoder_topic=args.encoder_topic,
         imu_topic=args.imu_topic or None, pose_topic=args.pose_topic,
@@ -139,6 +142,7 @@ def _replay_options(args: argparse.Namespace):
         split=args.split if 0 < args.split < 1 else None, dt=args.dt,
         stale_hold=args.stale_hold if args.stale_hold > 0 else None,
         pose_std=_floats(args.pose_std, 2, "--pose-std"),
+        reference_check=not args.no_reference_check, reference_settle=args.reference_settle,
         progress=not args.quiet and not args.json and sys.stderr.isatty())
 
 
@@ -206,7 +210,9 @@ def _text(d: dict, res, speed: float, files: dict[str, str]) -> str:
     lines += table_text(res)
     lines += ["", "Odometry drift (% of path):"]
     lines += [f"  {lab:36s} {v['drift_pct']:6.2f} %  ({v['end_error_m']:.2f} m of "
-              f"{v['path_m']:.1f} m)" for lab, v in d["drift"].items()]
+              f"{v['path_m']:.1f} m" + (f", {v['trusted_stretches']} trusted stretches"
+                                        if v["trusted_stretches"] > 1 else "") + ")"
+              for lab, v in d["drift"].items()]
     lines += ["", "3D kin.+ calibrated (online, final):"]
     z = d["z"]
     for n, v in d["estimate"].items():

@@ -52,6 +52,7 @@ from wmr_model.calibration.intervals import (
     MOVING_MIN_TURN,
 )
 from wmr_model.calibration.logs import CalibrationLog
+from wmr_model.calibration.reference import DEFAULT_SETTLE, excluded_by_check
 from wmr_model.calibration.table import DEFAULT_NOISE
 from wmr_model.errors import ParameterError
 from wmr_model.parameters import option_default
@@ -88,7 +89,9 @@ class FitOptions:
     """Options of one fit (the ``wmr calibrate`` flags of the same names).
 
     ``params`` None: the vehicle's identifiability-checked set (:func:`default_params`);
-    ``pose_std`` (rotation [rad], position [m]) overrides the reference covariance.
+    ``pose_std`` (rotation [rad], position [m]) overrides the reference covariance;
+    ``reference_settle`` [s]: the reference is untrusted this long before and after a fault
+    (:class:`wmr_model.calibration.reference.ReferencePolicy`).
     """
 
     interval: float = option_default(INTERVAL_OPTIONS, "interval.length")
@@ -96,6 +99,7 @@ class FitOptions:
     min_turn: float = MOVING_MIN_TURN
     max_speed: float | None = None
     reference_check: bool = True
+    reference_settle: float = DEFAULT_SETTLE
     encoder_topic: str = "/joint_states"
     pose_topic: str = "/icp/odom"
     pose_std: tuple[float, float] | None = None
@@ -256,15 +260,17 @@ def prepare_bag(bag: str, model, opts: FitOptions) -> PreparedBag:
     notes = list(log.notes)
     faults = None
     if opts.reference_check:
-        from wmr_model.calibration.reference import check_reference
+        from wmr_model.calibration.reference import ReferencePolicy, check_reference
 
-        ref = check_reference(log, model, iv, topic=opts.pose_topic, source=str(bag))
+        ref = check_reference(log, model, iv, topic=opts.pose_topic, source=str(bag),
+                              policy=ReferencePolicy(settle=opts.reference_settle))
         faults, iv = ref.faults, ref.intervals
         notes[:0] = [f"WARNING: {w}" for w in ref.warnings] + [ref.note]
     yaw = unwrapped_yaw(log.pose[:, :4])
     pol = IntervalPolicy("time", opts.interval, min_distance=opts.min_distance,
                          min_turn=opts.min_turn, max_speed=vmax)
     ivc = select_intervals(log.pose_time, pol, log.pose[:, 4:7], yaw)
+    n_informative = len(ivc)
     if faults is not None:
         from wmr_model.calibration.reference import trusted_intervals
 
@@ -272,7 +278,8 @@ def prepare_bag(bag: str, model, opts: FitOptions) -> PreparedBag:
     if len(ivc) == 0:
         raise ParameterError(f"{bag}: no {opts.interval} s interval of the ground truth "
                              f"moves --min-distance {opts.min_distance} m or turns --min-turn "
-                             f"{opts.min_turn} rad; nothing to calibrate")
+                             f"{opts.min_turn} rad" + excluded_by_check(n_informative)
+                             + "; nothing to calibrate")
     counts = interval_class_counts(classify_intervals(ivc, log.pose[:, 4:7], yaw, pol))
     return PreparedBag(log, iv, ivc, notes, counts)
 
