@@ -186,11 +186,14 @@ def _markdown(result) -> str:
           "fitted to).", ""]
     L += table_text(result)
     L += ["", "## Odometry drift", "",
-          f"Reference: {result.reference['name']}. Planar alignment at the start; drift = "
-          "end-point horizontal error / reference path length.", "",
-          "| odometry | end error [m] | path [m] | drift [%] |", "|---|---:|---:|---:|"]
+          f"Reference: {result.reference['name']}. Planar alignment at the start of each "
+          "stretch of the reference's trusted path (reference faults cut it); drift = summed "
+          "end-point horizontal errors of the stretches / their summed path length.", "",
+          "| odometry | end error [m] | path [m] | drift [%] | stretches |",
+          "|---|---:|---:|---:|---:|"]
     for lab, tr in result.odometry.items():
-        L.append(f"| {lab} | {tr.end_error:.3f} | {tr.length:.1f} | {tr.drift_pct:.2f} |")
+        L.append(f"| {lab} | {tr.end_error:.3f} | {tr.length:.1f} | {tr.drift_pct:.2f} | "
+                 f"{tr.segments} |")
     L += ["", "## Calibrated parameters (3D kin.+, online, final)", "",
           "| parameter | start | estimate | 1σ | truth | (est - truth)/σ |",
           "|---|---:|---:|---:|---:|---:|"]

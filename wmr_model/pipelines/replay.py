@@ -62,6 +62,7 @@ from wmr_model.calibration.intervals import (
     MOVING_MIN_DISTANCE,
     MOVING_MIN_TURN,
 )
+from wmr_model.calibration.reference import DEFAULT_SETTLE
 from wmr_model.errors import BagError, ParameterError
 from wmr_model.parameters import option_default
 
@@ -119,7 +120,8 @@ class ReplayOptions:
         split: out-of-sample split fraction in (0, 1) (None: in-sample table only).
         reference_check: exclude intervals over reference jumps and diverged stretches from
             calibration and evaluation (:mod:`wmr_model.calibration.reference`), and warn when
-            the reference's speed or yaw rate is far from the wheels'.
+            the reference's speed or yaw rate is far from the wheels'; reference_settle [s]:
+            the reference is untrusted this long before and after a fault.
         eval_intervals: Table 3.3 interval lengths [s].
         dt: prediction step [s]; stale_hold: see the module docstring (None: keep all).
         pose_std: override the reference covariance (rotation [rad], position [m]).
@@ -148,6 +150,7 @@ class ReplayOptions:
     pose_std: tuple[float, float] | None = None
     progress: bool = False
     reference_check: bool = True
+    reference_settle: float = DEFAULT_SETTLE
 
 
 #: Most points kept per plotted series (error vs time, aligned path, reference path); the drift
@@ -245,7 +248,8 @@ class OdometryTrack:
     (N, 3) variances of x [m^2], y [m^2], yaw [rad^2] read it back whole); evaluation against
     the reference: ``err_t``, ``err`` horizontal error [m] and ``aligned_xy`` (M, 2), thinned to
     at most :data:`PLOT_POINTS` samples for the plots, ``drift_pct``, ``end_error`` [m],
-    ``length`` [m] (full resolution), ``diagnostics`` summary."""
+    ``length`` [m] (full resolution) on the reference's trusted path, made of ``segments``
+    stretches (reference faults cut it; :func:`_align_errors`), ``diagnostics`` summary."""
 
     label: str
     samples: TrackSamples
@@ -255,6 +259,7 @@ class OdometryTrack:
     drift_pct: float = math.nan
     end_error: float = math.nan
     length: float = math.nan
+    segments: int = 0
     diagnostics: dict = field(default_factory=dict)
 
     @property
@@ -482,28 +487,63 @@ def _thin(n: int, most: int = PLOT_POINTS) -> slice | np.ndarray:
     return np.unique(np.append(np.arange(0, n, -(-n // (most - 1))), n - 1))
 
 
-def _align_errors(track: OdometryTrack, ref_t: np.ndarray, ref_xy: np.ndarray) -> None:
-    """Planar alignment of ``track`` to the reference at its first sample inside the track;
-    fills the end-point error, the reference length and the drift [% of reference length] (full
-    resolution) and the error series and aligned path (thinned for plotting)."""
+def trusted_segments(trusted: np.ndarray, sel: np.ndarray) -> list[tuple[int, int]]:
+    """Index ranges ``(a, b)`` (inclusive, ``b > a``) of the reference samples selected by
+    ``sel`` (M,) joined by trusted steps only (``trusted`` (M - 1,)): the stretches the drift
+    is measured on."""
+    ok = np.asarray(trusted, dtype=bool) & sel[:-1] & sel[1:]
+    edge = np.diff(np.concatenate([[0], ok.astype(np.int8), [0]]))
+    return [(int(a), int(b)) for a, b in zip(np.flatnonzero(edge == 1),
+                                             np.flatnonzero(edge == -1))]
+
+
+def _align_errors(track: OdometryTrack, ref_t: np.ndarray, ref_xy: np.ndarray,
+                  trusted: np.ndarray | None = None) -> None:
+    """Drift of ``track`` on the trusted path of the reference (``trusted`` (M - 1,) steps;
+    None: all): on each trusted stretch inside the track the odometry is aligned (planar) to
+    the reference at the stretch's first sample; fills the end-point error (sum over the
+    stretches), the reference length (sum of their lengths) and the drift [% of that length]
+    (full resolution), and the error series and aligned path (thinned for plotting, NaN rows
+    between stretches). One stretch (no faults) is the plain start-aligned drift."""
     pl = track.samples.planar
     sel = (ref_t >= pl[0, 0]) & (ref_t <= pl[-1, 0])
     if sel.sum() < 2:
         return
-    rt, rp = ref_t[sel], ref_xy[sel]
-    od = _interp_planar(pl[:, 0], pl[:, 1:4], rt)
-    dyaw = rp[0, 2] - od[0, 2]
-    c, s = math.cos(dyaw), math.sin(dyaw)
-    rel = od[:, :2] - od[0, :2]
-    xy = rp[0, :2] + np.stack([c * rel[:, 0] - s * rel[:, 1], s * rel[:, 0] + c * rel[:, 1]],
-                              axis=1)
-    err = np.linalg.norm(xy - rp[:, :2], axis=1)
-    length = float(np.linalg.norm(np.diff(rp[:, :2], axis=0), axis=1).sum())
-    keep = _thin(len(rt))
-    track.err_t, track.err, track.aligned_xy = rt[keep], err[keep], xy[keep]
-    track.end_error = float(err[-1])
+    ok = np.ones(len(ref_t) - 1, dtype=bool) if trusted is None else trusted
+    segs = trusted_segments(ok, sel)
+    if not segs:
+        return
+    od = _interp_planar(pl[:, 0], pl[:, 1:4], ref_t[sel])
+    od_at = np.full((len(ref_t), 3), np.nan)
+    od_at[sel] = od
+    ts: list[np.ndarray] = []
+    es: list[np.ndarray] = []
+    xs: list[np.ndarray] = []
+    end_error = length = 0.0
+    for a, b in segs:
+        rp, o = ref_xy[a:b + 1], od_at[a:b + 1]
+        dyaw = rp[0, 2] - o[0, 2]
+        c, s_ = math.cos(dyaw), math.sin(dyaw)
+        rel = o[:, :2] - o[0, :2]
+        xy = rp[0, :2] + np.stack([c * rel[:, 0] - s_ * rel[:, 1],
+                                   s_ * rel[:, 0] + c * rel[:, 1]], axis=1)
+        err = np.linalg.norm(xy - rp[:, :2], axis=1)
+        end_error += float(err[-1])
+        length += float(np.linalg.norm(np.diff(rp[:, :2], axis=0), axis=1).sum())
+        if ts:  # a NaN row breaks the plotted lines between stretches
+            ts.append(np.array([np.nan]))
+            es.append(np.array([np.nan]))
+            xs.append(np.full((1, 2), np.nan))
+        ts.append(ref_t[a:b + 1])
+        es.append(err)
+        xs.append(xy)
+    t_all, e_all, x_all = np.concatenate(ts), np.concatenate(es), np.concatenate(xs)
+    keep = _thin(len(t_all))
+    track.err_t, track.err, track.aligned_xy = t_all[keep], e_all[keep], x_all[keep]
+    track.end_error = end_error
     track.length = length
-    track.drift_pct = 100.0 * float(err[-1]) / length if length > 0 else math.nan
+    track.segments = len(segs)
+    track.drift_pct = 100.0 * end_error / length if length > 0 else math.nan
 
 
 def _odometry_params(values: Mapping[str, float], model) -> dict[str, float]:
@@ -558,16 +598,19 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     ev.X = np.array([h.x for h in c.cal.history])
     ev.t_upd = np.array(upd_t)
     table, table_oos, scatter, split = _table_33(ev, c, opt)
-    rt, ref_xy, ref_name = _drift_reference(inp, ev.log_dd, final)
+    rt, ref_xy, ref_name, trusted = _drift_reference(inp, ev.log_dd, final, c.faults)
     duration = float(max(inp.t_enc[-1], inp.log.pose_time[-1]))
     vehicle, t0, counts, has_imu = model.name, inp.t0, inp.counts, inp.has_imu
     # the log and the odometry inputs are done with: freed before the drift's temporaries
     del inp
     ev.log = ev.log_dd = None
     _return_free_memory()
-    out_tracks = _drift_tracks(odos, tracks, rt, ref_xy, has_imu)
+    out_tracks = _drift_tracks(odos, tracks, rt, ref_xy, has_imu, trusted)
     hist = _history(c, ev.t_upd, ev.X)
     rejected = int((~hist["accepted"]).sum())
+    from wmr_model.calibration.table import empty_split_warning
+
+    notes += empty_split_warning(split)
     if rejected:
         notes.append(f"online 3D kin.+: {rejected} of {len(c.iv_cal)} intervals rejected as "
                      "outliers (Mahalanobis gate (3.68))")
@@ -815,12 +858,15 @@ def _calibration_setup(bag: str, opt: ReplayOptions, side: dict | None,
     iv_cal = select_intervals(log.pose_time, pol, pos, yaw_u)
     iv_all = select_intervals(log.pose_time, IntervalPolicy("time", opt.interval), pos)
     faults = None
+    n_informative = len(iv_cal)
     if opt.reference_check:
         faults, iv_all, iv_cal = _check_reference(bag, opt, inp, iv_all, iv_cal)
     if len(iv_cal) == 0:
+        from wmr_model.calibration.reference import excluded_by_check
+
         raise BagError(f"{bag}: no {opt.interval} s interval of {inp.topics['pose']} moves "
-                       f"{opt.min_distance} m or turns {opt.min_turn} rad or more; nothing to "
-                       "calibrate")
+                       f"{opt.min_distance} m or turns {opt.min_turn} rad or more"
+                       + excluded_by_check(n_informative) + "; nothing to calibrate")
     classes = {k: n for k, n in interval_class_counts(
         classify_intervals(iv_cal, pos, yaw_u, pol)).items() if k != "still"}
     notes.append(f"calibration: {len(iv_cal)} of {len(iv_all)} {opt.interval:g} s intervals ("
@@ -839,11 +885,15 @@ def _check_reference(bag: str, opt: ReplayOptions, inp: _Inputs, iv_all: np.ndar
     """``(faults, iv_all, iv_cal)``: the reference check's faults and the intervals clear of
     them (:mod:`wmr_model.calibration.reference`); unchanged, with a note, when the check
     cannot run."""
-    from wmr_model.calibration.reference import check_reference, trusted_intervals
+    from wmr_model.calibration.reference import (
+        ReferencePolicy,
+        check_reference,
+        trusted_intervals,
+    )
 
     try:
         ref = check_reference(inp.log, inp.model, iv_all, topic=inp.topics["pose"], source=bag,
-                              dt=opt.dt)
+                              dt=opt.dt, policy=ReferencePolicy(settle=opt.reference_settle))
     except ParameterError as e:
         inp.notes.append(f"reference check skipped: {e}")
         return None, iv_all, iv_cal
@@ -1068,22 +1118,29 @@ def _scatter(log, iv: np.ndarray, e, length: float) -> dict:
             "R": np.einsum("kij,kjl,kml->kim", Rz, e.R[:, :2, :2], Rz), "nees": e.nees}
 
 
-def _drift_reference(inp: _Inputs, log_dd, final: dict[str, float]):
-    """``(t, planar x y yaw, name)`` of the drift reference: the exact truth when present,
-    else the pose reference (moved to the body) shifted by the converged latency."""
+def _drift_reference(inp: _Inputs, log_dd, final: dict[str, float], faults):
+    """``(t, planar x y yaw, name, trusted steps or None)`` of the drift reference: the exact
+    truth when present (all trusted), else the pose reference (moved to the body) shifted by
+    the converged latency, trusted where the reference check (``faults``, None when off)
+    found no fault."""
     if inp.ref_truth is not None:
         rt, ref_xy = inp.ref_truth
-        return rt, ref_xy, inp.topics["truth"]
+        return rt, ref_xy, inp.topics["truth"], None
     d = final.get("time_offset.pose", 0.0)
     rt = inp.log.pose_time - d
     ref_xy = _planar(log_dd.pose if inp.sensor is not None else inp.log.pose)
-    return rt, ref_xy, f"{inp.topics['pose']} (shifted by time_offset.pose = {d:.3f} s)"
+    name = f"{inp.topics['pose']} (shifted by time_offset.pose = {d:.3f} s)"
+    if faults is None:
+        return rt, ref_xy, name, None
+    return rt, ref_xy, name + ", trusted path only", ~np.asarray(faults.untrusted, dtype=bool)
 
 
 def _drift_tracks(odos: dict, tracks: dict[str, TrackSamples], rt: np.ndarray,
-                  ref_xy: np.ndarray, has_imu: bool) -> dict[str, OdometryTrack]:
+                  ref_xy: np.ndarray, has_imu: bool,
+                  trusted: np.ndarray | None = None) -> dict[str, OdometryTrack]:
     """The odometry tracks (two samples or more) with their diagnostics and their drift
-    against the reference; without IMU the labels lose their "+ gyro"."""
+    against the reference on its ``trusted`` steps (None: all); without IMU the labels lose
+    their "+ gyro"."""
     out_tracks: dict[str, OdometryTrack] = {}
     for lab in odos:
         if len(tracks[lab]) < 2:
@@ -1093,7 +1150,7 @@ def _drift_tracks(odos: dict, tracks: dict[str, TrackSamples], rt: np.ndarray,
         dg = odos[lab].diagnostics
         tr_.diagnostics = {"steps": dg.steps, "rejected": dict(dg.rejected),
                            "gyro_stale_steps": dg.gyro_stale_steps, "resets": dg.resets}
-        _align_errors(tr_, rt, ref_xy)
+        _align_errors(tr_, rt, ref_xy, trusted)
         if not has_imu:  # no IMU: no "+ gyro" in the labels of the enhanced variants
             tr_.label = lab.replace(" + gyro", "")
         out_tracks[tr_.label] = tr_
