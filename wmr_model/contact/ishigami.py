@@ -105,13 +105,13 @@ def ishigami_direct(params, s, beta_abs, h, n_theta, out):
         out[2] += w * r * b * (tx * st + sig * ct)  # (C.32)
 
 
-@njit
+@njit(refcount=False)
 def _damping_ramp(h):
     """Fraction of ``Kd`` at sinkage ``h`` [m]: continuous touchdown, as in (C.3) here."""
     return min(1.0, h / DAMPING_ONSET_DEPTH)
 
 
-@njit
+@njit(refcount=False)
 def _slip_inputs(params, vx, vy, Rw, dz):
     """(s, |beta|, h, sign_x, sign_y) from contact velocity, R w and Δz (C.19)-(C.20)."""
     vmin = params[16]
@@ -188,7 +188,7 @@ def table_force(table, axes, s, beta_abs, dz, out):
     table_force_grad(table, axes, s, beta_abs, dz, out, np.empty((3, 3)))
 
 
-@njit
+@njit(refcount=False)
 def _cell_d(u, n):
     """Lower index in [0, n-2], fraction in [0, 1] of grid coordinate u (clamped) and
     d(fraction)/du (0 where u is clamped)."""
@@ -202,11 +202,12 @@ def _cell_d(u, n):
     return i, u - i, 1.0
 
 
-@njit
+@njit(refcount=False)
 def table_force_grad(table, axes, s, beta_abs, dz, out, grad):
-    """:func:`table_force` (finite inputs) and its gradient ``grad`` (3, 3) with respect to
-    ``(s, |beta|, Δz)``: the exact derivative of the trilinear interpolant inside a cell (the
-    side of the lower cell node on a cell face), zero along a clamped axis."""
+    """:func:`table_force` (finite inputs) and its gradient with respect to ``(s, |beta|,
+    Δz)`` in ``grad[:, 0:3]`` (``grad`` (3, >= 3); other columns untouched): the exact
+    derivative of the trilinear interpolant inside a cell (the side of the lower cell node on a
+    cell face), zero along a clamped axis."""
     i, fi, di = _cell_d((s - axes[0]) / axes[1], table.shape[0])
     j, fj, dj_ = _cell_d((beta_abs - axes[2]) / axes[3], table.shape[1])
     k, fk, dk_ = _cell_d((dz - axes[4]) / axes[5], table.shape[2])
@@ -238,12 +239,14 @@ def table_force_grad(table, axes, s, beta_abs, dz, out, grad):
         grad[r, 2] = g2 * dk_
 
 
-@njit
+@njit(refcount=False)
 def lookup(params, table, axes, vc, Rw, dz, fc, J):
     """Contact force ``fc`` (3,) of :func:`lookup_force` and its analytic Jacobian ``J`` (3, 5)
     with respect to ``[vx, vy, vz, Rw, dz]``: the interpolant's gradient
     (:func:`table_force_grad`) chained through (C.19)-(C.20) and the floors and clips of
-    :func:`_slip_inputs` (zero derivative where an input is clipped)."""
+    :func:`_slip_inputs` (zero derivative where an input is clipped). Allocation-free: the
+    interpolant and its gradient are written into ``fc`` and ``J[:, 0:3]`` first and read back
+    into scalars before the outputs are formed."""
     vx, vy, vz = vc[0], vc[1], vc[2]
     for r in range(3):
         for k in range(5):
@@ -258,9 +261,14 @@ def lookup(params, table, axes, vc, Rw, dz, fc, J):
             fc[r] = 0.0
         return
     vmin = params[16]
-    out = np.empty(3)
-    grad = np.empty((3, 3))
-    table_force_grad(table, axes, s, beta, -h, out, grad)
+    table_force_grad(table, axes, s, beta, -h, fc, J)
+    o0, o1, o2 = fc[0], fc[1], fc[2]
+    g00, g01, g02 = J[0, 0], J[0, 1], J[0, 2]
+    g10, g11, g12 = J[1, 0], J[1, 1], J[1, 2]
+    g20, g21, g22 = J[2, 0], J[2, 1], J[2, 2]
+    for r in range(3):
+        for k in range(3):
+            J[r, k] = 0.0
     # d s / d(vx, Rw): s = -sx vx / max(|Rw|, vmin), clipped to [-1, 1]
     ds_dvx = 0.0
     ds_dRw = 0.0
@@ -285,19 +293,24 @@ def lookup(params, table, axes, vc, Rw, dz, fc, J):
     ramp = _damping_ramp(h)
     dramp = 1.0 / DAMPING_ONSET_DEPTH if h < DAMPING_ONSET_DEPTH else 0.0
     dsy_dvy = -vmin * vmin / (vy * vy + vmin * vmin) ** 1.5
-    fz = out[2] - ramp * params[17] * vz
-    fc[0] = sx * out[0]
-    fc[1] = sy * out[1]
+    fz = o2 - ramp * params[17] * vz
+    fc[0] = sx * o0
+    fc[1] = sy * o1
     fc[2] = max(fz, 0.0)
     for r in range(3):
-        sc = sx if r == 0 else (sy if r == 1 else 1.0)
-        if r == 2 and fz <= 0.0:
-            continue
-        J[r, 0] = sc * (grad[r, 0] * ds_dvx + grad[r, 1] * dbeta_dV)
-        J[r, 1] = sc * grad[r, 1] * dbeta_dvy
-        J[r, 3] = sc * (grad[r, 0] * ds_dRw + grad[r, 1] * dbeta_dV)
-        J[r, 4] = sc * grad[r, 2] * dzt
-    J[1, 1] += dsy_dvy * out[1]
+        if r == 0:
+            sc, ga, gb, gc = sx, g00, g01, g02
+        elif r == 1:
+            sc, ga, gb, gc = sy, g10, g11, g12
+        else:
+            if fz <= 0.0:
+                continue
+            sc, ga, gb, gc = 1.0, g20, g21, g22
+        J[r, 0] = sc * (ga * ds_dvx + gb * dbeta_dV)
+        J[r, 1] = sc * gb * dbeta_dvy
+        J[r, 3] = sc * (ga * ds_dRw + gb * dbeta_dV)
+        J[r, 4] = sc * gc * dzt
+    J[1, 1] += dsy_dvy * o1
     if fz > 0.0:
         J[2, 2] = -ramp * params[17]
         J[2, 4] += dramp * params[17] * vz * dzt  # d(-ramp Kd vz)/d dz, h = -dz
