@@ -41,16 +41,34 @@ import numpy as np
 from wmr_model.calibration.intervals import unwrapped_yaw
 from wmr_model.calibration.logs import CalibrationLog
 from wmr_model.errors import ParameterError
+from wmr_model.parameters import OptionSpec, register_options
 
 __all__ = ["ReferencePolicy", "ReferenceFaults", "reference_faults", "trusted_intervals",
            "fault_stretches", "unsettled_steps", "proprioceptive_increments", "estimate_latency",
            "fault_note", "dead_reckoning", "sanity_warnings", "yaw_track", "SANITY_RATIO",
-           "DEFAULT_SETTLE", "excluded_by_check"]
+           "DEFAULT_SETTLE", "REFERENCE_OPTIONS", "excluded_by_check"]
 
 
-#: [s] default settling time of :class:`ReferencePolicy` (the calibrator node's
-#: ``reference_settle``).
+#: [s] default settling time of :class:`ReferencePolicy`.
 DEFAULT_SETTLE = 5.0
+
+#: Option group of the reference check (:func:`wmr_model.parameters.options`): the calibrator
+#: node's parameters and the ``wmr calibrate`` / ``wmr replay`` flags of the same names.
+REFERENCE_OPTIONS = "reference"
+
+register_options(REFERENCE_OPTIONS, [
+    OptionSpec("reference_check", True, read_only=True, description=(
+        "skip intervals whose reference poses jump or diverge against the latency-corrected "
+        "wheels and gyro (the test of wmr calibrate and wmr replay; counted as skipped "
+        "reference_fault)")),
+    OptionSpec("reference_settle", DEFAULT_SETTLE, unit="s", lower=0.0, upper=600.0,
+               read_only=True, description=(
+        "with reference_check: the reference is also untrusted this long before and after a "
+        "faulty step (0: the faulty steps only): a localizer that re-localized is trusted "
+        "again after agreeing with the wheels and gyro this long; the calibrator node, "
+        "updating as data arrive, skips the intervals starting this long after one (counted "
+        "as reference_unsettled)")),
+])
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ import argparse
 import math
 
 from wmr_model.calibration.intervals import INTERVAL_OPTIONS
+from wmr_model.calibration.reference import REFERENCE_OPTIONS
 from wmr_model.errors import ParameterError
-from wmr_model.parameters import option_default, option_help
+from wmr_model.parameters import option, option_default, option_help
 
 __all__ = ["INTERVAL_FLAGS", "add_interval_arguments", "check_interval_arguments",
            "add_reference_arguments", "check_reference_arguments"]
@@ -53,23 +54,24 @@ def check_interval_arguments(args: argparse.Namespace) -> None:
 
 
 def add_reference_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--no-reference-check`` and ``--reference-settle`` (the calibrator node's
-    ``reference_check`` / ``reference_settle``; :mod:`wmr_model.calibration.reference`)."""
-    from wmr_model.calibration.reference import DEFAULT_SETTLE
-
+    """Add ``--no-reference-check`` and ``--reference-settle`` (default and help from the
+    ``reference`` option rows of :mod:`wmr_model.calibration.reference`, which the calibrator
+    node declares as parameters)."""
     g = parser.add_argument_group(
         "reference check", "reference (ground-truth) faults: jumps and diverged stretches "
         "found against the latency-corrected wheels and gyro are excluded from calibration "
         "and evaluation and reported; replay measures drift on the trusted path")
     g.add_argument("--no-reference-check", action="store_true",
                    help="keep every interval, faults included")
-    g.add_argument("--reference-settle", type=float, default=DEFAULT_SETTLE, metavar="S",
-                   help="the reference is untrusted this long before and after a fault [s] "
-                   f"(default {DEFAULT_SETTLE:g}; 0: the faulty steps only)")
+    g.add_argument("--reference-settle", type=float, metavar="S",
+                   default=float(option_default(REFERENCE_OPTIONS, "reference_settle")),
+                   help=option_help(REFERENCE_OPTIONS, "reference_settle"))
 
 
 def check_reference_arguments(args: argparse.Namespace) -> None:
-    """ParameterError naming the flag when ``--reference-settle`` is out of range."""
+    """ParameterError naming the flag when ``--reference-settle`` is out of its row's range."""
+    s = option(REFERENCE_OPTIONS, "reference_settle")
     v = args.reference_settle
-    if not (math.isfinite(v) and 0 <= v <= 600):
-        raise ParameterError(f"--reference-settle: must be a number in [0, 600] s, got {v}")
+    if not (math.isfinite(v) and s.lower <= v <= s.upper):
+        raise ParameterError(f"--reference-settle: must be a number in [{s.lower:g}, "
+                             f"{s.upper:g}] s, got {v}")

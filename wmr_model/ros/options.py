@@ -18,7 +18,7 @@ from __future__ import annotations
 from wmr_model.calibration.identifiability import DEFAULT_MAX_STD_RATIO, DEFAULT_MIN_INTERVALS
 from wmr_model.calibration.intervals import INTERVAL_OPTIONS
 from wmr_model.calibration.online import DEFAULT_OUTLIER_PROBABILITY
-from wmr_model.calibration.reference import DEFAULT_SETTLE
+from wmr_model.calibration.reference import REFERENCE_OPTIONS
 from wmr_model.calibration.stream import STREAM_OPTIONS
 from wmr_model.estimation.streams import (
     DEFAULT_CONFIRM_COUNT,
@@ -244,15 +244,7 @@ register_options(CALIBRATOR_NODE, [
     OptionSpec("components", ("x", "y", "yaw"), read_only=True, description=(
         "residual components (rot_x, rot_y, yaw, x, y, z); yaw, x, y for planar ground truth")),
     *_interval_rows(),
-    OptionSpec("reference_check", True, read_only=True, description=(
-        "skip intervals whose reference poses jump or diverge against the latency-corrected "
-        "wheels and gyro (the test of wmr calibrate and wmr replay; counted as skipped "
-        "reference_fault)")),
-    OptionSpec("reference_settle", DEFAULT_SETTLE, unit="s", lower=0.0, upper=600.0,
-               read_only=True, description=(
-        "with reference_check: intervals starting less than this after a faulty reference step "
-        "are skipped too (counted as reference_unsettled): a localizer that re-localized is "
-        "trusted again after agreeing with the wheels and gyro this long")),
+    *options(REFERENCE_OPTIONS).values(),
     OptionSpec("outlier_probability", DEFAULT_OUTLIER_PROBABILITY, unit="-", lower=0.5, upper=1.0,
                read_only=True, description=(
         "intervals whose Mahalanobis distance (3.68) exceeds the chi-square quantile of this "
