@@ -245,8 +245,8 @@ def lookup(params, table, axes, vc, Rw, dz, fc, J):
     with respect to ``[vx, vy, vz, Rw, dz]``: the interpolant's gradient
     (:func:`table_force_grad`) chained through (C.19)-(C.20) and the floors and clips of
     :func:`_slip_inputs` (zero derivative where an input is clipped). Allocation-free: the
-    interpolant and its gradient are written into ``fc`` and ``J[:, 0:3]`` first and read back
-    into scalars before the outputs are formed."""
+    interpolant and its gradient are written into ``fc`` and ``J[:, 0:3]`` first; each row is
+    read back into scalars before it is replaced."""
     vx, vy, vz = vc[0], vc[1], vc[2]
     for r in range(3):
         for k in range(5):
@@ -263,12 +263,6 @@ def lookup(params, table, axes, vc, Rw, dz, fc, J):
     vmin = params[16]
     table_force_grad(table, axes, s, beta, -h, fc, J)
     o0, o1, o2 = fc[0], fc[1], fc[2]
-    g00, g01, g02 = J[0, 0], J[0, 1], J[0, 2]
-    g10, g11, g12 = J[1, 0], J[1, 1], J[1, 2]
-    g20, g21, g22 = J[2, 0], J[2, 1], J[2, 2]
-    for r in range(3):
-        for k in range(3):
-            J[r, k] = 0.0
     # d s / d(vx, Rw): s = -sx vx / max(|Rw|, vmin), clipped to [-1, 1]
     ds_dvx = 0.0
     ds_dRw = 0.0
@@ -297,15 +291,14 @@ def lookup(params, table, axes, vc, Rw, dz, fc, J):
     fc[0] = sx * o0
     fc[1] = sy * o1
     fc[2] = max(fz, 0.0)
-    for r in range(3):
-        if r == 0:
-            sc, ga, gb, gc = sx, g00, g01, g02
-        elif r == 1:
-            sc, ga, gb, gc = sy, g10, g11, g12
-        else:
-            if fz <= 0.0:
-                continue
-            sc, ga, gb, gc = 1.0, g20, g21, g22
+    for r in range(3):  # row r's gradient (J[r, 0:3]) is read, then replaced by row r
+        ga, gb, gc = J[r, 0], J[r, 1], J[r, 2]
+        J[r, 2] = 0.0
+        if r == 2 and fz <= 0.0:
+            J[r, 0] = 0.0
+            J[r, 1] = 0.0
+            continue
+        sc = sx if r == 0 else (sy if r == 1 else 1.0)
         J[r, 0] = sc * (ga * ds_dvx + gb * dbeta_dV)
         J[r, 1] = sc * gb * dbeta_dvy
         J[r, 3] = sc * (ga * ds_dRw + gb * dbeta_dV)
