@@ -63,8 +63,8 @@ def test_acceptance_run_out_of_sample(capsys):
     (reference faults excluded, the vehicle's identifiability-checked parameter set,
     --split 0.6). Measured: 3D kin.+ online 0.0250 m / 0.0072 rad; diff drive+ online 0.0306 m
     / 0.0098 rad; diff drive+ calibrated 0.0594 m / 0.0476 rad. The lidar ICP re-localizes
-    every 1-7 s between 85 and 128 s of the bag (1 Hz updates with a changing processing delay), so with
-    the settling time that stretch is untrusted as a whole and no informative interval with a
+    every 1-7 s between 85 and 128 s of the bag (1 Hz updates with a changing processing
+    delay), so with the settling time that stretch is untrusted as a whole and no informative interval with a
     trusted reference lies in the first 60 %: the "calibrated" rows are the starting values,
     and the notes say so. Before the settling time the three intervals of that stretch taught
     alpha 0.51 / p6 -0.25 / time offset 0.06-0.08 s against 0.60 / 0.0 / 0.22 s learned from

@@ -4,9 +4,9 @@ Oracles: the faults are injected at known samples of a synthetic Warthog run wit
 (ICP-like jumps: single poses displaced by 1 m; a diverged stretch: the reference wanders off at
 2 m/s for 4 s; logger stamp jitter: stamps moved by up to +-40 ms, so some consecutive poses are
 20 ms apart; recurring re-localizations); the detector must flag exactly the injected
-steps/stretch plus the settling time after them, and nothing on the clean or jittered log
-(where a stamp-difference speed test fires); calibration on the trusted intervals recovers the
-true slip within 3 sigma despite the faults.
+steps/stretch plus the settling time before and after them, and nothing on the clean or
+jittered log (where a stamp-difference speed test fires); calibration on the trusted intervals
+recovers the true slip within 3 sigma despite the faults.
 """
 
 from dataclasses import replace
@@ -137,8 +137,8 @@ def test_bad_policy_is_refused():
 
 
 def test_recurring_faults_exclude_the_whole_stretch(clean):
-    """A localizer re-localizing every 4.5 s (the Warthog log's ICP between 85 and 128 s of the bag
-    faults every 1-7 s): with the settling time the stretch from 5 s before the first fault to
+    """A localizer re-localizing every 4.5 s (the Warthog log's ICP faults every 1-7 s between
+    85 and 128 s of the bag): with the settling time the stretch from 5 s before the first fault to
     5 s after the last is untrusted as one, the poses between the faults included; without it
     (``settle=0``) intervals between the faults stay."""
     _model, log, dd = clean
