@@ -40,6 +40,11 @@ META = yaml.safe_load((BAG / "wmr_synth.yaml").read_text())
 DURATION = float(META["config"]["duration"])
 TRUTH: dict[str, float] = {k: float(v) for k, v in META["truth"].items()}
 NODES = ("odometry_node", "prediction_node", "calibrator_node")
+#: A topic the recorder subscribes to once the nodes' publishers it records have matched its
+#: subscriptions; the player waits for that subscriber. (Waiting for the recorder's /odom
+#: subscription in the graph was not enough: on CI at 4x, /odom, /tf and the first two
+#: calibration states were published for 1.2 s before the nodes matched the recorder.)
+READY_TOPIC = "/field_run_recorder/ready"
 RESULTS: dict = {"rate": RATE, "bag_duration": DURATION}
 
 
@@ -54,7 +59,7 @@ def generate_test_description():
         cmd=[str(BIN / "wmr"), "play", str(BAG), "--rate", str(RATE),
              "--wait-for", "/joint_states:2", "--wait-for", "/imu/data:2",
              "--wait-for", "/ground_truth/odom:2", "--wait-for", "/odom:1",
-             "--wait-timeout", "300", "--delay", "1.0"],
+             "--wait-for", f"{READY_TOPIC}:1", "--wait-timeout", "300", "--delay", "1.0"],
         output="screen", name="player")
     return launch.LaunchDescription([bringup, player, launch_testing.actions.ReadyToTest()]), \
         {"player": player}
@@ -95,17 +100,33 @@ class Recorder:
         qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
                          history=HistoryPolicy.KEEP_ALL)
         n = self.node
-        n.create_subscription(Odometry, "/odom", lambda m: self.odom.append(self._pose(m)), qos)
+        # the nodes' outputs, which must be matched before the player starts
+        self._outputs = [
+            n.create_subscription(Odometry, "/odom", lambda m: self.odom.append(self._pose(m)),
+                                  qos),
+            n.create_subscription(TFMessage, "/tf", self._on_tf, qos),
+            n.create_subscription(CalibrationState, "/calibrator_node/state",
+                                  self.states.append, qos)]
         n.create_subscription(Odometry, "/ground_truth/odom",
                               lambda m: self.truth.append(self._pose(m)), qos)
-        n.create_subscription(TFMessage, "/tf", self._on_tf, qos)
         n.create_subscription(JointState, "/joint_states", self._on_joints, qos)
-        n.create_subscription(CalibrationState, "/calibrator_node/state", self.states.append, qos)
         n.create_subscription(DiagnosticArray, "/diagnostics", self._on_diag, qos)
         self.executor = MultiThreadedExecutor(context=self.context)
         self.executor.add_node(n)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
+        threading.Thread(target=self._announce_ready, daemon=True).start()
+
+    def _announce_ready(self, timeout: float = 300.0) -> None:
+        """Subscribe to READY_TOPIC (the player's gate) once every output subscription has a
+        matched publisher."""
+        from std_msgs.msg import Empty
+
+        t0 = time.monotonic()
+        while (any(s.get_publisher_count() < 1 for s in self._outputs)
+               and time.monotonic() - t0 < timeout):
+            time.sleep(0.05)
+        self.node.create_subscription(Empty, READY_TOPIC, lambda _m: None, 1)
 
     @staticmethod
     def _pose(m) -> tuple:
