@@ -8,7 +8,7 @@ from scipy import integrate, special
 
 from wmr_model.contact import MODEL_KINDS, contact_force, default_params, roams
 from wmr_model.contact import bekker as bk
-from wmr_model.contact.models import _params_vector
+from wmr_model.contact.models import FD_REL_STEP, _params_vector
 from wmr_model.errors import ParameterError
 from wmr_model.experiments.soil import sinkage_for_load, wheel_equilibrium, wheel_params
 from wmr_model.parameters import get_spec
@@ -131,6 +131,33 @@ def test_bekker_dispatcher_force_and_jacobian():
                                    atol=1e-3 * np.abs(J).max())
     contact_force(kind, p, tab, ax, np.zeros(3), 0.1, 0.001, fc, J)
     assert np.all(fc == 0.0) and np.all(J == 0.0)  # out of contact
+
+
+def test_bekker_jacobian_equals_full_central_differences_bit_for_bit():
+    """The dispatcher's Jacobian reuses the unperturbed stresses for the vz column; it must
+    equal central differences of the whole force at the same steps, to the last bit, including
+    in the damped onset (h < the damping onset depth), at rest and out of contact."""
+    kind = MODEL_KINDS["bekker"]
+    p = _params_vector("bekker", default_params("bekker", 18.0, 1.8, R, B), {"zc": 0.002,
+                                                                             "j0": 0.001}, "t")
+    tab, ax = np.zeros((2, 2, 2, 3)), np.array([0.0, 1, 0, 1, 0, 1])
+    rng = np.random.default_rng(7)
+    cases = [np.array([0.0, 0.0, 0.0, 0.0, -0.004]), np.array([0.1, 0.0, -0.02, 0.1, 0.001]),
+             np.array([0.02, -0.03, 0.05, -0.1, -0.0005])]
+    cases += [np.concatenate([rng.normal(0.0, 0.1, 4), [-abs(rng.normal(0.0, 0.01))]])
+              for _ in range(20)]
+    fc, J = np.empty(3), np.empty((3, 5))
+    for y in cases:
+        contact_force(kind, p, tab, ax, y[:3].copy(), y[3], y[4], fc, J)
+        for k in range(5):
+            h = FD_REL_STEP * (1.0 + abs(y[k]))
+            a, b_ = y.copy(), y.copy()
+            a[k] += h
+            b_[k] -= h
+            fa, fb = np.empty(3), np.empty(3)
+            bk.bekker_force(p, *a, fa)
+            bk.bekker_force(p, *b_, fb)
+            np.testing.assert_array_equal(J[:, k], (fa - fb) / (2.0 * h))
 
 
 def test_soil_presets_and_schema():

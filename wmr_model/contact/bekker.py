@@ -70,7 +70,8 @@ from wmr_model._jit import njit
 from wmr_model.contact.piecewise_linear import DAMPING_ONSET_DEPTH
 
 __all__ = ["PARAM_NAMES", "N_THETA", "WONG_REECE_C1", "WONG_REECE_C2", "pressure",
-           "wheel_stresses", "slip_inputs", "bekker_force", "static_sinkage",
+           "wheel_stresses", "stress_resultants", "slip_inputs", "bekker_force",
+           "bekker_force_jacobian", "static_sinkage",
            "compaction_resistance"]
 
 PARAM_NAMES = ("c", "phi", "kc", "kphi", "n", "K", "c1", "c2", "R", "b", "zc", "ku", "j0",
@@ -87,7 +88,7 @@ N_THETA = 64
 _C, _PHI, _KC, _KPHI, _N, _K, _C1, _C2, _R, _B, _ZC, _KU, _J0, _VMIN, _KD = range(15)
 
 
-@njit
+@njit(refcount=False)
 def pressure(params, z):
     """Normal pressure [Pa] at depth ``z`` >= 0 [m] below the (rut) surface, Bekker/Wong."""
     if z <= 0.0:
@@ -100,7 +101,96 @@ def pressure(params, z):
     return min(params[_KU] * z, k * (zc + z) ** n)
 
 
-@njit
+@njit(refcount=False)
+def _integrand(params, s, tb, thm, th1, c1, s1, tphi, th, ct, st, sig_front):
+    """Stresses at angle ``th`` (cos ``ct``, sin ``st``): ``(tau_x, tau_y, sigma, |tau|, j)``;
+    ``tphi`` = tan φ.
+
+    ``sig_front`` is σ in front of the maximum-stress angle, ``p(R(cos th - cos th1))``,
+    used where ``th >= thm`` (it depends on the sinkage only, not on the slip).
+    """
+    R, K, j0 = params[_R], params[_K], params[_J0]
+    th2 = 0.0
+    if th >= thm:
+        sig = sig_front
+    else:
+        sig = pressure(params, R * (math.cos(th1 - (th - th2) / (thm - th2) * (th1 - thm)) - c1))
+    jx = R * ((th1 - th) - (1.0 - s) * (s1 - st))
+    jy = R * (1.0 - s) * (th1 - th) * tb
+    j = math.sqrt(jx * jx + jy * jy)
+    tau = (params[_C] + sig * tphi) * min(j / K, 1.0 - math.exp(-(j0 + j) / K)) if j > 0.0 else 0.0
+    tx = tau * jx / j if j > 0.0 else 0.0
+    ty = tau * jy / j if j > 0.0 else 0.0
+    return tx, ty, sig, tau, j
+
+
+@njit(refcount=False)
+def _patch(params, h):
+    """Contact arc of sinkage ``h`` > 0: ``(th1, cos th1, sin th1, dth)``, θ2 = 0."""
+    th1 = math.acos(max(-1.0, 1.0 - h / params[_R]))
+    return th1, math.cos(th1), math.sin(th1), th1 / N_THETA
+
+
+@njit(refcount=False)
+def _max_stress_angle(params, s, th1):
+    """θm = (c1 + c2 s) θ1, the factor clipped to [0, 1]."""
+    return min(max(params[_C1] + params[_C2] * s, 0.0), 1.0) * th1
+
+
+@njit(refcount=False)
+def stress_resultants(params, s, beta_abs, h, n_theta):
+    """The seven values of :func:`wheel_stresses` as a tuple (allocation-free form)."""
+    fx = fy = fz = T = S_sig = S_tau = j_exit = 0.0
+    if h <= 0.0:
+        return fx, fy, fz, T, S_sig, S_tau, j_exit
+    R, b = params[_R], params[_B]
+    tphi = math.tan(params[_PHI])
+    th1 = math.acos(max(-1.0, 1.0 - h / R))
+    thm = _max_stress_angle(params, s, th1)
+    c1 = math.cos(th1)
+    s1 = math.sin(th1)
+    tb = math.tan(beta_abs)
+    dth = th1 / n_theta
+    for k in range(n_theta + 1):
+        th = k * dth
+        w = 0.5 * dth if (k == 0 or k == n_theta) else dth
+        ct, st = math.cos(th), math.sin(th)
+        sig_front = pressure(params, R * (ct - c1)) if th >= thm else 0.0
+        tx, ty, sig, tau, j = _integrand(params, s, tb, thm, th1, c1, s1, tphi, th, ct, st,
+                                         sig_front)
+        fx += w * R * b * (tx * ct - sig * st)
+        fy += w * R * b * ty
+        fz += w * R * b * (tx * st + sig * ct)
+        T += w * R * R * b * tx
+        S_sig += w * R * b * sig
+        S_tau += w * R * b * tau
+        if k == 0:
+            j_exit = params[_J0] + j
+    return fx, fy, fz, T, S_sig, S_tau, j_exit
+
+
+@njit(refcount=False)
+def _cached_forces(params, s, beta_abs, th1, c1, s1, dth, cache):
+    """``(fx, fy_mag, fz)`` of :func:`stress_resultants` with the sinkage-only quantities of
+    each angle (cos, sin, front σ) read from ``cache`` (3, N_THETA + 1): the same numbers."""
+    R, b = params[_R], params[_B]
+    tphi = math.tan(params[_PHI])
+    thm = _max_stress_angle(params, s, th1)
+    tb = math.tan(beta_abs)
+    fx = fy = fz = 0.0
+    for k in range(N_THETA + 1):
+        th = k * dth
+        w = 0.5 * dth if (k == 0 or k == N_THETA) else dth
+        ct, st = cache[0, k], cache[1, k]
+        tx, ty, sig, _, _ = _integrand(params, s, tb, thm, th1, c1, s1, tphi, th, ct, st,
+                                       cache[2, k])
+        fx += w * R * b * (tx * ct - sig * st)
+        fy += w * R * b * ty
+        fz += w * R * b * (tx * st + sig * ct)
+    return fx, fy, fz
+
+
+@njit(refcount=False)
 def wheel_stresses(params, s, beta_abs, h, n_theta, out):
     """Stress resultants of the wheel for slip ratio s, |beta|, sinkage h >= 0 [m].
 
@@ -109,45 +199,12 @@ def wheel_stresses(params, s, beta_abs, h, n_theta, out):
     of the normal stress and of the shear-stress magnitude, ``R b ∫σ dθ`` and ``R b ∫|τ| dθ``
     [N], and the shear displacement the soil carries after the wheel, j0 + j(θ2) [m].
     """
-    for r in range(7):
-        out[r] = 0.0
-    if h <= 0.0:
-        return
-    R, b, K, j0 = params[_R], params[_B], params[_K], params[_J0]
-    coh, tphi = params[_C], math.tan(params[_PHI])
-    th1 = math.acos(max(-1.0, 1.0 - h / R))
-    th2 = 0.0
-    thm = min(max(params[_C1] + params[_C2] * s, 0.0), 1.0) * th1
-    c1 = math.cos(th1)
-    s1 = math.sin(th1)
-    tb = math.tan(beta_abs)
-    dth = (th1 - th2) / n_theta
-    for k in range(n_theta + 1):
-        th = th2 + k * dth
-        w = 0.5 * dth if (k == 0 or k == n_theta) else dth
-        if th >= thm:
-            z = R * (math.cos(th) - c1)
-        else:
-            z = R * (math.cos(th1 - (th - th2) / (thm - th2) * (th1 - thm)) - c1)
-        sig = pressure(params, z)
-        jx = R * ((th1 - th) - (1.0 - s) * (s1 - math.sin(th)))
-        jy = R * (1.0 - s) * (th1 - th) * tb
-        j = math.sqrt(jx * jx + jy * jy)
-        tau = (coh + sig * tphi) * min(j / K, 1.0 - math.exp(-(j0 + j) / K)) if j > 0.0 else 0.0
-        tx = tau * jx / j if j > 0.0 else 0.0
-        ty = tau * jy / j if j > 0.0 else 0.0
-        ct, st = math.cos(th), math.sin(th)
-        out[0] += w * R * b * (tx * ct - sig * st)
-        out[1] += w * R * b * ty
-        out[2] += w * R * b * (tx * st + sig * ct)
-        out[3] += w * R * R * b * tx
-        out[4] += w * R * b * sig
-        out[5] += w * R * b * tau
-        if k == 0:
-            out[6] = j0 + j
+    r = stress_resultants(params, s, beta_abs, h, n_theta)
+    for i in range(7):
+        out[i] = r[i]
 
 
-@njit
+@njit(refcount=False)
 def slip_inputs(params, vx, vy, Rw, dz):
     """``(s, |beta|, h, sign_x)`` from contact velocity, R w and Δz, (C.19)-(C.20) as above."""
     vmin = params[_VMIN]
@@ -160,21 +217,97 @@ def slip_inputs(params, vx, vy, Rw, dz):
     return s, beta, h, sx
 
 
-@njit
+@njit(refcount=False)
+def _damped_load(params, fz_soil, h, vz):
+    """Load with the normal damping of the contact onset, floored at zero [N]."""
+    return max(fz_soil - min(1.0, h / DAMPING_ONSET_DEPTH) * params[_KD] * vz, 0.0)
+
+
+@njit(refcount=False)
+def _assemble(params, fx, fy_mag, fz_soil, sx, vy, vz, h):
+    """Contact force ``(fx, fy, fz)`` from the stress resultants: the x axis mirrored for
+    reverse driving, the lateral force opposing v_y, the onset damping on the load."""
+    vmin = params[_VMIN]
+    return sx * fx, -vy / math.sqrt(vy * vy + vmin * vmin) * fy_mag, \
+        _damped_load(params, fz_soil, h, vz)
+
+
+@njit(refcount=False)
+def _force(params, vx, vy, vz, Rw, dz):
+    """Contact force ``(fx, fy, fz)`` in contact coordinates from (v_c, R w, Δz)."""
+    s, beta, h, sx = slip_inputs(params, vx, vy, Rw, dz)
+    if h <= 0.0:
+        return 0.0, 0.0, 0.0
+    r = stress_resultants(params, s, beta, h, N_THETA)
+    return _assemble(params, r[0], r[1], r[2], sx, vy, vz, h)
+
+
+@njit(refcount=False)
 def bekker_force(params, vx, vy, vz, Rw, dz, fc):
     """Contact force ``fc`` (3,) on the wheel in contact coordinates from (v_c, R w, Δz)."""
+    fc[0], fc[1], fc[2] = _force(params, vx, vy, vz, Rw, dz)
+
+
+@njit(refcount=False)
+def _same_sinkage_force(params, vx, vy, vz, Rw, dz, patch, cache):
+    """:func:`_force` at a point of the sinkage ``cache`` was filled for (same numbers)."""
     s, beta, h, sx = slip_inputs(params, vx, vy, Rw, dz)
-    vmin = params[_VMIN]
-    fc[0] = 0.0
-    fc[1] = 0.0
-    fc[2] = 0.0
     if h <= 0.0:
-        return
-    out = np.empty(7)
-    wheel_stresses(params, s, beta, h, N_THETA, out)
-    fc[0] = sx * out[0]
-    fc[1] = -vy / math.sqrt(vy * vy + vmin * vmin) * out[1]
-    fc[2] = max(out[2] - min(1.0, h / DAMPING_ONSET_DEPTH) * params[_KD] * vz, 0.0)
+        return 0.0, 0.0, 0.0
+    th1, c1, s1, dth = patch
+    fx, fy, fz = _cached_forces(params, s, beta, th1, c1, s1, dth, cache)
+    return _assemble(params, fx, fy, fz, sx, vy, vz, h)
+
+
+@njit
+def bekker_force_jacobian(params, vx, vy, vz, Rw, dz, rel_step, fc, J):
+    """:func:`bekker_force` and its central-difference Jacobian ``J`` (3, 5) with respect to
+    ``[vx, vy, vz, Rw, dz]``, step ``rel_step (1 + |y_k|)``: the same numbers as evaluating the
+    whole force at each perturbed point, with less work.
+
+    Only a change of Δz changes the sinkage. The other eight evaluations share it, so the
+    cosines, sines and front normal stresses of the contact arc are computed once (N_THETA + 1
+    of each instead of up to seven times); and the soil stresses do not depend on vz (only the
+    onset damping does), so the vz column reuses the unperturbed point's resultants.
+    """
+    s, beta, h, sx = slip_inputs(params, vx, vy, Rw, dz)
+    patch = (0.0, 0.0, 0.0, 0.0)
+    cache = np.empty((3, N_THETA + 1))
+    f = (0.0, 0.0, 0.0)
+    fz_soil = 0.0
+    if h > 0.0:
+        patch = _patch(params, h)
+        th1, c1, s1, dth = patch
+        for k in range(N_THETA + 1):
+            ct = math.cos(k * dth)
+            cache[0, k] = ct
+            cache[1, k] = math.sin(k * dth)
+            cache[2, k] = pressure(params, params[_R] * (ct - c1))
+        fx, fy, fz_soil = _cached_forces(params, s, beta, th1, c1, s1, dth, cache)
+        f = _assemble(params, fx, fy, fz_soil, sx, vy, vz, h)
+    fc[0], fc[1], fc[2] = f
+    for k in range(5):
+        y = (vx, vy, vz, Rw, dz)
+        hk = rel_step * (1.0 + abs(y[k]))
+        if k == 0:
+            fp = _same_sinkage_force(params, vx + hk, vy, vz, Rw, dz, patch, cache)
+            fm = _same_sinkage_force(params, vx - hk, vy, vz, Rw, dz, patch, cache)
+        elif k == 1:
+            fp = _same_sinkage_force(params, vx, vy + hk, vz, Rw, dz, patch, cache)
+            fm = _same_sinkage_force(params, vx, vy - hk, vz, Rw, dz, patch, cache)
+        elif k == 2:
+            fp = fm = f
+            if h > 0.0:
+                fp = (f[0], f[1], _damped_load(params, fz_soil, h, vz + hk))
+                fm = (f[0], f[1], _damped_load(params, fz_soil, h, vz - hk))
+        elif k == 3:
+            fp = _same_sinkage_force(params, vx, vy, vz, Rw + hk, dz, patch, cache)
+            fm = _same_sinkage_force(params, vx, vy, vz, Rw - hk, dz, patch, cache)
+        else:
+            fp = _force(params, vx, vy, vz, Rw, dz + hk)
+            fm = _force(params, vx, vy, vz, Rw, dz - hk)
+        for r in range(3):
+            J[r, k] = (fp[r] - fm[r]) / (2.0 * hk)
 
 
 def static_sinkage(W: float, D: float, b: float, kc: float, kphi: float, n: float) -> float:

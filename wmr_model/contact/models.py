@@ -82,15 +82,6 @@ NORMAL_DAMPING_RATIO = 1.0
 DEFAULT_MU = 0.8
 
 
-@njit
-def _smooth_model_force(kind, params, table, axes, y, fc):
-    """Force of a model without an analytic Jacobian at ``y = [vx, vy, vz, Rw, dz]``."""
-    if kind == BEKKER:
-        _bek.bekker_force(params, y[0], y[1], y[2], y[3], y[4], fc)
-    else:
-        _ish.ishigami_force(params, y[0], y[1], y[2], y[3], y[4], fc)
-
-
 # Relative central-difference step for the Jacobians of models without analytic derivatives:
 # ~cube root of machine epsilon balances truncation and rounding error.
 FD_REL_STEP = 1e-6
@@ -101,8 +92,8 @@ def contact_force(kind, params, table, axes, vc, Rw, dz, fc, J):
     """Contact force ``fc`` (3,) on the wheel in contact coordinates and ``J`` (3, 5), (2.71).
 
     Piecewise-linear, ROAMS, Pacejka and the Ishigami lookup table give analytic Jacobians;
-    Ishigami direct and Bekker use one central-difference Jacobian with respect to
-    ``[vx, vy, vz, Rw, dz]``.
+    Ishigami direct and Bekker central differences with respect to ``[vx, vy, vz, Rw, dz]``
+    (relative step :data:`FD_REL_STEP`).
     """
     if kind == PIECEWISE_LINEAR:
         _pl.piecewise_linear(params, vc, Rw, dz, fc, J)
@@ -112,16 +103,18 @@ def contact_force(kind, params, table, axes, vc, Rw, dz, fc, J):
         _pac.pacejka(params, vc, Rw, dz, fc, J)
     elif kind == ISHIGAMI:
         _ish.lookup(params, table, axes, vc, Rw, dz, fc, J)
+    elif kind == BEKKER:
+        _bek.bekker_force_jacobian(params, vc[0], vc[1], vc[2], Rw, dz, FD_REL_STEP, fc, J)
     else:
         _difference_contact_force(kind, params, table, axes, vc, Rw, dz, fc, J)
 
 
 @njit
 def _difference_contact_force(kind, params, table, axes, vc, Rw, dz, fc, J):
-    """:func:`contact_force` of the smooth models without an analytic Jacobian (Ishigami
-    direct, Bekker): central differences with respect to ``[vx, vy, vz, Rw, dz]``."""
+    """:func:`contact_force` of Ishigami direct: central differences with respect to
+    ``[vx, vy, vz, Rw, dz]``."""
     y = np.array([vc[0], vc[1], vc[2], Rw, dz])
-    _smooth_model_force(kind, params, table, axes, y, fc)
+    _ish.ishigami_force(params, y[0], y[1], y[2], y[3], y[4], fc)
     fp = np.empty(3)
     fm = np.empty(3)
     for k in range(5):
@@ -130,8 +123,8 @@ def _difference_contact_force(kind, params, table, axes, vc, Rw, dz, fc, J):
         b = y.copy()
         a[k] += h
         b[k] -= h
-        _smooth_model_force(kind, params, table, axes, a, fp)
-        _smooth_model_force(kind, params, table, axes, b, fm)
+        _ish.ishigami_force(params, a[0], a[1], a[2], a[3], a[4], fp)
+        _ish.ishigami_force(params, b[0], b[1], b[2], b[3], b[4], fm)
         for r in range(3):
             J[r, k] = (fp[r] - fm[r]) / (2.0 * h)
 
