@@ -7,7 +7,7 @@ import pytest
 
 from wmr_model.errors import ParameterError, TerrainError
 from wmr_model.experiments.soil import multipass
-from wmr_model.terrain.deformable import RELAX_TOL, DeformableTerrain
+from wmr_model.terrain.deformable import RELAX_TOL, DeformableTerrain, relax_to_repose
 from wmr_model.terrain.soil import SOIL_PRESETS
 
 REPOSE = math.radians(30.0)
@@ -52,6 +52,55 @@ def test_pile_relaxes_to_angle_of_repose_keeping_volume():
     assert dt.max_slope() <= math.tan(REPOSE) + RELAX_TOL + 1e-12
     assert abs(dt.volume() - v0) <= 1e-9 * v0
     assert dt.h.max() < 0.3  # the top came down
+
+
+def _every_pair_sweeps(h, fixed, dx, dy, tan_repose, tol, max_sweeps):
+    """Oracle: the avalanche sweeps visiting every pair, in plain Python."""
+    ny, nx = h.shape
+    for sweep in range(max_sweeps):
+        worst = 0.0
+        for lim, spacing, pairs in (
+                (tan_repose * dx, dx, [((j, i), (j, i + 1)) for j in range(ny)
+                                       for i in range(nx - 1)]),
+                (tan_repose * dy, dy, [((j, i), (j + 1, i)) for j in range(ny - 1)
+                                       for i in range(nx)])):
+            for a, b in pairs:
+                if fixed[a] or fixed[b]:
+                    continue
+                d = h[a] - h[b]
+                ex = abs(d) - lim
+                if ex > 0.0:
+                    q = 0.5 * ex if d > 0.0 else -0.5 * ex
+                    h[a] -= q
+                    h[b] += q
+                    worst = max(worst, ex / spacing)
+        if worst <= tol:
+            return sweep + 1
+    return max_sweeps
+
+
+@pytest.mark.parametrize("shape", [(23, 41), (40, 17), (6, 33), (1, 37)])
+def test_skipped_avalanche_visits_change_nothing(shape):
+    """The sweeps skip runs of pairs whose nodes have not changed: heights (to the last bit)
+    and sweep counts must equal visiting every pair, with held nodes, a rut and steep grains,
+    for grids that are and are not a multiple of the skip block wide, and for a single row
+    (x pairs only: a run must be visited again after it moved soil itself)."""
+    rng = np.random.default_rng(shape[0] * 100 + shape[1])
+    ny, nx = shape
+    h = 0.2 + 0.004 * rng.random(shape)
+    h[ny // 3: ny // 3 + 3, 2: nx - 4] -= 0.03  # a rut
+    h[rng.random(shape) < 0.02] += 0.05  # grains
+    h[0, min(20, nx - 3)] += 0.08  # a spike inside a skip block of the first row
+    fixed = np.zeros(shape, dtype=bool)
+    fixed[(ny - 1) // 2, nx // 2: nx // 2 + 6] = True
+    for max_sweeps in (3, 100000):
+        got, want = h.copy(), h.copy()
+        n_got = relax_to_repose(got, fixed, 0.01, 0.012, math.tan(REPOSE), RELAX_TOL, max_sweeps)
+        n_want = _every_pair_sweeps(want, fixed, 0.01, 0.012, math.tan(REPOSE), RELAX_TOL,
+                                    max_sweeps)
+        assert n_got == n_want
+        np.testing.assert_array_equal(got, want)
+    assert n_got > 20  # the case needs many sweeps (where skipping matters)
 
 
 def test_rut_shape_berms_and_snapshot():

@@ -53,6 +53,10 @@ __all__ = ["DeformableTerrain", "relax_to_repose", "RELAX_TOL"]
 RELAX_TOL = 1e-9
 
 
+#: Columns per block of the avalanche sweeps' bookkeeping (see :func:`relax_to_repose`).
+_RELAX_BLOCK = 16
+
+
 @njit
 def relax_to_repose(h, fixed, dx, dy, tan_repose, tol, max_sweeps):
     """Avalanche the height grid ``h`` (ny, nx) in place to slopes <= tan_repose; returns sweeps.
@@ -60,34 +64,73 @@ def relax_to_repose(h, fixed, dx, dy, tan_repose, tol, max_sweeps):
     Pairwise transfers of half the excess height between x neighbours (spacing dx) and y
     neighbours (dy); pairs with a ``fixed`` (ny, nx) node (soil held by a wheel) are skipped;
     stops when the largest excess slope of the other pairs is <= tol or after max_sweeps.
+
+    Each sweep visits the x pairs row by row, then the y pairs, in index order (Gauss-Seidel).
+    A run of :data:`_RELAX_BLOCK` pairs is skipped when none of its nodes has changed since
+    the run was last visited and moved nothing: it would find the same heights and move nothing
+    again. So the result, the sweep count and the order of every transfer are those of visiting
+    every pair; only the visits that cannot move soil are left out (late sweeps move soil only
+    near the rut edges).
     """
     ny, nx = h.shape
     lim_x = tan_repose * dx
     lim_y = tan_repose * dy
+    B = _RELAX_BLOCK
+    nb = (nx + B - 1) // B
+    # changed[j, c]: visit number of the last change of a node in row j, columns [cB, cB + B);
+    # seen_x[j, c] / seen_y[j, c]: visit number of the last visit of the run of x pairs (j, i),
+    # i in [cB, cB + B) / of y pairs (j, i)-(j + 1, i), i in [cB, cB + B).
+    changed = np.zeros((ny, nb), dtype=np.int64)
+    seen_x = np.full((ny, nb), -1, dtype=np.int64)
+    seen_y = np.full((ny, nb), -1, dtype=np.int64)
+    visit = 0
     for sweep in range(max_sweeps):
         worst = 0.0
         for j in range(ny):
-            for i in range(nx - 1):
-                if fixed[j, i] or fixed[j, i + 1]:
+            for c in range(nb):
+                i0 = c * B
+                i1 = min(i0 + B, nx - 1)
+                if i0 >= i1:
                     continue
-                d = h[j, i] - h[j, i + 1]
-                ex = abs(d) - lim_x
-                if ex > 0.0:
-                    q = 0.5 * ex if d > 0.0 else -0.5 * ex
-                    h[j, i] -= q
-                    h[j, i + 1] += q
-                    worst = max(worst, ex / dx)
+                last = changed[j, c]
+                if c + 1 < nb:
+                    last = max(last, changed[j, c + 1])
+                if last < seen_x[j, c]:
+                    continue
+                visit += 1
+                seen_x[j, c] = visit
+                for i in range(i0, i1):
+                    if fixed[j, i] or fixed[j, i + 1]:
+                        continue
+                    d = h[j, i] - h[j, i + 1]
+                    ex = abs(d) - lim_x
+                    if ex > 0.0:
+                        q = 0.5 * ex if d > 0.0 else -0.5 * ex
+                        h[j, i] -= q
+                        h[j, i + 1] += q
+                        worst = max(worst, ex / dx)
+                        changed[j, c] = visit
+                        changed[j, (i + 1) // B] = visit
         for j in range(ny - 1):
-            for i in range(nx):
-                if fixed[j, i] or fixed[j + 1, i]:
+            for c in range(nb):
+                i0 = c * B
+                i1 = min(i0 + B, nx)
+                if max(changed[j, c], changed[j + 1, c]) < seen_y[j, c]:
                     continue
-                d = h[j, i] - h[j + 1, i]
-                ex = abs(d) - lim_y
-                if ex > 0.0:
-                    q = 0.5 * ex if d > 0.0 else -0.5 * ex
-                    h[j, i] -= q
-                    h[j + 1, i] += q
-                    worst = max(worst, ex / dy)
+                visit += 1
+                seen_y[j, c] = visit
+                for i in range(i0, i1):
+                    if fixed[j, i] or fixed[j + 1, i]:
+                        continue
+                    d = h[j, i] - h[j + 1, i]
+                    ex = abs(d) - lim_y
+                    if ex > 0.0:
+                        q = 0.5 * ex if d > 0.0 else -0.5 * ex
+                        h[j, i] -= q
+                        h[j + 1, i] += q
+                        worst = max(worst, ex / dy)
+                        changed[j, c] = visit
+                        changed[j + 1, c] = visit
         if worst <= tol:
             return sweep + 1
     return max_sweeps
@@ -185,6 +228,15 @@ class DeformableTerrain:
                   p1: tuple[float, float] | np.ndarray, width: float) -> np.ndarray:
         """Boolean (ny, nx) mask of nodes swept by a wheel of ``width`` [m] from p0 to p1 [m]:
         along the segment within [0, |p1 - p0|] and within ``width / 2`` of its line."""
+        (j0, j1, i0, i1), local = self.swept(p0, p1, width)
+        out = np.zeros(self.h.shape, dtype=bool)
+        out[j0:j1, i0:i1] = local
+        return out
+
+    def swept(self, p0: tuple[float, float] | np.ndarray, p1: tuple[float, float] | np.ndarray,
+               width: float) -> tuple[tuple[int, int, int, int], np.ndarray]:
+        """:meth:`footprint` as its index window ``(j0, j1, i0, i1)`` (half-open) and the mask
+        inside that window (the nodes outside it are not swept)."""
         p0 = np.asarray(p0, float)
         p1 = np.asarray(p1, float)
         d = p1 - p0
@@ -196,16 +248,13 @@ class DeformableTerrain:
         # those (the cost follows the footprint, not the grid; same nodes as a full scan).
         j0, j1, i0, i1 = self.window(np.minimum(p0, p1) - 0.5 * width,
                                      np.maximum(p0, p1) + 0.5 * width)
-        out = np.zeros(self.h.shape, dtype=bool)
-        if j1 <= j0 or i1 <= i0:
-            return out
+        j1, i1 = max(j1, j0), max(i1, i0)
         x = self.origin[0] + self.resolution[0] * np.arange(i0, i1)
         y = self.origin[1] + self.resolution[1] * np.arange(j0, j1)
         X, Y = np.meshgrid(x, y)
         along = (X - p0[0]) * u[0] + (Y - p0[1]) * u[1]
         lateral = -(X - p0[0]) * u[1] + (Y - p0[1]) * u[0]
-        out[j0:j1, i0:i1] = (along >= 0.0) & (along <= L) & (np.abs(lateral) <= 0.5 * width)
-        return out
+        return (j0, j1, i0, i1), (along >= 0.0) & (along <= L) & (np.abs(lateral) <= 0.5 * width)
 
     def window(self, lo: np.ndarray, hi: np.ndarray) -> tuple[int, int, int, int]:
         """Index window ``(j0, j1, i0, i1)`` (half-open, clipped to the grid) of the nodes with
@@ -222,11 +271,13 @@ class DeformableTerrain:
                       width: float) -> tuple[float, float, float]:
         """Mean surface height, compacted depth ``zc`` and shear displacement ``js`` over a
         wheel's swept path [m]."""
-        m = self.footprint(p0, p1, width)
+        (j0, j1, i0, i1), m = self.swept(p0, p1, width)
         if not m.any():
             raise ParameterError("compaction_at: path covers no grid node")
         assert self.js is not None
-        return float(self.h[m].mean()), float(self.zc[m].mean()), float(self.js[m].mean())
+        w = np.s_[j0:j1, i0:i1]
+        return (float(self.h[w][m].mean()), float(self.zc[w][m].mean()),
+                float(self.js[w][m].mean()))
 
     # -- updates --------------------------------------------------------------------------------
     def roll(self, p0: tuple[float, float], p1: tuple[float, float], width: float,
@@ -257,24 +308,33 @@ class DeformableTerrain:
         if m.shape != self.h.shape:
             raise TerrainError(f"DeformableTerrain.press: mask: expected {self.h.shape}, "
                                f"got {m.shape}")
-        if not m.any():
+        rows = np.flatnonzero(m.any(axis=1))
+        if not rows.size:
             return 0
-        self.h[m] -= sinkage
-        self.zc[m] += (1.0 - self.xi) * sinkage
+        cols = np.flatnonzero(m.any(axis=0))
+        # Work in the mask's bounding box plus one node (its berms): the same nodes, in the
+        # same order, as on the whole grid; the cost follows the rut, not the grid.
+        ny, nx = self.h.shape
+        w = np.s_[max(rows[0] - 1, 0):min(rows[-1] + 2, ny), max(cols[0] - 1, 0):
+                  min(cols[-1] + 2, nx)]
+        mw = m[w]
+        h, zc = self.h[w], self.zc[w]
         assert self.js is not None
-        self.js[m] += shear
-        moved = self.xi * sinkage * int(m.sum())
+        h[mw] -= sinkage
+        zc[mw] += (1.0 - self.xi) * sinkage
+        self.js[w][mw] += shear
+        moved = self.xi * sinkage * int(mw.sum())
         if moved > 0.0:
-            berm = np.zeros_like(m)
-            berm[:, 1:] |= m[:, :-1]
-            berm[:, :-1] |= m[:, 1:]
-            berm[1:, :] |= m[:-1, :]
-            berm[:-1, :] |= m[1:, :]
-            berm &= ~m
+            berm = np.zeros_like(mw)
+            berm[:, 1:] |= mw[:, :-1]
+            berm[:, :-1] |= mw[:, 1:]
+            berm[1:, :] |= mw[:-1, :]
+            berm[:-1, :] |= mw[1:, :]
+            berm &= ~mw
             if not berm.any():
                 raise ParameterError("DeformableTerrain: the rut covers the whole grid; "
                                      "no room for berms")
-            self.h[berm] += moved / int(berm.sum())
+            h[berm] += moved / int(berm.sum())
         return self.relax() if relax else 0
 
     def relax(self, max_sweeps: int = 100000, fixed: np.ndarray | None = None,
