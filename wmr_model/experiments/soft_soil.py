@@ -251,7 +251,8 @@ def _relax_around_wheels(model: VehicleModel, soil_map: DeformableTerrain, P: np
         R = float(model.wheel_radius[k])
         look = travel + R * math.sin(math.acos(max(-1.0, 1.0 - float(H[-1, k]) / R)))
         front = P[-1, k] + look * X[-1, k]
-        held |= soil_map.footprint(end[k], front, float(model.wheel_width[k]))
+        (j0, j1, i0, i1), under = soil_map.swept(end[k], front, float(model.wheel_width[k]))
+        held[j0:j1, i0:i1] |= under
         boxes.append((np.minimum(start[k], front), np.maximum(start[k], front),
                       float(model.wheel_width[k]), float(H[:, k].max())))
     # Avalanche only around each wheel's new rut and held soil (the rest of the map is at

@@ -265,6 +265,8 @@ def _check_finite_grid(where: str, name: str, heights: np.ndarray) -> None:
             f"{where}: {name} must be a 2-D (ny, nx) array with ny >= 2 and nx >= 2, "
             f"got shape {heights.shape}"
         )
+    if np.isfinite(heights).all():  # the common case; the search below names the first bad one
+        return
     bad = np.argwhere(~np.isfinite(heights))
     if bad.size:
         j, i = (int(v) for v in bad[0])
