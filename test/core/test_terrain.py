@@ -313,6 +313,8 @@ VECTOR_TERRAINS = {
                          half_width=1.5, base=-0.1),
     "grid": T.rough(0.1, 0.5, seed=9, x_range=(-2, 3), y_range=(-1, 2), resolution=0.1),
 }
+VECTOR_TERRAINS["grid_nodal"] = T.height_map(VECTOR_TERRAINS["grid"].grid, 0.1, (-2.0, -1.0),
+                                             normals="nodal")
 _coords = st.floats(-6.0, 6.0, allow_nan=False)
 
 

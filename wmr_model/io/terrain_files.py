@@ -144,12 +144,15 @@ def _array_heights(p: Path, suffix: str) -> np.ndarray:
     return np.asarray(heights, dtype=np.float64)
 
 
-def load_wmrde_grid(path: str | os.PathLike[str]) -> Terrain:
+def load_wmrde_grid(path: str | os.PathLike[str], normals: str = "bilinear") -> Terrain:
     """Load a wmrde ``gridsurfdata*.txt`` height map.
 
     Format: ``xmin,xmax,nx,ymin,ymax,ny,`` then nx*ny heights [m], x varying fastest, all
     comma-separated (line breaks and a trailing comma are accepted). Node (i, j) is at
     ``(xmin + i dx, ymin + j dy)`` with ``dx = (xmax - xmin) / (nx - 1)``.
+
+    ``normals`` (:data:`wmr_model.terrain.surface.GRID_NORMALS`): ``"bilinear"`` (default) or
+    ``"nodal"``, the normals wmrde itself computes for these grids.
 
     Returns
     -------
@@ -203,7 +206,8 @@ def load_wmrde_grid(path: str | os.PathLike[str]) -> Terrain:
         ) from None
     resolution = ((xmax - xmin) / (nx - 1), (ymax - ymin) / (ny - 1))
     try:
-        return height_map(z.reshape(ny, nx), resolution, (xmin, ymin), name=p.stem)
+        return height_map(z.reshape(ny, nx), resolution, (xmin, ymin), name=p.stem,
+                          normals=normals)
     except TerrainError as exc:
         raise TerrainError(f"{p}: {_without_place(exc)}") from None
 
@@ -233,7 +237,8 @@ def _benchmark_terrain_folder() -> tuple[Path, str]:
     return WMRDE_TERRAIN_DIR, "the wmr_model package data"
 
 
-def load_wmrde_benchmark_terrains(folder: str | os.PathLike[str] | None = None) -> list[Terrain]:
+def load_wmrde_benchmark_terrains(folder: str | os.PathLike[str] | None = None,
+                                  normals: str = "bilinear") -> list[Terrain]:
     """The ten rough terrains of wmrde's speed benchmark (Seegmiller 2014 §2.5.4, Table 2.6).
 
     Parameters
@@ -243,6 +248,11 @@ def load_wmrde_benchmark_terrains(folder: str | os.PathLike[str] | None = None) 
         shipped as package data, :data:`WMRDE_TERRAIN_DIR` (``wmr_model/data/wmrde_terrains``);
         the environment variable ``WMR_SHARED`` (optional override) selects
         ``$WMR_SHARED/data/wmrde_terrains`` instead.
+    normals : {"bilinear", "nodal"}
+        Normal convention (:data:`wmr_model.terrain.surface.GRID_NORMALS`). ``"nodal"`` is the
+        surface wmrde's benchmark ran on (node slopes interpolated: continuous normals); the
+        default ``"bilinear"`` patch normals jump at the 0.1 m grid lines, which a wheel crosses
+        every 0.1 s at 1 m/s.
 
     Returns
     -------
@@ -265,7 +275,7 @@ def load_wmrde_benchmark_terrains(folder: str | os.PathLike[str] | None = None) 
     missing = [f.name for f in files if not f.is_file()]
     if missing:
         raise TerrainError(f"{base}: missing wmrde benchmark terrain files {missing}")
-    return [load_wmrde_grid(f) for f in files]
+    return [load_wmrde_grid(f, normals) for f in files]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -123,7 +123,7 @@ def terrain_extent(terrain: Terrain) -> tuple[float, float, float, float] | None
     height is only the clamped edge value; None for terrains defined everywhere."""
     if terrain.kind != GRID:
         return None
-    x0, y0, dx, dy = (float(v) for v in terrain.params)
+    x0, y0, dx, dy = (float(v) for v in terrain.params[:4])
     ny, nx = terrain.grid.shape
     return x0, x0 + (nx - 1) * dx, y0, y0 + (ny - 1) * dy
 

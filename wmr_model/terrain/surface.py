@@ -12,8 +12,9 @@ upward surface normal; the contact height error of Seegmiller (2014) eq. 2.8 is
 
 Every terrain here is plain data, a :class:`Terrain` of ``(kind, params, grid)``, so compiled
 simulation loops can query it through the single scalar kernel :func:`terrain_height_normal`.
-The normal returned is always the exact normal of the height function returned (where the height
-is not differentiable a one-sided rule, documented per kind, picks the normal).
+The normal returned is the exact normal of the height function returned (where the height is
+not differentiable a one-sided rule, documented per kind, picks the normal), except for a GRID
+with nodal normals (:data:`GRID_NORMALS`), which follows the thesis' C++ library instead.
 
 Kinds and the layout of ``params`` (all float64, world frame, SI units):
 
@@ -23,7 +24,9 @@ kind        params                                                              
 PLANE (0)   ``[z0, gx, gy]``: h = z0 + gx x + gy y                                      (1, 1)
 PROFILE (1) ``[ox, oy, cos_psi, sin_psi, half_width, base, n, s_0..s_{n-1},             (1, 1)
             h_0..h_{n-1}]`` (length 7 + 2 n)
-GRID (2)    ``[x0, y0, dx, dy]``: ``grid[j, i]`` is the height at (x0 + i dx, y0 + j dy)  (ny, nx)
+GRID (2)    ``[x0, y0, dx, dy]`` or ``[x0, y0, dx, dy, normals]``: ``grid[j, i]`` is the  (ny, nx)
+            height at (x0 + i dx, y0 + j dy); ``normals`` 0 (default) or 1, see
+            :data:`GRID_NORMALS`
 ==========  ==========================================================================  ========
 
 Random rough terrains (:func:`rough`) follow the thesis' description in §2.5.1 (Rocky 7: RMS
@@ -47,6 +50,7 @@ __all__ = [
     "PROFILE",
     "GRID",
     "KIND_NAMES",
+    "GRID_NORMALS",
     "Terrain",
     "terrain_height_normal",
     "terrain_height_normal_many",
@@ -64,6 +68,14 @@ PLANE = 0
 PROFILE = 1
 GRID = 2
 KIND_NAMES = {PLANE: "PLANE", PROFILE: "PROFILE", GRID: "GRID"}
+
+#: Normal conventions of a GRID terrain (``params[4]``; absent means 0). The height is bilinear
+#: in both. ``"bilinear"`` (0): the exact normal of that bilinear patch, which jumps where a
+#: point crosses a grid line. ``"nodal"`` (1): the convention of the thesis' C++ library (wmrde,
+#: whose benchmark terrains are these grids): slopes at the nodes by central differences
+#: (one-sided on the border), bilinearly interpolated between nodes, so the normal is
+#: continuous (not the exact normal of the height between nodes).
+GRID_NORMALS = {"bilinear": 0, "nodal": 1}
 
 # Index of the fields of a PROFILE params vector (see module docstring).
 _P_OX, _P_OY, _P_COS, _P_SIN, _P_HALF_WIDTH, _P_BASE, _P_N = range(7)
@@ -166,8 +178,20 @@ def _grid_axis(u: float, n: int) -> tuple[int, float, bool]:
 
 
 @njit(refcount=False)
+def _node_slope(grid: Any, i: int, j: int, dx: float, dy: float) -> tuple[float, float]:
+    """Slopes (dh/dx, dh/dy) at node (i, j) by central differences, one-sided on the border
+    (the nodal normals of :data:`GRID_NORMALS`)."""
+    ny, nx = grid.shape
+    im, ip = max(i - 1, 0), min(i + 1, nx - 1)
+    jm, jp = max(j - 1, 0), min(j + 1, ny - 1)
+    return ((grid[j, ip] - grid[j, im]) / ((ip - im) * dx),
+            (grid[jp, i] - grid[jm, i]) / ((jp - jm) * dy))
+
+
+@njit(refcount=False)
 def _grid(params: Any, grid: Any, x: float, y: float) -> tuple[float, float, float, float]:
-    """GRID: bilinear interpolation, edge-clamped outside the grid."""
+    """GRID: bilinear interpolation, edge-clamped outside the grid; normal per
+    :data:`GRID_NORMALS`."""
     if x != x or y != y:
         return np.nan, np.nan, np.nan, np.nan
     dx = params[2]
@@ -181,8 +205,16 @@ def _grid(params: Any, grid: Any, x: float, y: float) -> tuple[float, float, flo
     gx = 1.0 - fx
     gy = 1.0 - fy
     h = gy * (gx * h00 + fx * h10) + fy * (gx * h01 + fx * h11)
-    dhdx = (gy * (h10 - h00) + fy * (h11 - h01)) / dx if in_x else 0.0
-    dhdy = (gx * (h01 - h00) + fx * (h11 - h10)) / dy if in_y else 0.0
+    if params.shape[0] > 4 and params[4] == 1.0:  # nodal slopes, bilinearly interpolated
+        sx00, sy00 = _node_slope(grid, i, j, dx, dy)
+        sx10, sy10 = _node_slope(grid, i + 1, j, dx, dy)
+        sx01, sy01 = _node_slope(grid, i, j + 1, dx, dy)
+        sx11, sy11 = _node_slope(grid, i + 1, j + 1, dx, dy)
+        dhdx = gy * (gx * sx00 + fx * sx10) + fy * (gx * sx01 + fx * sx11) if in_x else 0.0
+        dhdy = gy * (gx * sy00 + fx * sy10) + fy * (gx * sy01 + fx * sy11) if in_y else 0.0
+    else:
+        dhdx = (gy * (h10 - h00) + fy * (h11 - h01)) / dx if in_x else 0.0
+        dhdy = (gx * (h01 - h00) + fx * (h11 - h10)) / dy if in_y else 0.0
     nx, ny, nz = _unit_normal(dhdx, dhdy)
     return h, nx, ny, nz
 
@@ -327,7 +359,7 @@ class Terrain:
         if self.kind == PLANE:
             expected = 3
         elif self.kind == GRID:
-            expected = 4
+            expected = 5 if params.shape[0] == 5 else 4
         else:
             n = int(params[_P_N]) if params.shape[0] > _P_N and np.isfinite(params[_P_N]) else 0
             expected = _PROFILE_HEADER + 2 * n
@@ -342,6 +374,12 @@ class Terrain:
                 raise TerrainError(
                     f"{where}: GRID params [x0, y0, dx, dy] must be finite with dx, dy > 0, "
                     f"got {params.tolist()}"
+                )
+            if params.shape[0] == 5 and params[4] not in GRID_NORMALS.values():
+                raise TerrainError(
+                    f"{where}: GRID params[4] (normals) must be one of "
+                    f"{sorted(GRID_NORMALS.values())} ({', '.join(GRID_NORMALS)}), "
+                    f"got {params[4]!r}"
                 )
         else:
             if grid.shape != (1, 1):
@@ -650,6 +688,7 @@ def height_map(
     resolution: Any,
     origin: Any = (0.0, 0.0),
     name: str = "",
+    normals: str = "bilinear",
 ) -> Terrain:
     """Height map on a regular grid, bilinearly interpolated.
 
@@ -662,7 +701,10 @@ def height_map(
             + f_x h_{j+1,i+1}]
 
     and the normal is that of this bilinear patch (exact derivatives). A point on a cell
-    boundary belongs to the cell on its +x/+y side (so its normal is that cell's).
+    boundary belongs to the cell on its +x/+y side (so its normal is that cell's). With
+    ``normals="nodal"`` the slopes are instead those of the nodes (central differences,
+    one-sided on the border) interpolated the same way, as the thesis' C++ library computes
+    the normals of its grid terrains (:data:`GRID_NORMALS`): continuous across cell boundaries.
 
     Outside the grid, x and y are clamped to the grid's extent: the height is that of the
     nearest edge, and the normal is that of the clamped function (no slope across the edge;
@@ -678,8 +720,14 @@ def height_map(
         Position (x0, y0) of ``heights[0, 0]`` [m].
     name : str
         Label.
+    normals : {"bilinear", "nodal"}
+        Normal convention (:data:`GRID_NORMALS`).
     """
     where = "height_map"
+    if normals not in GRID_NORMALS:
+        raise TerrainError(
+            f"{where}: normals must be one of {', '.join(GRID_NORMALS)}, got {normals!r}"
+        )
     h = np.asarray(heights, dtype=np.float64)
     _check_finite_grid(where, "heights", h)
     r = np.asarray(resolution, dtype=np.float64)
@@ -693,7 +741,8 @@ def height_map(
             f"{where}: resolution must be a float or a pair (dx, dy) [m], got shape {r.shape}"
         )
     x0, y0 = _pair(where, "origin", origin, "m")
-    return Terrain(GRID, np.array([x0, y0, dx, dy]), h,
+    params = [x0, y0, dx, dy] + ([float(GRID_NORMALS[normals])] if normals != "bilinear" else [])
+    return Terrain(GRID, np.array(params), h,
                    name=name or f"height_map({h.shape[0]}x{h.shape[1]})")
 
 
