@@ -13,8 +13,9 @@
 Used by ``bench/bench_dynamics.py`` (full tables) and by the tests (coarser, shorter runs).
 
 Choices not stated in the thesis (each named below): the ramp's position and top length, the P
-controller gain, the LandTamer's mass distribution (see ``urdf/landtamer.urdf``) and hence how
-the cg is raised, the rollover criterion, and Zoë's actuators (ideal) and start state.
+controller gain, the LandTamer's mass distribution (see ``urdf/landtamer.urdf``; the rollover
+uses the thesis' MATLAB model's, :func:`landtamer_with_cg`), the rollover criterion, and Zoë's
+actuators (ideal) and start state.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ __all__ = [
     "ramp_and_turn",
     "loss_of_traction",
     "force_slip_curve",
+    "LANDTAMER_BODY_BOX",
+    "LANDTAMER_BODY_FRACTION",
+    "LANDTAMER_WHEEL_WIDTH",
     "landtamer_with_cg",
     "rollover",
     "zoe_dynamics_benchmark",
@@ -355,21 +359,45 @@ def force_slip_curve(run: DynamicsRun, edges: Sequence[float] | None = None,
     return {"s": 0.5 * (bins[1:] + bins[:-1]), "f": med, "n": cnt}
 
 
-def landtamer_with_cg(cg_height: float) -> VehicleModel:
-    """LandTamer with its overall cg ``cg_height`` [m] above flat ground at zero sinkage.
+# Mass distribution of the thesis' own (MATLAB) LandTamer model, which §2.5.3 raises: 95 % of the
+# 3225 lbm in the body, a uniform box of wheelbase x track x 32.6 in (84 x 64.5 x 32.6 in); 5 % in
+# the six wheels, uniform cylinders of the wheel radius and 10 in wide.
+LANDTAMER_BODY_FRACTION = 0.95
+LANDTAMER_BODY_BOX = (84 * 0.0254, 64.5 * 0.0254, 32.6 * 0.0254)  # [m] x, y, z
+LANDTAMER_WHEEL_WIDTH = 10 * 0.0254  # [m], for the wheel inertia only
 
-    The shipped model's mass split is assumed (70 % body, 5 % per wheel, ``urdf/landtamer.urdf``;
-    cg 0.56 m). The body's com is moved straight up, its inertia about its own com kept, until
-    the whole vehicle's cg is at ``cg_height`` (wheel centres are at the wheel radius):
-    ``z_body = (cg_height - R) m_total / m_body`` above the axle plane.
+
+def landtamer_with_cg(cg_height: float) -> VehicleModel:
+    """The thesis' LandTamer of §2.5.3 with its body's centre of mass ``cg_height`` [m] above
+    flat ground (wheel centres at the wheel radius R, zero sinkage).
+
+    §2.5.3's "cg height" is that of the body frame's mass in the thesis' MATLAB model
+    (:data:`LANDTAMER_BODY_FRACTION`, :data:`LANDTAMER_BODY_BOX`): its body com is half the box
+    height above the axle plane, R + 16.3 in = 0.833 m, the "baseline cg height of 0.83 m", and a
+    commented-out variant puts it at the full box height, R + 32.6 in = 1.247 m, the "raised cg
+    height of 1.25 m". Geometry and total mass are those of ``urdf/landtamer.urdf`` (Table E.1);
+    the masses and inertias are replaced by that model's (the shipped URDF's own split, 70 % body
+    with its com 0.2 m above the axles, is an assumption that puts the cg at 0.56 m, not 0.83 m).
+    The body com is at ``z_body = cg_height - R`` above the axle plane, its inertia about its own
+    com that of the box; the whole vehicle's cg is ``0.95 cg_height + 0.05 R`` (0.812 m and
+    1.206 m for the thesis' two models).
     """
     spec = load_vehicle_spec("landtamer")
-    m_wheels = sum(f.mass for f in spec.frames)
-    m_total = spec.body_mass + m_wheels
+    m_total = spec.body_mass + sum(f.mass for f in spec.frames)
     R = max(f.wheel_radius or 0.0 for f in spec.frames)
-    com = list(spec.body_com)
-    com[2] = (cg_height - R) * m_total / spec.body_mass
-    spec.body_com = (com[0], com[1], com[2])
+    mb = LANDTAMER_BODY_FRACTION * m_total
+    x, y, z = LANDTAMER_BODY_BOX
+    spec.body_mass = mb
+    spec.body_com = (0.0, 0.0, cg_height - R)
+    spec.body_inertia = np.diag([mb * (y * y + z * z), mb * (x * x + z * z),
+                                 mb * (x * x + y * y)]) / 12.0
+    wheels = [f for f in spec.frames if f.wheel_radius]
+    mw = (m_total - mb) / len(wheels)
+    for f in wheels:
+        r, w = float(f.wheel_radius or 0.0), LANDTAMER_WHEEL_WIDTH
+        f.mass, f.com = mw, (0.0, 0.0, 0.0)
+        f.inertia = np.diag([mw * (3 * r * r + w * w) / 12, mw * r * r / 2,
+                             mw * (3 * r * r + w * w) / 12])
     spec.name = f"landtamer_cg{cg_height:g}"
     return compile_vehicle(spec)
 
