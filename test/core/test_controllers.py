@@ -132,10 +132,10 @@ def test_naive_stays_selectable_and_unchanged(zoe):
     assert vehicle_controller(zoe, "naive").kind == "naive"
 
 
-def test_stepped_loop_equals_one_call_for_constant_rates(zoe):
-    """The closed-loop machinery (one predict call per step, state, covariance and flags carried
-    over, ``every`` subsampling) equals a single call when the controller's output does not
-    change: Zoe's controller with zero gain on flat ground only feeds forward."""
+def test_zero_gain_feedback_equals_its_feed_forward_rates(zoe):
+    """The compiled closed loop (law evaluated per step inside the loop, state and covariance
+    carried, ``every`` subsampling) equals one open-loop call when the law's output does not
+    depend on the state: Zoe's controller with zero gain on flat ground only feeds forward."""
     c = dataclasses.replace(vehicle_controller(zoe), gain=0.0)
     ter = tr.flat()
     q0, _ = kin.initialize_contact(zoe, ter)
@@ -152,6 +152,57 @@ def test_stepped_loop_equals_one_call_for_constant_rates(zoe):
             np.testing.assert_allclose(getattr(a, f), getattr(b, f), rtol=0, atol=1e-12,
                                        err_msg=f)
         assert (a.steps is None) == (b.steps is None)
+
+
+def _stepped(model, ter, q0, ctrl, vx, wz, dt, **kw):
+    """Oracle: the controller stepped from Python, one predict call per step (its rates at the
+    state the previous call ended in), state and covariance carried from call to call."""
+    q, P = np.repeat(q0[None], vx.shape[0], axis=0), None
+    Q, QD, DZ, COV = [q], [], [], []
+    for t in range(vx.shape[1]):
+        u = controller_rates(ctrl, q, vx[:, t], wz[:, t], dt)[:, None, :]
+        pr = predict(model, ter, q, u, dt, P0=P, **kw)
+        if t == 0:
+            DZ.append(pr.dz[:, 0])
+            COV.append(None if pr.covariance is None else pr.covariance[:, 0])
+        q = pr.q[:, 1]
+        P = None if pr.covariance is None else pr.covariance[:, 1]
+        Q.append(q)
+        QD.append(pr.qdot[:, 0])
+        DZ.append(pr.dz[:, 1])
+        COV.append(P)
+    cov = None if P is None else np.stack(COV, axis=1)
+    return np.stack(Q, axis=1), np.stack(QD, axis=1), np.stack(DZ, axis=1), cov
+
+
+@pytest.mark.parametrize("vehicle,fidelity,integrator", [
+    ("zoe", "kinematic", "euler"), ("zoe", "enhanced", "rk4"), ("recbot", "enhanced", "euler")])
+def test_closed_loop_in_the_compiled_loop_equals_stepping_it(vehicle, fidelity, integrator):
+    """Zoe (passive steer) and RecBot (Ackermann) turning over rough terrain: predicting with
+    the law inside the compiled loop gives, to the last bit, the states, velocities, contact
+    errors and covariances of stepping the controller from Python one predict call per step
+    (cold collision search in both: a warm start carries over steps only inside one call)."""
+    m = load_vehicle(vehicle)
+    ctrl = vehicle_controller(m)
+    assert ctrl.feedback
+    ter = tr.rough(0.1, 0.8, seed=5, x_range=(-6, 6), y_range=(-6, 6))
+    q0, _ = kin.initialize_contact(m, ter)
+    seg = np.stack([np.array([1.0, 0.8, -0.6]), np.array([0.3, -0.25, 0.1]), np.full(3, 1.2)],
+                   axis=1)[:, None, :]
+    dt = 0.04
+    vx, wz = twist_profile(seg, dt)
+    kw = {"fidelity": fidelity, "integrator": integrator, "warm_start": False}
+    if fidelity == "enhanced":
+        kw |= {"slip_params": {"slip.p2": -0.1}, "Qprime": np.eye(6) * 1e-3}
+    got = predict_controlled(m, ter, q0, seg, dt, **kw)
+    q, qdot, dz, cov = _stepped(m, ter, q0, ctrl, vx, wz, dt, **kw)
+    np.testing.assert_array_equal(got.q, q)
+    np.testing.assert_array_equal(got.qdot, qdot)
+    np.testing.assert_array_equal(got.dz, dz)
+    if cov is not None:
+        np.testing.assert_array_equal(got.covariance, cov)
+    steer = 7 + ctrl.steer_joints
+    assert np.abs(np.diff(got.q[:, :, steer], axis=1)).max() > 1e-3  # the axles did move
 
 
 def test_dynamics_with_zoe_controller_hold_the_axles(zoe):

@@ -17,6 +17,7 @@ from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import loops as L
+from wmr_model.kinematics.feedback import no_feedback_inputs
 from wmr_model.kinematics.wheel_collision import contact_workspace, wheel_contact
 from wmr_model.prediction.controllers import straight_wheel_rates
 from wmr_model.prediction.predict import predict
@@ -49,7 +50,7 @@ def _run(m, terrain, q0, warm):
     o = L.simulation_options(known, DT, 0.5 / DT, L.EULER, m.nf, warm)
     d = kin.create_data(m, known, warm_contact=warm, residual=False).kernel
     x = L.PredictInputs(q0, qcmd, np.zeros((STEPS, m.nc, 2)), np.zeros(6), np.zeros((0, 6)),
-                        np.zeros((6, 6)), np.zeros((0, 2)))
+                        np.zeros((6, 6)), np.zeros((0, 2)), no_feedback_inputs(batched=False))
     y = L.PredictOutputs(q, np.empty((STEPS, m.nv)), vcn, dz, np.zeros((0, 6)),
                          np.zeros((0, m.nc, 2)), np.zeros(0), np.zeros((0, 6, 6)),
                          np.zeros(0, np.uint8))

@@ -195,7 +195,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
 def _commanded_rates(model: Any, names: list[str], args: argparse.Namespace):
     """``(rates (T, na), duration [s], controller or None, twist segment (1, 3) or None)``
     of the command flags: a CSV script, constant joint rates, or --speed/--yaw-rate through
-    the vehicle's controller (a closed-loop one leaves zero rates: it runs step by step)."""
+    the vehicle's controller (a closed-loop one leaves zero rates: its law runs inside the
+    prediction loop)."""
     import numpy as np
 
     from wmr_model.errors import ParameterError
@@ -212,7 +213,8 @@ def _commanded_rates(model: Any, names: list[str], args: argparse.Namespace):
         r = _floats(args.joint_rates, "--joint-rates", len(names))
     else:
         # The vehicle's controller; open-loop kinds (naive: §2.5.1's flat-ground solve,
-        # differential) give the rates up front, closed-loop ones step by step (_integrate).
+        # differential) give the rates up front, closed-loop ones from the state at every
+        # step inside the compiled loop (_integrate).
         speed = 0.5 if args.speed is None else args.speed
         seg = np.array([[speed, args.yaw_rate, duration]])
         ctrl = vehicle_controller(model, args.controller)

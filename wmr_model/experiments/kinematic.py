@@ -116,7 +116,7 @@ def run_straight(model: VehicleModel, terrain: Terrain, speed: float, duration: 
     stability margin, §2.3, slip :data:`BATCH_SLIP`) or ``"unconstrained"`` (§2.5.1 baseline).
     ``controller``: ``"naive"`` (default: every wheel at ``speed / r``, open loop, §2.5.1) or a
     kind / ``"vehicle"`` of :mod:`wmr_model.prediction.controllers` (``dae`` and ``enhanced``;
-    closed-loop kinds run step by step, so their wall time includes that overhead).
+    closed-loop kinds evaluate their law inside the compiled loop).
     ``stabilization_rate``: Baumgarte gain sigma [1/s] fixed in time (``sigma dt`` capped at 1;
     :data:`THESIS_STABILIZATION_RATE`); default None: the per-step gain
     :data:`wmr_model.kinematics.api.DEFAULT_STABILIZATION` (2.35).

@@ -25,6 +25,7 @@ from wmr_model.kinematics import constraints, solve
 from wmr_model.kinematics import loops as L
 from wmr_model.kinematics.constraints import project_loop_closures
 from wmr_model.kinematics.data import KernelData, kernel_data
+from wmr_model.kinematics.feedback import no_feedback_inputs
 from wmr_model.kinematics.initialize import initialize_terrain_contact
 from wmr_model.kinematics.solve import solve_workspace
 from wmr_model.kinematics.track_collision import contact_detection
@@ -461,7 +462,7 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     o = L.simulation_options(known, dt, sigma, INTEGRATORS[integrator], model.nf,
                              bool(warm_start))
     X = L.PredictInputs(q0a, qdot_cmd, vc, np.zeros((1, 6)), np.zeros((1, 0, 6)),
-                        np.zeros((1, 6, 6)), np.zeros((1, 0, 2)))
+                        np.zeros((1, 6, 6)), np.zeros((1, 0, 2)), no_feedback_inputs())
     Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, np.zeros((N, 0, 6)), np.zeros((N, 0, nc, 2)),
                          np.zeros((N, 0)), np.zeros((N, 0, 6, 6)), np.zeros((N, 0), np.uint8))
     m, t = model.kinematic_arrays(), terrain.kernel_args()

@@ -34,6 +34,7 @@ import wmr_model.kinematics.enhanced as E
 from wmr_model._jit import njit
 from wmr_model.kinematics.constraints import contact_velocity_norms, project_loop_closures
 from wmr_model.kinematics.data import kernel_data
+from wmr_model.kinematics.feedback import FeedbackInputs, FeedbackLaw, feedback_command, no_feedback
 from wmr_model.kinematics.initialize import initialize_terrain_contact
 from wmr_model.kinematics.integrate import (
     integrate_euler,
@@ -67,7 +68,9 @@ class PredictOptions(NamedTuple):
     every call, the reference for tests); ``every`` output stride k >= 1; ``tipover_margin`` [m] and
     ``liftoff_threshold`` [m] of the state flags; ``I_frame`` (nf, 6, 6) per-frame spatial
     inertias, ``gravity`` (3,) world gravity [m/s^2], ``slip_axes`` (4, 3) (enhanced
-    kinematics, :mod:`wmr_model.kinematics.enhanced`).
+    kinematics, :mod:`wmr_model.kinematics.enhanced`); ``feedback`` the closed-loop law of a
+    vehicle controller (:class:`~wmr_model.kinematics.feedback.FeedbackLaw`; kind 0: none, the
+    actuated rates are those of ``qdot_cmd``).
     """
 
     known: np.ndarray
@@ -85,6 +88,7 @@ class PredictOptions(NamedTuple):
     gravity: np.ndarray
     slip_axes: np.ndarray
     Qprime: np.ndarray
+    feedback: FeedbackLaw
 
 
 class PredictInputs(NamedTuple):
@@ -94,9 +98,11 @@ class PredictInputs(NamedTuple):
     ignored); ``vc_xy`` (T, nc, 2) contact slip velocities per step (zeros for no-slip);
     ``slip_p`` (6,) p1..p6; ``body_noise`` (T, 6) added to the body twist each step, or (0, 6)
     for none; ``P0`` (6, 6) initial pose covariance; ``attitude`` (T+1, 2) measured roll,
-    pitch [rad] imposed at the start and after every step, or (0, 2) for none. In a batch
-    ``vc_xy``, ``slip_p``, ``body_noise``, ``P0`` and ``attitude`` may have a leading 1
-    (shared by all candidates).
+    pitch [rad] imposed at the start and after every step, or (0, 2) for none; ``feedback``
+    the twist-only parts of the closed-loop law per step
+    (:class:`~wmr_model.kinematics.feedback.FeedbackInputs`, (0, 0) arrays without one). In a
+    batch ``vc_xy``, ``slip_p``, ``body_noise``, ``P0``, ``attitude`` and the ``feedback``
+    arrays may have a leading 1 (shared by all candidates).
     """
 
     q0: np.ndarray
@@ -106,6 +112,7 @@ class PredictInputs(NamedTuple):
     body_noise: np.ndarray
     P0: np.ndarray
     attitude: np.ndarray
+    feedback: FeedbackInputs
 
 
 class PredictOutputs(NamedTuple):
@@ -137,7 +144,8 @@ def prediction_options(known: np.ndarray, dt: float, sigma: float, integrator: i
                        enhanced: bool = False, assess: bool = False, propagate: bool = False,
                        warm_contact: bool = True, every: int = 1,
                        tipover_margin: float = -math.inf,
-                       liftoff_threshold: float = math.inf) -> PredictOptions:
+                       liftoff_threshold: float = math.inf,
+                       feedback: FeedbackLaw | None = None) -> PredictOptions:
     """:class:`PredictOptions` with each field of the one type the compiled loops take (a
     Python int where a float is expected would compile a second specialization). Callers
     validate values (:func:`wmr_model.kinematics.api.prepare_batch`); absent arrays are zeros."""
@@ -152,7 +160,8 @@ def prediction_options(known: np.ndarray, dt: float, sigma: float, integrator: i
         np.ascontiguousarray(I_frame, dtype=float),
         np.zeros(3) if gravity is None else np.ascontiguousarray(gravity, dtype=float),
         np.zeros((4, 3)) if slip_axes is None else np.ascontiguousarray(slip_axes, dtype=float),
-        np.zeros((6, 6)) if Qprime is None else np.ascontiguousarray(Qprime, dtype=float))
+        np.zeros((6, 6)) if Qprime is None else np.ascontiguousarray(Qprime, dtype=float),
+        no_feedback() if feedback is None else feedback)
 
 
 def simulation_options(known: np.ndarray, dt: float, sigma: float, integrator: int, nf: int,
@@ -179,7 +188,10 @@ def predict_trajectory(m, t, d, o, x, y):
     sample writes; the covariance step (3.22)-(3.24) from ``x.P0``; then Euler (2.39) or RK4
     (:func:`_advance`), loop closures projected and measured roll and pitch imposed
     (estimation context, §2.2.5, :func:`impose_roll_pitch`; yaw, position and joints kept).
-    Known body angular velocity is part of ``o.known`` / ``x.qdot_cmd``.
+    Known body angular velocity is part of ``o.known`` / ``x.qdot_cmd``. With a closed-loop
+    law (``o.feedback``, :mod:`wmr_model.kinematics.feedback`) the actuated entries of each
+    step's commands are its rates at the state at the start of the step (held over the RK4
+    stages, like the commands).
 
     Output stride ``o.every`` (k >= 1): the outputs hold samples only, states t = 0, k, 2k, ...
     and always the final state T (S = ceil(T / k) + 1 rows in the state outputs) and the steps
@@ -208,11 +220,22 @@ def predict_trajectory(m, t, d, o, x, y):
     has_flags = y.flags.shape[0] > 0
     fl = 0
     margin = np.nan
+    control = o.feedback.kind != 0
+    cmd = np.zeros(x.qdot_cmd.shape[1])  # a closed-loop step's commands
+    u = np.empty(o.feedback.actuated_v.shape[0])
     # steps t < nsteps run 1 (Euler) or 4 (RK4) stages; t = nsteps is the final state (contact
     # height error and stability only)
     for step in range(nsteps + 1):
         final = step == nsteps
         nstages = 4 if o.integrator == RK4 and not final else 1
+        # the step's commands (the final state keeps the last step's); a closed-loop law reads
+        # the state at the start of the step
+        qc = x.qdot_cmd[nsteps - 1 if final else step]
+        if control:
+            if not final:
+                feedback_command(o.feedback, x.feedback.target[step], x.feedback.a[step],
+                                 x.feedback.b[step], q, qc, u, cmd)
+            qc = cmd
         for stage in range(nstages):
             qv = q
             qd = qdot
@@ -220,7 +243,7 @@ def predict_trajectory(m, t, d, o, x, y):
                 _stage_state(q, ks[stage - 1], 0.5 * o.dt if stage < 3 else o.dt, qs)
                 qv = qs
                 qd = qd_s
-            _step_velocity(m, t, d, o, s, x, step, stage, qv, qd)
+            _step_velocity(m, t, d, o, s, x, step, stage, qv, qd, qc)
             if stage == 0:
                 margin = np.nan
                 if stats:
@@ -263,19 +286,18 @@ def _stage_state(q, k, h, qs):
 
 
 @njit(refcount=False)
-def _step_velocity(m, t, d, o, s, x, step, stage, q, qdot):
-    """Joint-space velocity ``qdot`` (nv,) at ``q`` for step ``step`` (the final state reuses
-    the last step's commands): plain kinematics (2.38), or enhanced (2.44)-(2.52) when
-    ``o.enhanced`` or, at the step's first stage, ``o.assess``; then the step's process noise
-    added to the body twist (none in the final state)."""
+def _step_velocity(m, t, d, o, s, x, step, stage, q, qdot, qc):
+    """Joint-space velocity ``qdot`` (nv,) at ``q`` for step ``step`` with the commanded
+    entries ``qc`` (nv,) (the final state reuses the last step's): plain kinematics (2.38), or
+    enhanced (2.44)-(2.52) when ``o.enhanced`` or, at the step's first stage, ``o.assess``;
+    then the step's process noise added to the body twist (none in the final state)."""
     nsteps = x.qdot_cmd.shape[0]
     final = step == nsteps
     tc = nsteps - 1 if final else step
     if o.enhanced or (o.assess and stage == 0):
-        E.enhanced_joint_space_velocity(m, t, d, q, o.known, x.qdot_cmd[tc], o.sigma,
-                                        x.vc_xy[tc], qdot, s)
+        E.enhanced_joint_space_velocity(m, t, d, q, o.known, qc, o.sigma, x.vc_xy[tc], qdot, s)
     else:
-        joint_space_velocity(m, t, d, q, o.known, x.qdot_cmd[tc], o.sigma, x.vc_xy[tc], qdot)
+        joint_space_velocity(m, t, d, q, o.known, qc, o.sigma, x.vc_xy[tc], qdot)
     if x.body_noise.shape[0] > 0 and not final:
         noise = x.body_noise[step]
         for j in range(noise.shape[0]):
@@ -372,8 +394,10 @@ def _row(a, n):
 @njit
 def _candidate(X, Y, n):
     """Candidate ``n``'s inputs and outputs of the batched records ``X``, ``Y``."""
+    fb = FeedbackInputs(_row(X.feedback.target, n), _row(X.feedback.a, n),
+                        _row(X.feedback.b, n))
     x = PredictInputs(X.q0[n], X.qdot_cmd[n], _row(X.vc_xy, n), _row(X.slip_p, n),
-                      _row(X.body_noise, n), _row(X.P0, n), _row(X.attitude, n))
+                      _row(X.body_noise, n), _row(X.P0, n), _row(X.attitude, n), fb)
     y = PredictOutputs(Y.q_traj[n], Y.qdot_traj[n], Y.vc_norm[n], Y.dz_traj[n], Y.slip_traj[n],
                        Y.vc_slip_traj[n], Y.margin_traj[n], Y.P_traj[n], Y.flags[n])
     return x, y

@@ -19,9 +19,11 @@ section (``config/vehicles/README.md``), read by :func:`vehicle_controller`. Kin
                  thesis' C++ library); closed loop
 ===============  ==========================================================================
 
-Closed-loop controllers read the current state at every step; :func:`predict_controlled`
-(kinematic and enhanced-kinematic prediction) and :func:`simulate_dynamics_controlled`
-(dynamics) run the prediction step by step for them, and in one call for the open-loop kinds.
+Closed-loop controllers read the current state at every step. :func:`predict_controlled`
+(kinematic and enhanced-kinematic prediction) runs them inside the compiled prediction loop
+(the state part of each law is :mod:`wmr_model.kinematics.feedback`);
+:func:`simulate_dynamics_controlled` (dynamics) runs the dynamics step by step for them, and in
+one call for the open-loop kinds.
 
 Geometry (wheel centres, steer pivots, steer-joint signs) comes from the model at its neutral
 state, in body coordinates (x forward, y left, z up; REP-103).
@@ -37,6 +39,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from wmr_model.errors import ModelError, ParameterError, ShapeError
+from wmr_model.kinematics import feedback as FB
+from wmr_model.kinematics.feedback import (
+    Feedback,
+    FeedbackInputs,
+    FeedbackLaw,
+    feedback_rates_batch,
+)
 from wmr_model.terrain.surface import Terrain
 from wmr_model.vehicles.model import REVOLUTE, VehicleModel
 from wmr_model.vehicles.tree import forward_kinematics
@@ -63,6 +72,8 @@ __all__ = [
     "passive_steer_targets",
     "passive_steer_rates",
     "controller_rates",
+    "feedback_parts",
+    "feedback_law",
     "predict_controlled",
     "predict_twist_steps",
     "open_loop_rates",
@@ -364,20 +375,9 @@ def ackermann_rates(ctrl: Controller, q: np.ndarray, vx: np.ndarray, wz: np.ndar
               + \\omega_z (x_k - x_r)\\sin\\delta_k\\big] / r_k
 
     which is ``(vx - wz y_k) / (r_k cos delta_k)`` once the steer angle has reached its target.
+    The state part is :func:`wmr_model.kinematics.feedback.feedback_rates`.
     """
-    q = np.atleast_2d(np.asarray(q, dtype=float))
-    vx = np.atleast_1d(np.asarray(vx, dtype=float))
-    wz = _limit_turn(vx, np.atleast_1d(np.asarray(wz, dtype=float)), ctrl.min_turn_radius)
-    delta = _steer_angles(ctrl, q)
-    target = ackermann_steer_angles(ctrl, vx, wz)
-    rate = np.clip((target - delta) / dt, -ctrl.max_steer_rate, ctrl.max_steer_rate)
-    dk = np.where(ctrl.wheel_steer >= 0, delta[:, np.maximum(ctrl.wheel_steer, 0)], 0.0)
-    x, y = ctrl.wheel_xy[:, 0], ctrl.wheel_xy[:, 1]
-    speed = ((vx[:, None] - wz[:, None] * y) * np.cos(dk)
-             + wz[:, None] * (x - ctrl.rear_x) * np.sin(dk))
-    u = _wheel_rates(ctrl, speed)
-    u[:, ctrl.steer_col] = rate * ctrl.steer_sign
-    return u
+    return _feedback_rates(ctrl, q, vx, wz, dt)
 
 
 def passive_steer_targets(ctrl: Controller, vx: np.ndarray,
@@ -416,19 +416,72 @@ def passive_steer_rates(ctrl: Controller, q: np.ndarray, vx: np.ndarray,
 
     with gain ``K`` = ``gain`` (1 m/s per rad) and ``Delta v_max`` = ``max_speed_difference``
     (1.5 m/s), the values of the thesis' C++ library Zoë controller; rates are ``v_k / r_k``.
+    The state part is :func:`wmr_model.kinematics.feedback.feedback_rates`.
     """
-    q = np.atleast_2d(np.asarray(q, dtype=float))
-    vx = np.atleast_1d(np.asarray(vx, dtype=float))
-    target, v_pivot, wz = passive_steer_targets(ctrl, vx, wz)
-    dv = np.clip(ctrl.gain * (target - _steer_angles(ctrl, q)), -ctrl.max_speed_difference,
-                 ctrl.max_speed_difference)
+    return _feedback_rates(ctrl, q, vx, wz, 0.0)
+
+
+def _passive_steer_offsets(ctrl: Controller) -> np.ndarray:
+    """(nw,) lateral offset of each wheel from its axle's pivot (unsteered: from the body x
+    axis) [m]."""
     j = np.maximum(ctrl.wheel_steer, 0)  # passive_steer has >= 1 steer joint
     steered = ctrl.wheel_steer >= 0
-    y = ctrl.wheel_xy[:, 1] - np.where(steered, ctrl.pivot_xy[j, 1], 0.0)
-    base = np.where(steered, v_pivot[:, j], vx[:, None])
-    fb = np.where(steered, dv[:, j], 0.0)
-    speed = base - wz[:, None] * y - fb * np.sign(y)
-    return _wheel_rates(ctrl, speed)
+    return ctrl.wheel_xy[:, 1] - np.where(steered, ctrl.pivot_xy[j, 1], 0.0)
+
+
+def feedback_parts(ctrl: Controller, vx: np.ndarray, wz: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The twist-only parts of a closed-loop controller for twists ``vx``, ``wz`` (M,):
+    steer-angle targets (M, ns) and the feed-forward wheel-speed terms ``a``, ``b`` (M, nw)
+    of :mod:`wmr_model.kinematics.feedback`."""
+    vx = np.atleast_1d(np.asarray(vx, dtype=float))
+    wz = np.atleast_1d(np.asarray(wz, dtype=float))
+    if ctrl.kind == "passive_steer":
+        target, v_pivot, wz = passive_steer_targets(ctrl, vx, wz)
+        j = np.maximum(ctrl.wheel_steer, 0)
+        base = np.where(ctrl.wheel_steer >= 0, v_pivot[:, j], vx[:, None])
+        a = base - wz[:, None] * _passive_steer_offsets(ctrl)
+        return target, a, np.zeros_like(a)
+    if ctrl.kind == "ackermann":
+        wz = _limit_turn(vx, wz, ctrl.min_turn_radius)
+        target = ackermann_steer_angles(ctrl, vx, wz)
+        x, y = ctrl.wheel_xy[:, 0], ctrl.wheel_xy[:, 1]
+        return target, vx[:, None] - wz[:, None] * y, wz[:, None] * (x - ctrl.rear_x)
+    raise ParameterError(f"feedback_parts: the {ctrl.kind!r} controller is open loop")
+
+
+def feedback_law(ctrl: Controller, dt: float, actuated_v: np.ndarray | None = None
+                 ) -> FeedbackLaw:
+    """The :class:`~wmr_model.kinematics.feedback.FeedbackLaw` of a closed-loop controller for
+    steps of ``dt`` [s]; ``actuated_v`` (na,): joint-space velocity index of each actuated
+    joint (for the compiled loop; default unused zeros)."""
+    kind = {"passive_steer": FB.PASSIVE_STEER, "ackermann": FB.ACKERMANN}.get(ctrl.kind)
+    if kind is None:
+        raise ParameterError(f"feedback_law: the {ctrl.kind!r} controller is open loop")
+    av = np.zeros(ctrl.na, dtype=np.int64) if actuated_v is None else actuated_v
+    sign = np.sign(_passive_steer_offsets(ctrl)) if kind == FB.PASSIVE_STEER \
+        else np.zeros(ctrl.wheel_col.shape[0])
+    i64 = np.int64
+    return FeedbackLaw(kind, np.ascontiguousarray(av, dtype=i64),
+                       np.ascontiguousarray(7 + ctrl.steer_joints, dtype=i64),
+                       np.ascontiguousarray(ctrl.steer_sign, dtype=float),
+                       np.ascontiguousarray(ctrl.steer_col, dtype=i64),
+                       np.ascontiguousarray(ctrl.wheel_col, dtype=i64),
+                       np.ascontiguousarray(ctrl.wheel_radius, dtype=float),
+                       np.ascontiguousarray(ctrl.wheel_steer, dtype=i64),
+                       np.ascontiguousarray(sign, dtype=float), float(ctrl.gain),
+                       float(ctrl.max_speed_difference), float(ctrl.max_steer_rate), float(dt))
+
+
+def _feedback_rates(ctrl: Controller, q: np.ndarray, vx: np.ndarray, wz: np.ndarray,
+                    dt: float) -> np.ndarray:
+    """Actuated rates (N, na) of a closed-loop controller at the states ``q`` (N, nq)."""
+    q = np.ascontiguousarray(np.atleast_2d(np.asarray(q, dtype=float)))
+    target, a, b = feedback_parts(ctrl, vx, wz)
+    u = np.empty((q.shape[0], ctrl.na))
+    feedback_rates_batch(feedback_law(ctrl, dt), np.ascontiguousarray(target),
+                         np.ascontiguousarray(a), np.ascontiguousarray(b), q, u)
+    return u
 
 
 def controller_rates(ctrl: Controller, q: np.ndarray, vx: np.ndarray, wz: np.ndarray,
@@ -490,10 +543,10 @@ def predict_controlled(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
         kwargs: keywords of :func:`~wmr_model.prediction.predict.predict`.
 
     ``naive`` is :func:`~wmr_model.prediction.predict.predict_twist` (open loop); ``differential``
-    is one :func:`predict` call with its rates; the closed-loop kinds run one step per call, the
-    controller reading each candidate's state before each step. The result is a
-    :class:`~wmr_model.prediction.predict.Prediction` like :func:`predict`'s (``every`` subsamples
-    the same way; covariance continues across the steps).
+    is one :func:`predict` call with its rates; the closed-loop kinds are one :func:`predict` call
+    too, their law evaluated inside its compiled loop at each candidate's state at the start of
+    each step (:mod:`wmr_model.kinematics.feedback`). The result is a
+    :class:`~wmr_model.prediction.predict.Prediction` like :func:`predict`'s.
     """
     from wmr_model.prediction.predict import predict_twist
 
@@ -510,7 +563,7 @@ def predict_twist_steps(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                         controller: Controller | str | None = None, **kwargs: Any):
     """:func:`predict_controlled` for a commanded twist per step: ``twist`` (T, 2) or (N, T, 2)
     rows ``(vx [m/s], wz [rad/s])`` (the naive controller converts it as one-step segments)."""
-    from wmr_model.prediction.predict import Prediction, predict, predict_twist
+    from wmr_model.prediction.predict import predict, predict_twist
 
     ctrl = _controller(model, controller)
     tw = np.asarray(twist, dtype=float)
@@ -529,59 +582,11 @@ def predict_twist_steps(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
     if not ctrl.feedback:
         u = differential_rates(ctrl, vx.ravel(), wz.ravel()).reshape(N, T, ctrl.na)
         return predict(model, terrain, q0, u, dt, **kwargs)
-    every = kwargs.pop("every", 1)
-    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
-        raise ParameterError(f"every: must be an integer >= 1 (output stride in steps), "
-                             f"got {every!r}")
-    noise = kwargs.pop("process_noise", None)
-    att = kwargs.pop("attitude", None)
-    omega = kwargs.pop("known_angular_velocity", None)
-    P0 = kwargs.pop("P0", None)
-    q = np.asarray(q0, dtype=float)
-    q = np.repeat(q[None], N, axis=0) if q.ndim == 1 else q
-    if q.shape[0] != N:
-        if q.shape[0] != 1:
-            raise ShapeError(f"q0: expected ({model.nq},) or ({N}, {model.nq}) for {N} "
-                             f"candidates, got {q.shape}")
-        q = np.repeat(q, N, axis=0)
-    parts = []
-    for t in range(T):
-        u = controller_rates(ctrl, q, vx[:, t], wz[:, t], dt)[:, None, :]
-        pr = predict(model, terrain, q, u, dt, P0=P0, process_noise=_rows(noise, t, t + 1, 6),
-                     attitude=_rows(att, t, t + 2, 2),
-                     known_angular_velocity=_rows(omega, t, t + 1, 3), **kwargs)
-        parts.append(pr)
-        q = pr.q[:, 1]
-        if pr.covariance is not None:
-            P0 = pr.covariance[:, 1]
-    first = parts[0]
-
-    def states(name: str) -> np.ndarray:
-        a = [getattr(first, name)[:, 0:1]] + [getattr(p, name)[:, 1:2] for p in parts]
-        return np.concatenate(a, axis=1)
-
-    def steps_of(name: str) -> np.ndarray:
-        return np.concatenate([getattr(p, name) for p in parts], axis=1)
-
-    qs, dz, margin, flags = states("q"), states("dz"), states("stability_margin"), \
-        states("flags")
-    cov = states("covariance") if first.covariance is not None else None
-    qdot, vcn = steps_of("qdot"), steps_of("contact_speed")
-    slip, vcs = steps_of("slip"), steps_of("wheel_slip")
-    k = int(min(every, T))
-    if k == 1:
-        return Prediction(dt=float(dt), q=qs, qdot=qdot, contact_speed=vcn, dz=dz, slip=slip,
-                          wheel_slip=vcs, stability_margin=margin, flags=flags, covariance=cov)
-    idx = np.minimum(np.arange((T + k - 1) // k + 1) * k, T)
-    f = np.empty((N, idx.size), dtype=flags.dtype)
-    f[:, 0] = flags[:, 0]
-    for s in range(1, idx.size):
-        f[:, s] = np.bitwise_or.reduce(flags[:, idx[s - 1] + 1:idx[s] + 1], axis=1)
-    r = idx[:-1]
-    return Prediction(dt=float(dt), q=qs[:, idx], qdot=qdot[:, r], contact_speed=vcn[:, r],
-                      dz=dz[:, idx], slip=slip[:, r], wheel_slip=vcs[:, r],
-                      stability_margin=margin[:, idx], flags=f,
-                      covariance=None if cov is None else cov[:, idx], steps=idx)
+    target, a, b = feedback_parts(ctrl, vx.ravel(), wz.ravel())
+    inputs = FeedbackInputs(*(np.ascontiguousarray(f.reshape(N, T, f.shape[1]))
+                              for f in (target, a, b)))
+    fb = Feedback(feedback_law(ctrl, dt, 6 + model.actuated_joints), inputs)
+    return predict(model, terrain, q0, np.zeros((N, T, ctrl.na)), dt, feedback=fb, **kwargs)
 
 
 def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.ndarray,

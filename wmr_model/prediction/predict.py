@@ -46,6 +46,13 @@ from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics import api as kin_api
 from wmr_model.kinematics import loops as L
 from wmr_model.kinematics.enhanced import slip_axes_array
+from wmr_model.kinematics.feedback import (
+    Feedback,
+    FeedbackInputs,
+    FeedbackLaw,
+    no_feedback,
+    no_feedback_inputs,
+)
 from wmr_model.kinematics.uncertainty import check_covariance, to_ros_pose_covariance
 from wmr_model.parameters import SLIP_NAMES, slip_vector
 from wmr_model.spatial import STANDARD_GRAVITY
@@ -161,7 +168,8 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             liftoff_threshold: float = DEFAULT_LIFTOFF_THRESHOLD,
             tipover_margin: float = 0.0, attitude: np.ndarray | None = None,
             known_angular_velocity: np.ndarray | None = None,
-            warm_start: bool = True, every: int = 1) -> Prediction:
+            warm_start: bool = True, every: int = 1,
+            feedback: Feedback | None = None) -> Prediction:
     """Predict N candidate trajectories (kinematic §2.2 or enhanced kinematic §2.3).
 
     Args:
@@ -199,6 +207,10 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             ..., T (``Prediction.steps``), each sample bit for bit the full run's; flags OR
             the states in between, so no risk is dropped. For planners that need the end
             state and covariance only, ``every >= T`` keeps steps 0 and T. Default 1: all.
+        feedback: a vehicle controller's closed-loop law with its per-step inputs
+            (:class:`~wmr_model.kinematics.feedback.Feedback`, built by
+            :func:`wmr_model.prediction.controllers.predict_twist_steps`): at the start of every
+            step its rates at the current state replace the actuated entries of ``commands``.
 
     Returns:
         :class:`Prediction` with batch axis N = max(N of q0, commands, slip_params, ...).
@@ -209,7 +221,8 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
                            slip_axes=slip_axes, Qprime=Qprime, P0=P0, integrator=integrator,
                            stabilization=stabilization, process_noise=process_noise,
                            gravity=gravity, attitude=attitude,
-                           known_angular_velocity=known_angular_velocity, every=every)
+                           known_angular_velocity=known_angular_velocity, every=every,
+                           feedback=feedback)
     return _predict_loop(model, terrain, a, dt, fidelity=fidelity, integrator=integrator,
                          gravity=gravity, liftoff_threshold=liftoff_threshold,
                          tipover_margin=tipover_margin, warm_start=warm_start)
@@ -229,6 +242,8 @@ class _PredictionInputs(NamedTuple):
     propagate: bool
     k: int
     S: int
+    law: FeedbackLaw
+    fb: FeedbackInputs
 
 
 def _prediction_inputs(model: VehicleModel, q0: np.ndarray, commands: np.ndarray, dt: float, *,
@@ -238,7 +253,7 @@ def _prediction_inputs(model: VehicleModel, q0: np.ndarray, commands: np.ndarray
                        process_noise: np.ndarray | None, gravity: float,
                        attitude: np.ndarray | None,
                        known_angular_velocity: np.ndarray | None,
-                       every: int) -> _PredictionInputs:
+                       every: int, feedback: Feedback | None = None) -> _PredictionInputs:
     """Check :func:`predict`'s inputs (errors name the argument) and batch them."""
     p = slip_vector(slip_params)
     p = _batched(p, "slip_params", (len(SLIP_NAMES),),
@@ -266,6 +281,7 @@ def _prediction_inputs(model: VehicleModel, q0: np.ndarray, commands: np.ndarray
     attitude_a = _measured(attitude, "attitude", T_hint + 1, 2, "roll, pitch")
     omega = _measured(known_angular_velocity, "known_angular_velocity", T_hint, 3, "w")
     axes = slip_axes_array() if slip_axes is None else _axes(slip_axes)
+    law, fb = _feedback(model, feedback, T_hint)
     if not (math.isfinite(gravity) and gravity >= 0):
         raise ParameterError(f"gravity: must be a finite magnitude >= 0 m/s^2, got {gravity}")
     b = kin_api.prepare_batch(model, q0, commands, dt, integrator, stabilization,
@@ -273,7 +289,8 @@ def _prediction_inputs(model: VehicleModel, q0: np.ndarray, commands: np.ndarray
                               other_batch_sizes={"slip_params": p.shape[0], "P0": P.shape[0],
                                                  "process_noise": noise.shape[0],
                                                  "attitude": attitude_a.shape[0],
-                                                 "known_angular_velocity": omega.shape[0]})
+                                                 "known_angular_velocity": omega.shape[0],
+                                                 "feedback": fb.target.shape[0]})
     N, T = b.N, b.T
     if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
         raise ParameterError(f"every: must be an integer >= 1 (output stride in steps), "
@@ -292,7 +309,28 @@ def _prediction_inputs(model: VehicleModel, q0: np.ndarray, commands: np.ndarray
         return np.array(a if a.shape[0] == N else a[:1], dtype=float, order="C")
 
     p, P, noise, attitude_a = shared(p), shared(P), shared(noise), shared(attitude_a)
-    return _PredictionInputs(b, p, Q, P, noise, attitude_a, omega, axes, propagate, k, S)
+    fb = FeedbackInputs(*(shared(f) for f in fb))
+    return _PredictionInputs(b, p, Q, P, noise, attitude_a, omega, axes, propagate, k, S, law,
+                             fb)
+
+
+def _feedback(model: VehicleModel, feedback: Feedback | None,
+              T: int) -> tuple[FeedbackLaw, FeedbackInputs]:
+    """The checked closed-loop law and inputs of :func:`predict` (none: an empty law)."""
+    if feedback is None:
+        return no_feedback(), no_feedback_inputs()
+    law, fb = feedback
+    na = len(model.actuated_joints)
+    if law.actuated_v.shape != (na,):
+        raise ShapeError(f"feedback: the law has {law.actuated_v.shape[0]} actuated joints, "
+                         f"the model {na}")
+    ns, nw = law.steer_q.shape[0], law.wheel_col.shape[0]
+    for name, a, width in (("target", fb.target, ns), ("a", fb.a, nw), ("b", fb.b, nw)):
+        if a.ndim != 3 or a.shape[1:] != (T, width):
+            raise ShapeError(f"feedback.{name}: expected (N, {T}, {width}), got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ParameterError(f"feedback.{name}: must be finite")
+    return law, fb
 
 
 def _predict_loop(model: VehicleModel, terrain: Terrain, a: _PredictionInputs, dt: float, *,
@@ -329,8 +367,8 @@ def _predict_loop(model: VehicleModel, terrain: Terrain, a: _PredictionInputs, d
         gravity=np.array([0.0, 0.0, -float(gravity)]), slip_axes=axes, Qprime=Q,
         enhanced=fidelity == "enhanced", assess=assess, propagate=propagate,
         warm_contact=bool(warm_start), every=k, tipover_margin=tip,
-        liftoff_threshold=float(liftoff_threshold))
-    X = L.PredictInputs(q0a, qdot_cmd, vc, p, noise, P, attitude_a)
+        liftoff_threshold=float(liftoff_threshold), feedback=a.law)
+    X = L.PredictInputs(q0a, qdot_cmd, vc, p, noise, P, attitude_a, a.fb)
     Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, slip, vc_slip, margin, P_traj, flags)
     m, t = model.kinematic_arrays(), terrain.kernel_args()
     # both cores for large batches: contiguous chunks of candidates, a few per thread
