@@ -41,6 +41,7 @@ from wmr_model.experiments import dynamic as sc
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics.constraints import holonomic_constraints
+from wmr_model.kinematics.feedback import no_feedback, no_feedback_inputs
 from wmr_model.kinematics.wheel_collision import wheel_contact
 from wmr_model.vehicles.tree import forward_kinematics
 
@@ -185,7 +186,8 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
         "indep": lambda: _indep_loop(AA, active, cols, forced, indep),
         "setup": lambda: _setup_loop(dm0, ta, _warm_started(d0, AA[0] @ QD[0]), Q, QD, U,
                                      np.empty(model.nq), np.empty(nv)),
-        "step": lambda: simulate_loop(dm, ta, q0, qd0, U, one),
+        "step": lambda: simulate_loop(dm, ta, q0, qd0, U, one, no_feedback(),
+                                      no_feedback_inputs(batched=False)),
         "call": lambda: simulate_dynamics(model, ter, q0, qd0, U, DT,
                                           contact_model="pacejka", collision=collision),
     }

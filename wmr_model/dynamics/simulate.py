@@ -52,6 +52,13 @@ from wmr_model.dynamics.track_contact import (
 )
 from wmr_model.errors import ParameterError, check_shape
 from wmr_model.kinematics.constraints import holonomic_constraints, project_loop_closures
+from wmr_model.kinematics.feedback import (
+    Feedback,
+    FeedbackInputs,
+    feedback_rates,
+    no_feedback,
+    no_feedback_inputs,
+)
 from wmr_model.kinematics.solve import cholesky_factor, cholesky_solve
 from wmr_model.kinematics.track_collision import contact_detection
 from wmr_model.kinematics.wheel_collision import (
@@ -488,10 +495,13 @@ class Rollout(NamedTuple):
 
 
 @njit
-def simulate_loop(dm, t, q0, qdot0, U, out):
+def simulate_loop(dm, t, q0, qdot0, U, out, law, fb):
     """Compiled loop over ``U`` (T, na) commands from ``q0`` (nq,), ``qdot0`` (nv,): writes the
     :class:`Rollout` ``out`` (ncon = nw wheels + ntp track patches). ``dm``, ``t``: see
-    :func:`dynamics_step`; the workspace is this run's own (:func:`create_step_data`)."""
+    :func:`dynamics_step`; the workspace is this run's own (:func:`create_step_data`). With a
+    closed-loop ``law`` (:class:`~wmr_model.kinematics.feedback.FeedbackLaw`, kind > 0) each
+    step's actuated rates are instead the law's at the state at the start of the step, from the
+    step's row of ``fb`` (:class:`~wmr_model.kinematics.feedback.FeedbackInputs`)."""
     m = dm.kin
     d = create_step_data(dm, qdot0.shape[0])
     ncon = d.dz.shape[0]
@@ -501,16 +511,22 @@ def simulate_loop(dm, t, q0, qdot0, U, out):
     Q[0] = from_q
     QD[0] = qdot0
     first = True
+    control = law.kind != 0
+    u = np.empty(U.shape[1])
     for i in range(U.shape[0]):
+        ui = U[i]
+        if control:
+            feedback_rates(law, fb.target[i], fb.a[i], fb.b[i], Q[i], u)
+            ui = u
         if first:
             crba(m.parent, m.jtype, m.axis, m.T0, dm.I_frame, Q[i], d.T_world, d.Ic, d.M)
-            _contacts(dm, t, d, U[i])
+            _contacts(dm, t, d, ui)
             holonomic_constraints(m.parent, m.jtype, m.axis, m.A_joint, m.joint_offset,
                                   m.loop_closure, Q[i], d.T_world, d.c_hol, d.J_hol)
             _rows(dm, d)
             d.v_prev[:] = d.A @ QD[0]
             first = False
-        it, L = dynamics_step(dm, t, d, Q[i], QD[i], U[i], Q[i + 1], QD[i + 1])
+        it, L = dynamics_step(dm, t, d, Q[i], QD[i], ui, Q[i + 1], QD[i + 1])
         out.iterations[i] = it
         out.cost[i] = L
         for k in range(ncon):
@@ -526,18 +542,20 @@ def _batch_row(a, n):
 
 
 @njit(nogil=True)
-def simulate_range(lo, hi, dm, t, q0, qdot0, U, out):
+def simulate_range(lo, hi, dm, t, q0, qdot0, U, out, law, fb):
     """:func:`simulate_loop` for trajectories ``lo..hi-1`` of a batch, one after another,
     without the GIL (:func:`wmr_model._jit.run_ranges` runs several ranges at once).
 
     ``U`` (N, T, na) and the :class:`Rollout` ``out`` carry a leading trajectory axis;
-    ``q0`` (N or 1, nq) and ``qdot0`` (N or 1, nv) have one row per trajectory or one shared.
-    Each trajectory gets its own workspace, so it is bit for bit its run alone.
+    ``q0`` (N or 1, nq), ``qdot0`` (N or 1, nv) and the arrays of the feedback inputs ``fb``
+    have one row per trajectory or one shared; ``law`` is shared. Each trajectory gets its own
+    workspace, so it is bit for bit its run alone.
     """
     for n in range(lo, hi):
+        fbn = FeedbackInputs(_batch_row(fb.target, n), _batch_row(fb.a, n), _batch_row(fb.b, n))
         simulate_loop(dm, t, _batch_row(q0, n), _batch_row(qdot0, n), U[n],
                       Rollout(out.q[n], out.qdot[n], out.iterations[n], out.cost[n],
-                              out.f_contact[n], out.dz[n]))
+                              out.f_contact[n], out.dz[n]), law, fbn)
 
 
 @dataclass
@@ -652,13 +670,15 @@ def create_rollout(model: VehicleModel, N: int, T: int) -> Rollout:
 
 def _run_batch(model: VehicleModel, dm: DynamicsModel, t: TerrainArrays,
                names: tuple[str, ...], q0: np.ndarray, qdot0: np.ndarray, U: np.ndarray,
-               dt: float) -> DynamicsTrajectory:
+               dt: float, feedback: Feedback | None = None) -> DynamicsTrajectory:
     """Run the compiled loops for ``U`` (N, T, na) from ``q0`` (N or 1, nq), ``qdot0`` (N or 1,
-    nv): on one thread for a single trajectory, else in parallel chunks."""
+    nv), with a closed-loop ``feedback`` if given: on one thread for a single trajectory, else
+    in parallel chunks."""
     N, T = U.shape[0], U.shape[1]
     out = create_rollout(model, N, T)
+    law, fb = (no_feedback(), no_feedback_inputs()) if feedback is None else feedback
     run_ranges(simulate_range, N, min(N, DYNAMICS_CHUNKS_PER_THREAD * num_threads()), dm, t,
-               q0, qdot0, U, out)
+               q0, qdot0, U, out, law, fb)
     return DynamicsTrajectory(np.arange(T + 1) * dt, out.q, out.qdot, out.iterations, out.cost,
                               out.f_contact, out.dz, names)
 
@@ -666,6 +686,7 @@ def _run_batch(model: VehicleModel, dm: DynamicsModel, t: TerrainArrays,
 def simulate_dynamics_batch(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
                             qdot0: np.ndarray, commands: np.ndarray, dt: float,
                             options: DynamicsOptions | None = None,
+                            feedback: Feedback | None = None,
                             **keywords: Any) -> DynamicsTrajectory:
     """:func:`simulate_dynamics` for N command sequences at once, on all cores.
 
@@ -674,6 +695,10 @@ def simulate_dynamics_batch(model: VehicleModel, terrain: Terrain, q0: np.ndarra
         qdot0: (nv,) or (N, nv) initial joint-space velocities, likewise.
         commands: (N, T, na) commanded actuated-joint rates per trajectory and step.
         dt: step size [s]; options, keywords: as :func:`simulate_dynamics`.
+        feedback: a vehicle controller's closed-loop law with its per-step inputs (N or 1, T,
+            ...) (:class:`~wmr_model.kinematics.feedback.Feedback`, built by
+            :func:`wmr_model.prediction.controllers.simulate_dynamics_controlled`): its rates at
+            the state at the start of each step replace ``commands``.
 
     Returns a :class:`DynamicsTrajectory` whose arrays (but ``t``) have a leading N axis; each
     trajectory is bit for bit what :func:`simulate_dynamics` returns for it alone, whatever the
@@ -688,7 +713,8 @@ def simulate_dynamics_batch(model: VehicleModel, terrain: Terrain, q0: np.ndarra
     qdot0 = _batch_rows("qdot0", qdot0, N, model.nv)
     check_dynamics_inputs(model, q0[0], qdot0[0], U[0], dt)
     dm, names = compile_dynamics(model, dt, DynamicsOptions.of(options, keywords))
-    return _run_batch(model, dm, terrain.kernel_args(), names, q0, qdot0, U, float(dt))
+    return _run_batch(model, dm, terrain.kernel_args(), names, q0, qdot0, U, float(dt),
+                      feedback)
 
 
 def _batch_rows(name: str, a: np.ndarray, n: int, width: int) -> np.ndarray:

@@ -485,8 +485,8 @@ def zoe_dynamics_benchmark(model: VehicleModel, terrains: Sequence[Terrain],
 
     ``controller`` (:mod:`wmr_model.prediction.controllers`): ``"naive"`` (default; constant wheel
     rates, one compiled loop per run: the timing configuration) or ``"vehicle"`` /
-    ``"passive_steer"`` (Zoë's steer-angle feedback, as the thesis' C++ library drives Zoë; stepped
-    from Python, so its times include that overhead). With the controller the axles hold their
+    ``"passive_steer"`` (Zoë's steer-angle feedback, as the thesis' C++ library drives Zoë,
+    evaluated inside the compiled loop). With the controller the axles hold their
     commanded (zero) steer angles and the errors of Table 2.7 are comparable with the thesis'.
 
     ``options`` are keywords of :func:`simulate_dynamics` for every run (e.g. the speed-ups of

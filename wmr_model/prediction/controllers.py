@@ -595,61 +595,51 @@ def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.n
                                  options: DynamicsOptions | None = None, **keywords: Any):
     """:func:`wmr_model.dynamics.simulate_dynamics` with commands from a controller.
 
-    ``vx``, ``wz`` (T,) are the commanded twist per step [m/s, rad/s]; ``options`` and
+    ``vx``, ``wz`` (T,) are the commanded twist per step [m/s, rad/s], or (N, T) for N runs at
+    once (then ``q0``, ``qdot0`` may be (N, nq), (N, nv) and the result has a leading N axis,
+    as :func:`~wmr_model.dynamics.simulate.simulate_dynamics_batch`'s); ``options`` and
     ``keywords`` are those of :func:`simulate_dynamics` (a
     :class:`~wmr_model.dynamics.model.DynamicsOptions` whose fields the keywords replace).
     Open-loop kinds compute all T commands first (naive:
-    :func:`wmr_model.prediction.predict.twist_commands` from ``q0``'s joints) and run one call;
-    closed-loop kinds run the compiled step loop one step at a time, the controller reading the
-    state before each step (the force-balance warm start restarts from the current constraint
-    velocities each step; converged steps agree to the force-balance tolerance).
+    :func:`wmr_model.prediction.predict.twist_commands` from ``q0``'s joints); closed-loop kinds
+    evaluate their law inside the compiled loop at the state at the start of each step
+    (:mod:`wmr_model.kinematics.feedback`). Either way it is one call of the compiled loop.
     """
-    from wmr_model.dynamics.model import DynamicsOptions, compile_dynamics
-    from wmr_model.dynamics.simulate import (
-        DynamicsTrajectory,
-        Rollout,
-        check_dynamics_inputs,
-        simulate_dynamics,
-        simulate_range,
-    )
+    from wmr_model.dynamics.model import DynamicsOptions
+    from wmr_model.dynamics.simulate import DynamicsTrajectory, simulate_dynamics_batch
 
     opts = DynamicsOptions.of(options, keywords)
     ctrl = _controller(model, controller)
-    vx = np.atleast_1d(np.asarray(vx, dtype=float))
-    wz = np.atleast_1d(np.asarray(wz, dtype=float))
-    if vx.shape != wz.shape or vx.ndim != 1:
-        raise ShapeError(f"vx, wz: expected two (T,) arrays, got {vx.shape} and {wz.shape}")
-    T = vx.size
+    vx = np.asarray(vx, dtype=float)
+    wz = np.asarray(wz, dtype=float)
+    if vx.shape != wz.shape or vx.ndim not in (1, 2) or vx.shape[-1] == 0:
+        raise ShapeError(f"vx, wz: expected two (T,) or (N, T) arrays, got {vx.shape} and "
+                         f"{wz.shape}")
+    if not (np.all(np.isfinite(vx)) and np.all(np.isfinite(wz))):
+        raise ParameterError("vx, wz: must be finite")
+    single = vx.ndim == 1
+    vx, wz = np.atleast_2d(vx), np.atleast_2d(wz)
+    N, T = vx.shape
+    fb = None
     if ctrl.kind == "naive":
         from wmr_model.prediction.predict import twist_commands
 
-        seg = np.stack([vx, wz, np.full(T, dt)], axis=1)
-        U = twist_commands(model, seg, dt, q=np.asarray(q0, dtype=float))[0]
-        return simulate_dynamics(model, terrain, q0, qdot0, U, dt, opts)
-    if not ctrl.feedback:
-        return simulate_dynamics(model, terrain, q0, qdot0, differential_rates(ctrl, vx, wz),
-                                 dt, opts)
-    q0, qdot0, _ = check_dynamics_inputs(model, q0, qdot0, np.zeros((T, ctrl.na)), dt)
-    dm, names = compile_dynamics(model, dt, opts)
-    ter = terrain.kernel_args()
-    Q = np.empty((T + 1, model.nq))
-    QD = np.empty((T + 1, model.nv))
-    IT = np.empty(T, dtype=np.int64)
-    COST = np.empty(T)
-    FC = np.empty((T, model.nc, 3))
-    DZ = np.empty((T, model.nc))
-    Q[0], QD[0] = q0, qdot0
-    one = Rollout(np.empty((1, 2, model.nq)), np.empty((1, 2, model.nv)),
-                  np.empty((1, 1), dtype=np.int64), np.empty((1, 1)),
-                  np.empty((1, 1, model.nc, 3)), np.empty((1, 1, model.nc)))
-    for t in range(T):
-        u = controller_rates(ctrl, Q[t:t + 1], vx[t:t + 1], wz[t:t + 1], dt)
-        simulate_range(0, 1, dm, ter, np.ascontiguousarray(Q[t:t + 1]),
-                       np.ascontiguousarray(QD[t:t + 1]), np.ascontiguousarray(u[None]), one)
-        Q[t + 1], QD[t + 1] = one.q[0, 1], one.qdot[0, 1]
-        IT[t], COST[t] = one.iterations[0, 0], one.cost[0, 0]
-        FC[t], DZ[t] = one.f_contact[0, 0], one.dz[0, 0]
-    return DynamicsTrajectory(np.arange(T + 1) * dt, Q, QD, IT, COST, FC, DZ, names)
+        q0a = np.atleast_2d(np.asarray(q0, dtype=float))
+        U = np.stack([twist_commands(model, np.stack([vx[n], wz[n], np.full(T, dt)], axis=1),
+                                     dt, q=q0a[n if q0a.shape[0] > 1 else 0])[0]
+                      for n in range(N)])
+    elif not ctrl.feedback:
+        U = differential_rates(ctrl, vx.ravel(), wz.ravel()).reshape(N, T, ctrl.na)
+    else:
+        target, a, b = feedback_parts(ctrl, vx.ravel(), wz.ravel())
+        fb = Feedback(feedback_law(ctrl, dt), FeedbackInputs(
+            *(np.ascontiguousarray(f.reshape(N, T, f.shape[1])) for f in (target, a, b))))
+        U = np.zeros((N, T, ctrl.na))
+    run = simulate_dynamics_batch(model, terrain, q0, qdot0, U, dt, opts, feedback=fb)
+    if not single:
+        return run
+    return DynamicsTrajectory(run.t, run.q[0], run.qdot[0], run.iterations[0], run.cost[0],
+                              run.f_contact[0], run.dz[0], run.contact_models)
 
 
 # Command generators of the experiments and of the track-slip calibration (open loop).

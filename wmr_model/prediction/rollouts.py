@@ -347,16 +347,12 @@ def _dynamic_chunk(model, terrain, q0, qdot0, commands, dt, steps, limits, ctrl=
     if ctrl is None:
         runs = simulate_dynamics_batch(model, terrain, q0, qdot0, commands, dt,
                                        actuator=DYNAMIC_ACTUATOR)
-    else:  # closed-loop controller: commands are twists (B, T, 2), one run per candidate
-        from types import SimpleNamespace
-
+    else:  # closed-loop controller: commands are twists (B, T, 2)
         from wmr_model.prediction.controllers import simulate_dynamics_controlled
 
-        rs = [simulate_dynamics_controlled(model, terrain, q0, qdot0, c[:, 0], c[:, 1], dt,
-                                           controller=ctrl, actuator=DYNAMIC_ACTUATOR)
-              for c in commands]
-        runs = SimpleNamespace(**{k: np.stack([getattr(r, k) for r in rs])
-                                  for k in ("q", "qdot", "f_contact", "dz")})
+        runs = simulate_dynamics_controlled(model, terrain, q0, qdot0, commands[..., 0],
+                                            commands[..., 1], dt, controller=ctrl,
+                                            actuator=DYNAMIC_ACTUATOR)
     n, T1 = runs.q.shape[0], runs.q.shape[1]
     flags = np.empty((n, T1), dtype=np.uint8)
     margin = np.full((n, T1), np.nan)
