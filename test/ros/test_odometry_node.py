@@ -119,7 +119,12 @@ def test_output_equals_the_core_offline_result(ros):
     from wmr_model.estimation.odometry import Odometry3D
     from wmr_model.io.vehicles import load_vehicle
 
-    feed = _start(ros, "odo_eq", "vehicle:=diffdrive", "reorder_window:=0.0")
+    # reorder_window 0 processes messages as they arrive, so the node must have taken each
+    # gyro sample before the encoder sample that closes its step: the test waits for the
+    # node's "accepted imu" count (diagnostics every 20 ms) instead of a fixed 10 ms, which a
+    # loaded CI machine once outran (the step came before its gyro sample: 1e-5 m off)
+    feed = _start(ros, "odo_eq", "vehicle:=diffdrive", "reorder_window:=0.0",
+                  "diagnostics_period:=0.02")
     offline = Odometry3D(load_vehicle("diffdrive"))
     rng = np.random.default_rng(5)
     t_ns = 100 * 10**9
@@ -136,7 +141,7 @@ def test_output_equals_the_core_offline_result(ros):
         t_ns += dt_ns
         feed.imu_sample(mid, w, gyro_var=1e-6)
         offline.update_imu(_sec(mid), w, angular_velocity_covariance=np.eye(3) * 1e-6)
-        feed.settle(0.01)
+        feed.diagnostics.wait(lambda st, kv, n=k + 1: int(kv.get("accepted imu", -1)) >= n)
         feed.joint_state(t_ns, rates)
         assert offline.update_encoders(_sec(t_ns), WHEELS, velocities=rates).stepped
         expected.append((offline.q.copy(), offline.pose_covariance_ros, offline.qdot.copy(),
