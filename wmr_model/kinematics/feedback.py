@@ -3,11 +3,12 @@
 A closed-loop controller (:mod:`wmr_model.prediction.controllers`) turns a commanded body twist
 into actuated joint rates from the state at the start of every step. Its part that depends on
 the twist only (steer-angle targets, feed-forward wheel speeds) is computed for all steps before
-the loop; the part that reads the state is :func:`feedback_rates`, evaluated inside the
-prediction loop (:func:`wmr_model.kinematics.loops.predict_trajectory`) at the start of each
-step, and by :func:`feedback_rates_batch` for callers that step a simulation themselves. One
-implementation serves both, so a prediction run in one call equals the same prediction stepped
-one call per step.
+the loop; the part that reads the state is :func:`feedback_rates`, evaluated at the start of
+each step inside the prediction loop (:func:`wmr_model.kinematics.loops.predict_trajectory`)
+and the dynamics loop (:func:`wmr_model.dynamics.simulate.simulate_loop`), and by
+:func:`feedback_rates_batch` for the rates at given states
+(:func:`wmr_model.prediction.controllers.controller_rates`). One implementation serves all, so
+a prediction run in one call equals the same prediction stepped one call per step.
 
 Laws (``delta_j = sign_j q[steer_j]``, the measured steer angle of axle ``j``, left positive;
 ``j(k)`` the axle steering wheel ``k``; wheel rates ``u_k = v_k / r_k``):
