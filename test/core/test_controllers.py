@@ -256,6 +256,32 @@ def test_dynamics_closed_loop_in_the_compiled_loop_agrees_with_stepping_it(zoe):
     assert np.abs(batch.q[:, -1, steer]).min() > 0.05  # the axles turned
 
 
+def test_feedback_of_the_wrong_shape_is_refused_before_the_loops(zoe):
+    """The compiled loops do not check indices: a law or inputs that do not fit the batch are
+    refused with the field named, by predict and by the dynamics batch alike."""
+    from wmr_model.dynamics.simulate import simulate_dynamics_batch
+    from wmr_model.errors import ShapeError
+    from wmr_model.experiments import dynamic as sc
+    from wmr_model.kinematics.feedback import Feedback, FeedbackInputs
+    from wmr_model.prediction.controllers import feedback_law, feedback_parts
+
+    ctrl = vehicle_controller(zoe)
+    ter = tr.flat()
+    q0, qd0 = sc._moving_start(zoe, ter, 1.0)
+    target, a, b = feedback_parts(ctrl, np.ones(5), np.zeros(5))
+    law = feedback_law(ctrl, 0.04, 6 + zoe.actuated_joints)
+    short = Feedback(law, FeedbackInputs(target[None, :4], a[None, :4], b[None, :4]))
+    U = np.zeros((1, 5, ctrl.na))
+    with pytest.raises(ShapeError, match=r"feedback\.target: expected \(1 or 1, 5, 2\)"):
+        simulate_dynamics_batch(zoe, ter, q0, qd0, U, 0.04, feedback=short)
+    with pytest.raises(ShapeError, match=r"feedback\.target: expected \(N, 5, 2\)"):
+        predict(zoe, ter, q0, U, 0.04, feedback=short)
+    wide = Feedback(law._replace(actuated_v=law.actuated_v[:2]),
+                    FeedbackInputs(target[None], a[None], b[None]))
+    with pytest.raises(ShapeError, match="feedback: the law has 2 actuated joints, the model 4"):
+        simulate_dynamics_batch(zoe, ter, q0, qd0, U, 0.04, feedback=wide)
+
+
 def test_controller_section_errors_name_the_file_and_key(zoe, tmp_path):
     bad = dataclasses.replace(zoe, options={"controller": {"type": "pid", "source": "zoe.yaml"}})
     with pytest.raises(ModelError, match=r"zoe.yaml: controller.type must be one of"):

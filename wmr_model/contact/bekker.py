@@ -286,8 +286,8 @@ def bekker_force_jacobian(params, vx, vy, vz, Rw, dz, rel_step, fc, J):
         fx, fy, fz_soil = _cached_forces(params, s, beta, th1, c1, s1, dth, cache)
         f = _assemble(params, fx, fy, fz_soil, sx, vy, vz, h)
     fc[0], fc[1], fc[2] = f
+    y = (vx, vy, vz, Rw, dz)
     for k in range(5):
-        y = (vx, vy, vz, Rw, dz)
         hk = rel_step * (1.0 + abs(y[k]))
         if k == 0:
             fp = _same_sinkage_force(params, vx + hk, vy, vz, Rw, dz, patch, cache)

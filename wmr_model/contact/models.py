@@ -106,11 +106,11 @@ def contact_force(kind, params, table, axes, vc, Rw, dz, fc, J):
     elif kind == BEKKER:
         _bek.bekker_force_jacobian(params, vc[0], vc[1], vc[2], Rw, dz, FD_REL_STEP, fc, J)
     else:
-        _difference_contact_force(kind, params, table, axes, vc, Rw, dz, fc, J)
+        _difference_contact_force(params, vc, Rw, dz, fc, J)
 
 
 @njit
-def _difference_contact_force(kind, params, table, axes, vc, Rw, dz, fc, J):
+def _difference_contact_force(params, vc, Rw, dz, fc, J):
     """:func:`contact_force` of Ishigami direct: central differences with respect to
     ``[vx, vy, vz, Rw, dz]``."""
     y = np.array([vc[0], vc[1], vc[2], Rw, dz])

@@ -55,6 +55,7 @@ from wmr_model.kinematics.constraints import holonomic_constraints, project_loop
 from wmr_model.kinematics.feedback import (
     Feedback,
     FeedbackInputs,
+    check_feedback,
     feedback_rates,
     no_feedback,
     no_feedback_inputs,
@@ -712,6 +713,8 @@ def simulate_dynamics_batch(model: VehicleModel, terrain: Terrain, q0: np.ndarra
     q0 = _batch_rows("q0", q0, N, model.nq)
     qdot0 = _batch_rows("qdot0", qdot0, N, model.nv)
     check_dynamics_inputs(model, q0[0], qdot0[0], U[0], dt)
+    if feedback is not None:
+        check_feedback(feedback, len(model.actuated_joints), U.shape[1], N)
     dm, names = compile_dynamics(model, dt, DynamicsOptions.of(options, keywords))
     return _run_batch(model, dm, terrain.kernel_args(), names, q0, qdot0, U, float(dt),
                       feedback)

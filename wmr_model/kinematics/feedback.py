@@ -31,9 +31,10 @@ from typing import NamedTuple
 import numpy as np
 
 from wmr_model._jit import njit
+from wmr_model.errors import ParameterError, ShapeError
 
 __all__ = ["NO_FEEDBACK", "PASSIVE_STEER", "ACKERMANN", "FeedbackLaw", "FeedbackInputs",
-           "Feedback", "no_feedback", "no_feedback_inputs", "feedback_rates",
+           "Feedback", "no_feedback", "no_feedback_inputs", "check_feedback", "feedback_rates",
            "feedback_command", "feedback_rates_batch"]
 
 NO_FEEDBACK = 0
@@ -99,6 +100,24 @@ def no_feedback_inputs(batched: bool = True) -> FeedbackInputs:
     """Empty :class:`FeedbackInputs` (leading 1 when ``batched``)."""
     shape = (1, 0, 0) if batched else (0, 0)
     return FeedbackInputs(np.zeros(shape), np.zeros(shape), np.zeros(shape))
+
+
+def check_feedback(feedback: Feedback, na: int, T: int, N: int | None = None) -> Feedback:
+    """``feedback`` checked against a batch of ``N`` runs (None: any) of ``T`` steps of a model
+    with ``na`` actuated joints, before the compiled loops index it (they do not check)."""
+    law, fb = feedback
+    if law.actuated_v.shape != (na,):
+        raise ShapeError(f"feedback: the law has {law.actuated_v.shape[0]} actuated joints, "
+                         f"the model {na}")
+    ns, nw = law.steer_q.shape[0], law.wheel_col.shape[0]
+    for name, a, width in (("target", fb.target, ns), ("a", fb.a, nw), ("b", fb.b, nw)):
+        if a.ndim != 3 or a.shape[1:] != (T, width) or (N is not None and
+                                                         a.shape[0] not in (1, N)):
+            lead = "N" if N is None else f"1 or {N}"
+            raise ShapeError(f"feedback.{name}: expected ({lead}, {T}, {width}), got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ParameterError(f"feedback.{name}: must be finite")
+    return feedback
 
 
 @njit(refcount=False)

@@ -20,10 +20,10 @@ section (``config/vehicles/README.md``), read by :func:`vehicle_controller`. Kin
 ===============  ==========================================================================
 
 Closed-loop controllers read the current state at every step. :func:`predict_controlled`
-(kinematic and enhanced-kinematic prediction) runs them inside the compiled prediction loop
-(the state part of each law is :mod:`wmr_model.kinematics.feedback`);
-:func:`simulate_dynamics_controlled` (dynamics) runs the dynamics step by step for them, and in
-one call for the open-loop kinds.
+(kinematic and enhanced-kinematic prediction) and :func:`simulate_dynamics_controlled`
+(dynamics) run them inside the compiled loops (the state part of each law is
+:mod:`wmr_model.kinematics.feedback`), the open-loop kinds from rates computed up front; either
+way one call.
 
 Geometry (wheel centres, steer pivots, steer-joint signs) comes from the model at its neutral
 state, in body coordinates (x forward, y left, z up; REP-103).
@@ -335,11 +335,6 @@ def _limit_turn(vx: np.ndarray, wz: np.ndarray, r_min: float) -> np.ndarray:
     return np.clip(wz, -w_max, w_max)
 
 
-def _steer_angles(ctrl: Controller, q: np.ndarray) -> np.ndarray:
-    """(N, ns) measured steer angles [rad], left positive."""
-    return q[:, 7 + ctrl.steer_joints] * ctrl.steer_sign
-
-
 def ackermann_steer_angles(ctrl: Controller, vx: np.ndarray, wz: np.ndarray) -> np.ndarray:
     """Ackermann steer angles (N, ns) [rad, left positive] for twists ``vx``, ``wz`` (N,).
 
@@ -473,6 +468,16 @@ def feedback_law(ctrl: Controller, dt: float, actuated_v: np.ndarray | None = No
                        float(ctrl.max_speed_difference), float(ctrl.max_steer_rate), float(dt))
 
 
+def _closed_loop(model: VehicleModel, ctrl: Controller, vx: np.ndarray, wz: np.ndarray,
+                 dt: float) -> Feedback:
+    """The :class:`~wmr_model.kinematics.feedback.Feedback` that runs a closed-loop controller
+    inside the compiled loops for the twists ``vx``, ``wz`` (N, T)."""
+    N, T = vx.shape
+    parts = feedback_parts(ctrl, vx.ravel(), wz.ravel())
+    inputs = FeedbackInputs(*(np.ascontiguousarray(f.reshape(N, T, f.shape[1])) for f in parts))
+    return Feedback(feedback_law(ctrl, dt, 6 + model.actuated_joints), inputs)
+
+
 def _feedback_rates(ctrl: Controller, q: np.ndarray, vx: np.ndarray, wz: np.ndarray,
                     dt: float) -> np.ndarray:
     """Actuated rates (N, na) of a closed-loop controller at the states ``q`` (N, nq)."""
@@ -582,10 +587,7 @@ def predict_twist_steps(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
     if not ctrl.feedback:
         u = differential_rates(ctrl, vx.ravel(), wz.ravel()).reshape(N, T, ctrl.na)
         return predict(model, terrain, q0, u, dt, **kwargs)
-    target, a, b = feedback_parts(ctrl, vx.ravel(), wz.ravel())
-    inputs = FeedbackInputs(*(np.ascontiguousarray(f.reshape(N, T, f.shape[1]))
-                              for f in (target, a, b)))
-    fb = Feedback(feedback_law(ctrl, dt, 6 + model.actuated_joints), inputs)
+    fb = _closed_loop(model, ctrl, vx, wz, dt)
     return predict(model, terrain, q0, np.zeros((N, T, ctrl.na)), dt, feedback=fb, **kwargs)
 
 
@@ -631,9 +633,7 @@ def simulate_dynamics_controlled(model: VehicleModel, terrain: Terrain, q0: np.n
     elif not ctrl.feedback:
         U = differential_rates(ctrl, vx.ravel(), wz.ravel()).reshape(N, T, ctrl.na)
     else:
-        target, a, b = feedback_parts(ctrl, vx.ravel(), wz.ravel())
-        fb = Feedback(feedback_law(ctrl, dt), FeedbackInputs(
-            *(np.ascontiguousarray(f.reshape(N, T, f.shape[1])) for f in (target, a, b))))
+        fb = _closed_loop(model, ctrl, vx, wz, dt)
         U = np.zeros((N, T, ctrl.na))
     run = simulate_dynamics_batch(model, terrain, q0, qdot0, U, dt, opts, feedback=fb)
     if not single:

@@ -50,6 +50,7 @@ from wmr_model.kinematics.feedback import (
     Feedback,
     FeedbackInputs,
     FeedbackLaw,
+    check_feedback,
     no_feedback,
     no_feedback_inputs,
 )
@@ -319,17 +320,7 @@ def _feedback(model: VehicleModel, feedback: Feedback | None,
     """The checked closed-loop law and inputs of :func:`predict` (none: an empty law)."""
     if feedback is None:
         return no_feedback(), no_feedback_inputs()
-    law, fb = feedback
-    na = len(model.actuated_joints)
-    if law.actuated_v.shape != (na,):
-        raise ShapeError(f"feedback: the law has {law.actuated_v.shape[0]} actuated joints, "
-                         f"the model {na}")
-    ns, nw = law.steer_q.shape[0], law.wheel_col.shape[0]
-    for name, a, width in (("target", fb.target, ns), ("a", fb.a, nw), ("b", fb.b, nw)):
-        if a.ndim != 3 or a.shape[1:] != (T, width):
-            raise ShapeError(f"feedback.{name}: expected (N, {T}, {width}), got {a.shape}")
-        if not np.all(np.isfinite(a)):
-            raise ParameterError(f"feedback.{name}: must be finite")
+    law, fb = check_feedback(feedback, len(model.actuated_joints), T)
     return law, fb
 
 

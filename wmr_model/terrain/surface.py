@@ -76,6 +76,7 @@ KIND_NAMES = {PLANE: "PLANE", PROFILE: "PROFILE", GRID: "GRID"}
 #: (one-sided on the border), bilinearly interpolated between nodes, so the normal is
 #: continuous (not the exact normal of the height between nodes).
 GRID_NORMALS = {"bilinear": 0, "nodal": 1}
+_NODAL = float(GRID_NORMALS["nodal"])  # params[4] of a GRID with nodal normals
 
 # Index of the fields of a PROFILE params vector (see module docstring).
 _P_OX, _P_OY, _P_COS, _P_SIN, _P_HALF_WIDTH, _P_BASE, _P_N = range(7)
@@ -205,7 +206,7 @@ def _grid(params: Any, grid: Any, x: float, y: float) -> tuple[float, float, flo
     gx = 1.0 - fx
     gy = 1.0 - fy
     h = gy * (gx * h00 + fx * h10) + fy * (gx * h01 + fx * h11)
-    if params.shape[0] > 4 and params[4] == 1.0:  # nodal slopes, bilinearly interpolated
+    if params.shape[0] > 4 and params[4] == _NODAL:  # nodal slopes, bilinearly interpolated
         sx00, sy00 = _node_slope(grid, i, j, dx, dy)
         sx10, sy10 = _node_slope(grid, i + 1, j, dx, dy)
         sx01, sy01 = _node_slope(grid, i, j + 1, dx, dy)
