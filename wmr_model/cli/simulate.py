@@ -263,14 +263,20 @@ def _initial_state(model: Any, terrain: Any, start: list[float]):
 def _integrate(model: Any, terrain: Any, q0: Any, rates: Any, seg: Any, closed_loop: Any,
                args: argparse.Namespace):
     """``(trajectory, wall time [s])`` of the --method integration (the closed-loop
-    controller ``closed_loop`` steps the twist ``seg``), timed after a one-step warm-up that
-    takes numba's one-time compile / cache load."""
+    controller ``closed_loop`` steps the twist ``seg``), timed after a one-step warm-up of the
+    same path that takes numba's one-time compile / cache load."""
     import time
 
     from wmr_model import kinematics as kin
     from wmr_model.prediction.controllers import predict_controlled
 
-    if args.method == "dae":
+    # warm-up: one step of the path timed below (numba loads its compiled kernels on first use)
+    if closed_loop is not None:
+        one = seg[:1].copy()
+        one[0, 2] = args.dt  # the twist held for one step
+        predict_controlled(model, terrain, q0, one, args.dt, controller=closed_loop,
+                           integrator=args.integrator, stabilization=args.stabilization)
+    elif args.method == "dae":
         kin.simulate(model, terrain, q0, rates[:1], args.dt, integrator=args.integrator)
     else:
         kin.simulate_unconstrained(model, terrain, q0, rates[:1], args.dt)
