@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from wmr_model._jit import njit
+from wmr_model.dynamics.actuators import IDEAL
 from wmr_model.dynamics.constraints import rows_workspace
 from wmr_model.dynamics.crba import crba_workspace
 from wmr_model.dynamics.force_balance import workspace
@@ -25,7 +26,7 @@ from wmr_model.dynamics.rnea import rnea_workspace
 from wmr_model.kinematics.constraints import loop_closure_rows
 from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH
 
-__all__ = ["StepData", "create_step_data", "rigid_body_arrays"]
+__all__ = ["StepData", "create_step_data", "free_columns", "rigid_body_arrays"]
 
 
 @njit
@@ -49,7 +50,9 @@ class StepData(NamedTuple):
     that of
     :func:`~wmr_model.dynamics.simulate.warm_wheel_contact`; nwarm = 0 keeps the cold search.
     ``share``, ``dz_model`` (ncon,) are the track patches' load shares and sinkage
-    (:func:`~wmr_model.dynamics.track_contact.track_shares`; 1 and 0 for wheels).
+    (:func:`~wmr_model.dynamics.track_contact.track_shares`; 1 and 0 for wheels). The
+    joint-acceleration solver (:mod:`wmr_model.dynamics.joint_acceleration`) uses ``Minv_tc``
+    as its error and ``Lm`` as its Jacobian.
     """
 
     T_world: np.ndarray  #: (nf, 4, 4) frame-to-world transforms
@@ -81,6 +84,8 @@ class StepData(NamedTuple):
     fan_frame: np.ndarray
     share: np.ndarray
     dz_model: np.ndarray
+    eye: np.ndarray  #: (nv, nv) identity: the input map of the joint-acceleration solver
+    free: np.ndarray  #: (nF,) int: joint-space columns not set by an ideal actuator
 
 
 @njit
@@ -101,7 +106,17 @@ def create_step_data(dm, nv):
         np.empty((nc, nv)), np.zeros(nc), np.empty(nc), np.empty(nh), np.empty((nh, nv)),
         np.empty(nc, dtype=np.bool_), np.empty(nc, dtype=np.bool_),
         np.empty(nc, dtype=np.bool_), np.empty(nv, dtype=np.bool_), np.empty((nv, nv)),
-        np.empty(nv), np.empty(nfl), np.empty(4 * nc, dtype=np.int64), workspace(nv, nc),
+        np.empty(nv), np.empty(nfl), np.empty(4 * nc, dtype=np.int64), workspace(nv, max(nc, nv)),
         crba_workspace(nf), rnea_workspace(nf, nv), rows_workspace(nc, nv),
         np.zeros((nwarm, CONTACT_WS_WIDTH)), np.zeros((nwarm, 7, 3)), np.ones(ncon),
-        np.zeros(ncon))
+        np.zeros(ncon), np.eye(nv), free_columns(dm, nv))
+
+
+@njit
+def free_columns(dm, nv):
+    """The joint-space columns (nF,) not set by an ideal actuator, in ascending order."""
+    fixed = np.zeros(nv, dtype=np.bool_)
+    for a in range(dm.act_joints.shape[0]):
+        if dm.akinds[a] == IDEAL:
+            fixed[6 + dm.act_joints[a]] = True
+    return np.nonzero(~fixed)[0].astype(np.int64)

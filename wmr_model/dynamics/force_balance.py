@@ -46,8 +46,8 @@ from wmr_model.dynamics.actuators import IDEAL, actuator_force
 from wmr_model.kinematics.solve import cholesky_factor, cholesky_solve
 
 __all__ = ["BalanceArgs", "StepCache", "WOLFE_C1", "WOLFE_C2", "input_maps", "remove_component",
-           "force_balance_error", "workspace", "strong_wolfe",
-           "gauss_newton_direction", "force_balance"]
+           "contact_terms", "actuator_joint_terms", "force_balance_error", "workspace",
+           "strong_wolfe", "gauss_newton_direction", "force_balance"]
 
 #: Strong Wolfe constants (D.2), (D.4), the example values of App. D.
 WOLFE_C1 = 1e-4
@@ -207,9 +207,12 @@ def _affine_state(x, args_cache, vI, lam, e, Je, qdn):
 
 
 @njit(refcount=False)
-def _contact_terms(args_cache, e, Je, qdn, fmodel, work):
+def contact_terms(args_cache, e, Je, qdn, fmodel, work):
     """Contact forces (2.71) at the next step's velocities into ``fmodel``, and ``-A^T f`` and
-    its Jacobian ``-A^T (df/dqdot'[i+1]) Gx`` into ``e``, ``Je``."""
+    its Jacobian ``-A^T (df/dqdot'[i+1]) Gx`` into ``e``, ``Je``.
+
+    ``args_cache`` is any record with the fields of :class:`BalanceArgs` read here (the
+    joint-acceleration solver passes its own, with ``Gx = I``)."""
     b = args_cache
     ctx_f, A, dz, contact_radius, contact_joint, share = (b.ctx_f, b.A, b.dz, b.contact_radius,
                                                           b.contact_joint, b.share)
@@ -261,7 +264,7 @@ def _contact_terms(args_cache, e, Je, qdn, fmodel, work):
 
 
 @njit(refcount=False)
-def _actuator_joint_terms(args_cache, e, Je, qdn, fmodel):
+def actuator_joint_terms(args_cache, e, Je, qdn, fmodel):
     """Actuator forces (2.73) of the non-ideal actuators and the spring-dampers (2.74) of the
     holonomic rows (from ``c + ċ Δt`` and ``ċ``) into ``fmodel``, ``e`` and ``Je``."""
     b = args_cache
@@ -349,8 +352,8 @@ def force_balance_error(x0, p, alpha, args_cache, e, Je, qdn, fmodel, work):
     # model forces f and -d(A^T f)/dx = -A^T (df/dqdot'[i+1]) Gx
     for r in range(fmodel.shape[0]):
         fmodel[r] = 0.0
-    _contact_terms(args_cache, e, Je, qdn, fmodel, work)
-    _actuator_joint_terms(args_cache, e, Je, qdn, fmodel)
+    contact_terms(args_cache, e, Je, qdn, fmodel, work)
+    actuator_joint_terms(args_cache, e, Je, qdn, fmodel)
     _remove_prescribed(args_cache, e, Je)
     L = 0.0
     for i in range(nv):

@@ -30,7 +30,7 @@ __all__ = ["gravity_of", "DynamicsOptions", "DynamicsModel", "StepSettings",
            "TrackData",
            "compile_dynamics", "actuator_setup", "joint_spring_dampers", "track_data",
            "LOOP_STIFFNESS", "LOOP_DAMPING", "LOOP_MODELS", "DEFAULT_LOOP_MODEL",
-           "COLLISION_SEARCHES", "DEFAULT_COLLISION"]
+           "COLLISION_SEARCHES", "DEFAULT_COLLISION", "SOLVERS", "DEFAULT_SOLVER"]
 
 # Penalty loop closures (loop_model "penalty") are the joint constraints' spring-dampers (2.74)
 # made stiff, per unit m g: 1e4 m g per metre and 1e3 m g s/m. The damper dominates over a step
@@ -48,6 +48,17 @@ DEFAULT_LOOP_MODEL = "ideal"
 #: contact angles, :func:`warm_wheel_contact`) or ``"cold"`` (the full fan every step).
 COLLISION_SEARCHES = ("warm", "cold")
 DEFAULT_COLLISION = "cold"
+#: Force-balance solvers of :func:`simulate_dynamics`: ``"joint_acceleration"`` (Newton on the
+#: equation of motion with the next step's joint-space velocities as unknowns,
+#: :mod:`wmr_model.dynamics.joint_acceleration`) or ``"thesis"`` (the independent-row
+#: formulation (2.75)-(2.88), :mod:`wmr_model.dynamics.force_balance`). Vehicles with ideal loop
+#: closures always use ``"thesis"``: a closure's force is a free multiplier, not a model force.
+#: So does the non-iterative mode (``single_step``, §2.4.4) unless asked otherwise: the thesis'
+#: warm start (the previous step's row velocities) makes its one Newton step a good one, while
+#: one step from the previous accelerations is not (Zoë, Pacejka, dt 0.04, rough terrain 1:
+#: 0.37 m from the converged run after 1 s, against 3 mm).
+SOLVERS = ("joint_acceleration", "thesis")
+DEFAULT_SOLVER = "joint_acceleration"
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,7 @@ class DynamicsOptions:
         friction_directions: ``"belt"`` or ``"icr"`` (tracked vehicles).
         steering_efficiency: chi in (0, 1] of ``"icr"``.
         collision: ``"cold"`` or ``"warm"`` (:data:`COLLISION_SEARCHES`).
+        solver: ``"joint_acceleration"`` or ``"thesis"`` (:data:`SOLVERS`).
     """
 
     contact_model: str | None = None
@@ -88,8 +100,11 @@ class DynamicsOptions:
     friction_directions: str | None = None
     steering_efficiency: float | None = None
     collision: str | None = None
+    solver: str | None = None
 
     def __post_init__(self) -> None:
+        if self.solver is not None and self.solver not in SOLVERS:
+            raise ParameterError(f"solver must be one of {list(SOLVERS)}, got {self.solver!r}")
         if self.collision is not None and self.collision not in COLLISION_SEARCHES:
             raise ParameterError(f"collision must be one of {list(COLLISION_SEARCHES)}, "
                                  f"got {self.collision!r}")
@@ -142,6 +157,7 @@ class StepSettings(NamedTuple):
     tol: float  #: force-balance tolerance on |e| [N]
     loop_sigma: float  #: Baumgarte gain of ideal loop closures [1/s] (0: penalty)
     warm_contact: bool  #: warm-started wheel collision (wheeled vehicles only)
+    acceleration: bool  #: joint-acceleration force balance (else the thesis' formulation)
 
 
 class DynamicsModel(NamedTuple):
@@ -241,7 +257,9 @@ def compile_dynamics(model: VehicleModel, dt: float, options: DynamicsOptions | 
 
     Options left ``None`` come from ``model.options``, else the defaults of
     :class:`DynamicsOptions`; ideal loop closures (``loop_model="ideal"``) get the Baumgarte
-    gain ``1/dt`` and no spring-damper.
+    gain ``1/dt`` and no spring-damper, and the thesis' solver unless another is asked for (an
+    error: the joint-acceleration solver has no free multipliers); ``single_step`` also defaults
+    to the thesis' solver (:data:`SOLVERS`).
     """
     o = DynamicsOptions() if options is None else options
     collision = DEFAULT_COLLISION if o.collision is None else o.collision
@@ -260,6 +278,14 @@ def compile_dynamics(model: VehicleModel, dt: float, options: DynamicsOptions | 
         loop_sigma = 1.0 / float(dt)
         jK[model.ncj:] = 0.0  # no spring-damper force: the multiplier carries the load
         jD[model.ncj:] = 0.0
+    solver = model.options.get("solver") if o.solver is None else o.solver
+    if solver is not None and solver not in SOLVERS:
+        raise ParameterError(f"solver must be one of {list(SOLVERS)}, got {solver!r}")
+    if solver == "joint_acceleration" and loop_sigma > 0.0:
+        raise ParameterError(f"solver 'joint_acceleration' cannot carry the ideal loop closures of "
+                             f"{model.name!r}: use solver 'thesis' or loop_model 'penalty'")
+    if solver is None:
+        solver = "thesis" if loop_sigma > 0.0 or o.single_step else DEFAULT_SOLVER
     tol = 1e-6 * mg if o.tol is None else float(o.tol)
     fdir = model.options.get("friction_directions", "belt") if o.friction_directions is None \
         else o.friction_directions
@@ -267,7 +293,7 @@ def compile_dynamics(model: VehicleModel, dt: float, options: DynamicsOptions | 
         else o.steering_efficiency
     trk = track_data(model, fdir, float(chi), float(model.options.get("icr_x", 0.0)))
     opt = StepSettings(float(dt), bool(o.fused_bias), bool(o.single_step), int(o.max_iter), tol,
-                       loop_sigma, collision == "warm")
+                       loop_sigma, collision == "warm", solver == "joint_acceleration")
     kin = model.kinematic_arrays()._replace(joint_offset=offset)
     dm = DynamicsModel(kin, model_frame_inertias(model), g, cs.kinds, cs.params, cs.tables,
                        cs.axes, model.actuated_joints.astype(np.int64), akinds, aparams, jK, jD,

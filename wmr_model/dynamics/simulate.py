@@ -31,6 +31,7 @@ from wmr_model.dynamics.force_balance import (
     remove_component,
 )
 from wmr_model.dynamics.integrate import symplectic_euler
+from wmr_model.dynamics.joint_acceleration import AccelArgs, joint_acceleration_balance
 from wmr_model.dynamics.model import (
     COLLISION_SEARCHES,
     DEFAULT_COLLISION,
@@ -453,6 +454,56 @@ def dynamics_step(dm, t, d, q, qdot, u, q_next, qdot_next):
     nc, nv = d.A.shape
     dz_model = _step_kinematics(dm, t, d, q, qdot, u)
     r_loop = _row_flags(dm, d, ncon)
+    it = 0
+    L = math.inf
+    if opt.acceleration:
+        it, L = _acceleration_balance(dm, d, qdot, u, dz_model, qdot_next)
+    if not opt.acceleration or (not math.sqrt(L) <= opt.tol and not opt.single_step):
+        # the thesis' solver, or its rescue of a joint-acceleration balance that stalled (a
+        # kink of a piecewise model, a tumbling state): see SOLVERS
+        it2, L = _thesis_balance(dm, d, qdot, u, dz_model, ncon, r_loop, qdot_next)
+        it += it2
+    for r in range(nc):
+        s = 0.0
+        for j in range(nv):
+            s += d.A[r, j] * qdot_next[j]
+        d.v_prev[r] = s
+    symplectic_euler(q, qdot_next, opt.dt, q_next)
+    if m.loop_closure.shape[0] > 0:
+        project_loop_closures(m.parent, m.jtype, m.axis, m.T0, m.loop_closure, d.cols, q_next,
+                              d.T_world)
+    return it, L
+
+
+@njit
+def _acceleration_balance(dm, d, qdot, u, dz_model, qdot_next):
+    """The joint-acceleration force balance of a step
+    (:mod:`wmr_model.dynamics.joint_acceleration`) from zero acceleration with the ideal
+    actuators' rates set to their commands; writes ``qdot_next``, returns (iterations, L)."""
+    trk, opt = dm.trk, dm.opt
+    a = AccelArgs(d.M, d.c, qdot, d.active, d.A, u, dz_model, d.c_hol, trk.contact_radius,
+                  trk.contact_joint, d.share, dm.ckinds, dm.cparams, dm.ctables, dm.caxes,
+                  dm.akinds, dm.aparams, dm.act_joints, dm.jK, dm.jD, opt.dt, d.A, d.eye)
+    nv = qdot.shape[0]
+    for j in range(nv):  # start at zero acceleration (see SOLVERS)
+        qdot_next[j] = qdot[j]
+    for k in range(dm.act_joints.shape[0]):
+        if dm.akinds[k] == IDEAL:
+            qdot_next[6 + dm.act_joints[k]] = u[k]
+    for j in range(nv):
+        if not d.M[j, j] > 0.0:  # the thesis' solver finds it factoring M, this one never does
+            raise ValueError("joint-space inertia M is not positive definite (check link "
+                             "masses)")
+    return joint_acceleration_balance(qdot_next, a, d.free, opt.max_iter, opt.tol,
+                                      opt.single_step, d.Minv_tc, d.Lm, d.fmodel, d.fb)
+
+
+@njit
+def _thesis_balance(dm, d, qdot, u, dz_model, ncon, r_loop, qdot_next):
+    """The force balance of the thesis (2.75)-(2.88) of a step
+    (:mod:`wmr_model.dynamics.force_balance`), warm-started from ``d.v_prev``; writes
+    ``qdot_next``, returns (iterations, L)."""
+    trk, opt = dm.trk, dm.opt
     nI = independent_rows_into(d.A, d.active, d.cols, d.forced, d.indep, d.rows_ws)
     (ctx_i, ctx_m, x, Je, Je_lam, Gx, AG, k), at = _independent_system(d, nI, ncon)
     u_fix, Pfix = _prescribed_rows(dm, d, u, ncon, r_loop, at)
@@ -470,18 +521,8 @@ def dynamics_step(dm, t, d, q, qdot, u, q_next, qdot_next):
                        dm.cparams, dm.ctables, dm.caxes, dm.akinds, dm.aparams, dm.act_joints,
                        dm.jK, dm.jD, opt.dt, Je_lam, AG, Gx, Pfix)
     e = d.Minv_tc  # free after the cache: reused as the force-balance error (nv,)
-    it, L = force_balance(x, args, opt.max_iter, opt.tol, opt.single_step, e, Je, qdot_next,
-                          d.fmodel, d.fb)
-    for r in range(nc):
-        s = 0.0
-        for j in range(nv):
-            s += d.A[r, j] * qdot_next[j]
-        d.v_prev[r] = s
-    symplectic_euler(q, qdot_next, opt.dt, q_next)
-    if m.loop_closure.shape[0] > 0:
-        project_loop_closures(m.parent, m.jtype, m.axis, m.T0, m.loop_closure, d.cols, q_next,
-                              d.T_world)
-    return it, L
+    return force_balance(x, args, opt.max_iter, opt.tol, opt.single_step, e, Je, qdot_next,
+                         d.fmodel, d.fb)
 
 
 class Rollout(NamedTuple):

@@ -1,0 +1,143 @@
+"""The joint-acceleration force balance (issue 22, option c) against independent oracles: NumPy's
+solver, finite differences of its own error, and the thesis' formulation (2.75)-(2.88) of the
+same equations on Zoë and on vehicles with holonomic spring-dampers and non-ideal actuators."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wmr_model._jit import njit
+from wmr_model.dynamics import simulate as S
+from wmr_model.dynamics.data import create_step_data
+from wmr_model.dynamics.joint_acceleration import (
+    AccelArgs,
+    joint_acceleration_error,
+    solve_in_place,
+)
+from wmr_model.dynamics.model import DynamicsOptions, compile_dynamics
+from wmr_model.errors import ParameterError
+from wmr_model.experiments import dynamic as sc
+from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.terrain import surface as tr
+
+DT = 0.04
+
+
+def test_solve_in_place_matches_numpy() -> None:
+    rng = np.random.default_rng(3)
+    for n in (2, 5, 9, 13):
+        J = rng.normal(size=(n, n)) + n * np.eye(n) * rng.uniform(0, 1)
+        J[0, 0] = 0.0  # forces a row exchange at the first pivot
+        b = rng.normal(size=n)
+        want = np.linalg.solve(J, b)
+        Jw, x = J.copy(), b.copy()
+        assert solve_in_place(Jw, x)
+        np.testing.assert_allclose(x, want, rtol=1e-10, atol=1e-12)
+    J = np.array([[1.0, 2.0], [2.0, 4.0]])  # singular: reported, not a quotient by zero
+    assert not solve_in_place(J, np.array([1.0, 1.0]))
+
+
+@njit
+def _setup(dm, t, d, q, qdot, u):
+    dz = S._step_kinematics(dm, t, d, q, qdot, u)
+    S._row_flags(dm, d, d.dz.shape[0])
+    return dz
+
+
+@pytest.mark.parametrize("contact", ["pacejka", "piecewise_linear", "ishigami"])
+def test_error_jacobian_matches_finite_differences(contact: str) -> None:
+    """Je of the error (2.65) at recorded states of a Zoë run, against central differences of
+    the error itself, over the unknowns (the columns not set by ideal actuators)."""
+    zoe = load_vehicle("zoe")
+    ter = load_wmrde_benchmark_terrains()[0]
+    q0, qd0 = sc._moving_start(zoe, ter, 1.0)
+    U = np.tile(sc.straight_wheel_rates(zoe, 1.0), (40, 1))
+    run = S.simulate_dynamics(zoe, ter, q0, qd0, U, DT, contact_model=contact)
+    dm, _ = compile_dynamics(zoe, DT, DynamicsOptions(contact_model=contact))
+    d = create_step_data(dm, zoe.nv)
+    ta = ter.kernel_args()
+    nv, nc = zoe.nv, d.A.shape[0]
+    checked = 0
+    for i in (10, 25, 39):
+        dz = _setup(dm, ta, d, run.q[i], run.qdot[i], U[i])
+        a = AccelArgs(d.M, d.c, run.qdot[i], d.active, d.A, U[i], dz, d.c_hol,
+                      dm.trk.contact_radius, dm.trk.contact_joint, d.share, dm.ckinds,
+                      dm.cparams, dm.ctables, dm.caxes, dm.akinds, dm.aparams, dm.act_joints,
+                      dm.jK, dm.jD, DT, d.A, d.eye)
+        x = run.qdot[i + 1].copy()
+        e, Je = np.empty(nv), np.empty((nv, nv))
+        joint_acceleration_error(x, a, e, Je, np.empty(nc), d.fb)
+        e_p, e_m, scratch = np.empty(nv), np.empty(nv), np.empty((nv, nv))
+        for j in d.free:
+            h = 1e-6 * max(1.0, abs(x[j]))
+            xp, xm = x.copy(), x.copy()
+            xp[j] += h
+            xm[j] -= h
+            joint_acceleration_error(xp, a, e_p, scratch, np.empty(nc), d.fb)
+            joint_acceleration_error(xm, a, e_m, scratch, np.empty(nc), d.fb)
+            fd = (e_p - e_m) / (2 * h)
+            rows = d.free  # ideal-actuator rows carry no error
+            scale = np.abs(Je[np.ix_(rows, d.free)]).max()
+            # piecewise models have kinks: a difference across one is not a derivative
+            kink = np.abs(fd[rows] - Je[rows, j]).max() > 1e-4 * scale
+            if contact == "piecewise_linear" and kink:
+                continue
+            np.testing.assert_allclose(fd[rows], Je[rows, j], atol=1e-5 * scale)
+            checked += 1
+    assert checked >= 2 * len(d.free)
+
+
+def test_zoe_benchmark_agrees_with_the_thesis_solver() -> None:
+    """Pacejka, dt 0.04, 10 s over two benchmark terrains: both solvers converge every step to
+    the same tolerance on the same equations, so they end at the same place."""
+    zoe = load_vehicle("zoe")
+    terrains = load_wmrde_benchmark_terrains()[:2]
+    u = sc.straight_wheel_rates(zoe, 1.0)
+    mg = zoe.total_mass * 9.80665
+    for ter in terrains:
+        q0, qd0 = sc._moving_start(zoe, ter, 1.0)
+        runs = {s: S.simulate_dynamics(zoe, ter, q0, qd0, np.tile(u, (250, 1)), DT,
+                                       contact_model="pacejka", solver=s)
+                for s in ("thesis", "joint_acceleration")}
+        for r in runs.values():
+            assert np.sqrt(r.cost.max()) <= 1e-6 * mg
+        a, b = runs["thesis"], runs["joint_acceleration"]
+        assert b.q[-1, 4] > 8.0  # drove ~10 m
+        assert np.linalg.norm(a.q[-1, 4:7] - b.q[-1, 4:7]) < 1e-3
+        np.testing.assert_allclose(a.f_contact, b.f_contact, atol=2e-3 * mg)
+
+
+@pytest.mark.parametrize("name, options", [
+    ("rocky7", {}),  # holonomic rocker-bogie spring-damper (2.74)
+    ("crusher", {}),  # six suspension spring-dampers
+    ("landtamer", {"actuator": "p"}),  # non-ideal actuators (2.73): torques from the model
+])
+def test_other_vehicles_agree_with_the_thesis_solver(name: str, options: dict) -> None:
+    model = load_vehicle(name)
+    ter = tr.rough(0.05, 1.0, seed=4, x_range=(-10, 10), y_range=(-10, 10))
+    q0, qd0 = sc._moving_start(model, ter, 1.0)
+    U = np.tile(sc.straight_wheel_rates(model, 1.0), (100, 1))
+    mg = model.total_mass * 9.80665
+    runs = {s: S.simulate_dynamics(model, ter, q0, qd0, U, DT, solver=s, **options)
+            for s in ("thesis", "joint_acceleration")}
+    a, b = runs["thesis"], runs["joint_acceleration"]
+    assert np.sqrt(b.cost.max()) <= 1e-6 * mg
+    assert np.linalg.norm(b.q[-1, 4:7] - q0[4:7]) > 2.0  # it drove
+    assert np.linalg.norm(a.q[-1, 4:7] - b.q[-1, 4:7]) < 1e-3
+    np.testing.assert_allclose(a.qdot[-1], b.qdot[-1], atol=1e-3)
+
+
+def test_solver_defaults_and_bad_choices() -> None:
+    zoe = load_vehicle("zoe")
+    hmmwv = load_vehicle("hmmwv")  # ideal loop closures (the steering linkages)
+    assert compile_dynamics(zoe, DT)[0].opt.acceleration
+    assert not compile_dynamics(zoe, DT, DynamicsOptions(single_step=True))[0].opt.acceleration
+    assert not compile_dynamics(zoe, DT, DynamicsOptions(solver="thesis"))[0].opt.acceleration
+    assert not compile_dynamics(hmmwv, DT)[0].opt.acceleration
+    assert compile_dynamics(hmmwv, DT, DynamicsOptions(loop_model="penalty"))[0].opt.acceleration
+    with pytest.raises(ParameterError, match="solver 'joint_acceleration' cannot carry"):
+        compile_dynamics(hmmwv, DT, DynamicsOptions(solver="joint_acceleration"))
+    with pytest.raises(ParameterError, match="solver must be one of"):
+        DynamicsOptions(solver="newton")

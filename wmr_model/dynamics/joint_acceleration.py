@@ -1,0 +1,218 @@
+"""Joint-acceleration force balance: the default solver of a dynamics step (issue 22, option c).
+
+The physics is that of the thesis' force balance (Seegmiller 2014, §2.4.3): the equation of
+motion (2.65) with the model forces of the contacts (2.71), the non-ideal actuators (2.73) and
+the holonomic spring-dampers (2.74) evaluated at the next step's velocities, and ideal actuators
+prescribing their joints' rates (§2.4.4). Only the unknowns differ. Here they are the next
+step's joint-space velocities ``qdot'[i+1]`` (the joint accelerations ``(qdot'[i+1] -
+qdot'[i]) / dt`` up to the known shift and scale), and the error is the equation of motion
+itself, with the model forces in place of the multipliers:
+
+.. math::
+    \\mathbf e(\\dot{\\mathbf q}'[i+1]) = M \\frac{\\dot{\\mathbf q}'[i+1] - \\dot{\\mathbf q}'[i]}
+    {\\Delta t} + \\mathbf c - A^T \\mathbf f_{model}(\\dot{\\mathbf q}'[i+1]),
+    \\qquad J = \\frac{M}{\\Delta t} - A^T \\frac{\\partial \\mathbf f_{model}}
+    {\\partial \\dot{\\mathbf q}'[i+1]}
+
+over the joint-space rows not set by an ideal actuator (an ideal actuator's torque is whatever
+its joint needs, so its row of (2.65) carries no error and its rate is the command). ``J`` is
+square, so Newton's step is ``p = -J^{-1} e`` (Gaussian elimination with partial pivoting),
+with a backtracking (Armijo) line search on ``L = e^T e`` [N^2]; the tolerance is the thesis'
+one on ``|e|`` [N].
+
+Against the thesis' formulation ((2.75)-(2.88), :mod:`wmr_model.dynamics.force_balance`) this
+needs no independent rows (2.66), no ``C = A_I M^{-1} A_I^T`` and no factor of M per step. Where
+the thesis' cost reaches zero, ``A_I^T λ = A^T f`` and both solve the same equation, so they
+agree to the tolerance; where it cannot (model forces outside the span of the independent rows)
+this solver still satisfies (2.65) with the model forces. Ideal loop closures have no model
+force (their multiplier is free), so vehicles with them keep the thesis' solver
+(:func:`wmr_model.dynamics.model.compile_dynamics` picks it).
+
+The contact and actuator terms are those of the thesis' solver
+(:func:`~wmr_model.dynamics.force_balance.force_balance_error`) with the identity for its input
+maps (``Gx = I``, ``AG = A``): the same code evaluates the same forces and Jacobians.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from wmr_model._jit import njit
+from wmr_model.dynamics.actuators import IDEAL
+from wmr_model.dynamics.force_balance import WOLFE_C1, actuator_joint_terms, contact_terms
+
+__all__ = ["AccelArgs", "solve_in_place", "joint_acceleration_error", "newton_step",
+           "joint_acceleration_balance"]
+
+#: Halvings of the step length before the line search gives up (2^-30 of the Newton step).
+_MAX_HALVINGS = 30
+
+
+class AccelArgs(NamedTuple):
+    """The constants of one step's joint-acceleration balance; nv joint-space velocities, nc
+    rows of A, ncon contacts, na actuators, nh holonomic rows. The fields the contact and
+    actuator terms read carry the names of :class:`~wmr_model.dynamics.force_balance.BalanceArgs`.
+    """
+
+    M: np.ndarray  #: (nv, nv) joint-space inertia (Alg. 3)
+    c: np.ndarray  #: (nv,) bias force (Alg. 4 or 2.89)
+    qdot: np.ndarray  #: (nv,) joint-space velocity at the start of the step
+    ctx_f: np.ndarray  #: (nc,) bool: active rows (contacts within the margin)
+    A: np.ndarray  #: (nc, nv) constraint matrix (2.55)
+    u: np.ndarray  #: (na,) actuator commands
+    dz: np.ndarray  #: (ncon,) contact height errors the contact models see [m]
+    cjoint: np.ndarray  #: (nh,) holonomic residuals c
+    contact_radius: np.ndarray  #: (ncon,) rolling radii [m]
+    contact_joint: np.ndarray  #: (ncon,) int: joint rolling each contact
+    share: np.ndarray  #: (ncon,) load share of each contact's model force
+    ckinds: np.ndarray  #: (ncon,) contact model kinds
+    cparams: np.ndarray  #: contact model parameters
+    ctables: np.ndarray  #: contact model tables
+    caxes: np.ndarray  #: contact model axes
+    akinds: np.ndarray  #: (na,) actuator kinds
+    aparams: np.ndarray  #: (na, 4) actuator parameters
+    act_joints: np.ndarray  #: (na,) actuated joints
+    jK: np.ndarray  #: (nh,) spring stiffness
+    jD: np.ndarray  #: (nh,) damping
+    dt: float  #: step [s]
+    AG: np.ndarray  #: (nc, nv) the rows' velocity per unknown: A itself
+    Gx: np.ndarray  #: (nv, nv) the velocities per unknown: the identity
+
+
+@njit(refcount=False)
+def solve_in_place(J, b):
+    """``b <- J^{-1} b`` by Gaussian elimination with partial pivoting, for ``J`` (n, n) (its
+    contents are destroyed) and ``b`` (n,). Returns False, leaving both partly eliminated, if a
+    pivot is zero or not finite (J singular to working precision)."""
+    n = J.shape[0]
+    for k in range(n):
+        piv = k
+        amax = abs(J[k, k])
+        for i in range(k + 1, n):
+            if abs(J[i, k]) > amax:
+                amax = abs(J[i, k])
+                piv = i
+        if not (amax > 0.0 and amax < math.inf):
+            return False
+        if piv != k:
+            for j in range(k, n):
+                J[k, j], J[piv, j] = J[piv, j], J[k, j]
+            b[k], b[piv] = b[piv], b[k]
+        jkk = J[k, k]
+        for i in range(k + 1, n):
+            f = J[i, k] / jkk
+            if f != 0.0:
+                for j in range(k + 1, n):
+                    J[i, j] -= f * J[k, j]
+                b[i] -= f * b[k]
+    for i in range(n - 1, -1, -1):
+        s = b[i]
+        for j in range(i + 1, n):
+            s -= J[i, j] * b[j]
+        b[i] = s / J[i, i]
+    return True
+
+
+@njit(refcount=False)
+def joint_acceleration_error(x, a, e, Je, fmodel, work):
+    """Error ``e`` (nv,) of the equation of motion (2.65) with the model forces at the next
+    step's velocities ``x`` (nv,) and its Jacobian ``Je`` (nv, nv) (see the module docstring);
+    returns ``L = e^T e`` [N^2].
+
+    ``a`` is an :class:`AccelArgs`; writes the model forces of the rows into ``fmodel`` (nc,);
+    ``work`` is the scratch of :func:`wmr_model.dynamics.force_balance.workspace` (nothing is
+    allocated). The rows of ideal-actuator joints carry no error (``e = 0``); their rows of
+    ``Je`` are left as computed and not used.
+    """
+    M, c, qdot = a.M, a.c, a.qdot
+    nv = x.shape[0]
+    idt = 1.0 / a.dt
+    for i in range(nv):
+        s = 0.0
+        for j in range(nv):
+            mij = M[i, j]
+            s += mij * (x[j] - qdot[j])
+            Je[i, j] = mij * idt
+        e[i] = s * idt + c[i]
+    for r in range(fmodel.shape[0]):
+        fmodel[r] = 0.0
+    contact_terms(a, e, Je, x, fmodel, work)
+    actuator_joint_terms(a, e, Je, x, fmodel)
+    for k in range(a.act_joints.shape[0]):
+        if a.akinds[k] == IDEAL:
+            e[6 + a.act_joints[k]] = 0.0
+    L = 0.0
+    for i in range(nv):
+        L += e[i] * e[i]
+    return L
+
+
+@njit
+def newton_step(free, e, Je, R, b, p):
+    """Newton's step ``p`` (nv,) for the error ``e`` with Jacobian ``Je``: ``J_FF p_F = -e_F``
+    over the free columns ``free`` (nF,) (those not set by an ideal actuator), 0 elsewhere.
+    ``R`` (nF, nF) and ``b`` (nF,) are scratch; a singular ``J_FF`` gets its least-squares
+    step (allocates; round-off cases only)."""
+    nF = free.shape[0]
+    for i in range(nF):
+        fi = free[i]
+        b[i] = -e[fi]
+        for j in range(nF):
+            R[i, j] = Je[fi, free[j]]
+    if not solve_in_place(R, b):
+        for i in range(nF):
+            b[i] = -e[free[i]]
+            for j in range(nF):
+                R[i, j] = Je[free[i], free[j]]
+        b[:] = np.linalg.lstsq(R, b)[0]
+    p[:] = 0.0
+    for i in range(nF):
+        p[free[i]] = b[i]
+
+
+@njit
+def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work):
+    """Solve ``e(x) = 0`` (:func:`joint_acceleration_error`) by Newton's method with an Armijo
+    backtracking line search on ``L = e^T e``.
+
+    ``x`` (nv,) holds the start (the ideal actuators' entries set to their commands, which stay)
+    and receives the solution; ``free`` (nF,) lists the other columns, the unknowns;
+    ``single_step`` takes one Newton step (the non-iterative mode of §2.4.4). Returns
+    ``(iterations, L)``, iterations 0 when the start already meets ``|e| <= tol``. A step along
+    which ``L`` does not decrease ends the iterations at the current point.
+    """
+    nv = x.shape[0]
+    nF = free.shape[0]
+    x0 = work[6][:nv]
+    p = work[8][:nv]
+    b = work[7][:nF]
+    R = work[10][:nF * nF].reshape((nF, nF))
+    L = joint_acceleration_error(x, a, e, Je, fmodel, work)
+    it = 0
+    while it < max_iter and math.sqrt(L) > tol:
+        newton_step(free, e, Je, R, b, p)
+        for i in range(nv):
+            x0[i] = x[i]
+        L0 = L
+        alpha = 1.0
+        accepted = False
+        for _ in range(_MAX_HALVINGS):
+            for i in range(nv):
+                x[i] = x0[i] + alpha * p[i]
+            L = joint_acceleration_error(x, a, e, Je, fmodel, work)
+            if L <= (1.0 - 2.0 * WOLFE_C1 * alpha) * L0:  # Armijo: dL/dalpha(0) = -2 L0
+                accepted = True
+                break
+            alpha *= 0.5
+        it += 1
+        if not accepted:
+            for i in range(nv):
+                x[i] = x0[i]
+            L = joint_acceleration_error(x, a, e, Je, fmodel, work)
+            break
+        if single_step:
+            break
+    return it, L
