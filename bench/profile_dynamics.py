@@ -7,7 +7,9 @@ Zoë at 1 m/s straight over the rough wmrde benchmark terrains, dt 0.04, 10 s (t
 :func:`wmr_model.dynamics.simulate.dynamics_step` is run over those states in its own compiled
 loop (best of the repeats, per step): forward kinematics, CRBA (which includes forward
 kinematics), cold collision, bias force (Alg. 4 or 2.89), holonomic + stacked constraint rows,
-independent rows; "force balance and rest" is the compiled loop's whole step less those.
+independent rows (the thesis' solver only, ``--solver thesis``); "force balance and rest" is the
+compiled loop's whole step less those. ``--solver`` picks the force balance (default: the
+default one, :data:`wmr_model.dynamics.model.DEFAULT_SOLVER`).
 Also printed: the Newton iterations and the ``simulate_dynamics`` call (with its Python set-up)
 per step and as a real-time factor. Numbers are printed, never asserted.
 """
@@ -28,7 +30,12 @@ from wmr_model.dynamics.constraints import (
 )
 from wmr_model.dynamics.crba import crba_into, crba_workspace, relative_transforms
 from wmr_model.dynamics.data import create_step_data
-from wmr_model.dynamics.model import DynamicsOptions, compile_dynamics
+from wmr_model.dynamics.model import (
+    DEFAULT_SOLVER,
+    SOLVERS,
+    DynamicsOptions,
+    compile_dynamics,
+)
 from wmr_model.dynamics.rnea import bias_force_fused, bias_force_into, rnea_workspace
 from wmr_model.dynamics.simulate import (
     create_rollout,
@@ -136,19 +143,19 @@ def _best(fn, repeats: int) -> float:
 
 
 def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
-                     collision: str) -> tuple[dict, float]:
+                     collision: str, solver: str) -> tuple[dict, float]:
     """Per-kernel microseconds per step on one terrain, and the mean Newton iterations."""
     T = U.shape[0]
     q0, qd0 = sc._moving_start(model, ter, 1.0)
     dm, _ = compile_dynamics(model, DT, DynamicsOptions(contact_model="pacejka",
-                                                        collision=collision))
+                                                        collision=collision, solver=solver))
     km, ta = dm.kin, ter.kernel_args()
     parent, jtype, axis, T0, wheel_frame = km.parent, km.jtype, km.axis, km.T0, km.wheel_frame
     A_joint, I_frame, act = km.A_joint, dm.I_frame, dm.act_joints
     nf, nw, nv = parent.shape[0], wheel_frame.shape[0], model.nv
     nc = 3 * nw + act.shape[0] + A_joint.shape[0]
     tr = simulate_dynamics(model, ter, q0, qd0, U, DT, contact_model="pacejka",
-                           collision=collision)
+                           collision=collision, solver=solver)
     Q = np.ascontiguousarray(tr.q[:-1])
     QD = np.ascontiguousarray(tr.qdot[:-1])
     TW = np.empty((T, nf, 4, 4))
@@ -172,7 +179,8 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
         cols[6 + act[k]] = False
     out = create_rollout(model, 1, T)
     one = type(out)(*(a[0] for a in out))
-    dm0 = dm._replace(opt=dm.opt._replace(single_step=False, max_iter=0))
+    # no iteration, and no rescue of the unconverged step by the thesis' solver
+    dm0 = dm._replace(opt=dm.opt._replace(single_step=True, max_iter=0))
     d0 = create_step_data(dm0, nv)
     runs = {
         "fk": lambda: _fk_loop(parent, jtype, axis, T0, Q, TW),
@@ -189,13 +197,15 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
         "step": lambda: simulate_loop(dm, ta, q0, qd0, U, one, no_feedback(),
                                       no_feedback_inputs(batched=False)),
         "call": lambda: simulate_dynamics(model, ter, q0, qd0, U, DT,
-                                          contact_model="pacejka", collision=collision),
+                                          contact_model="pacejka", collision=collision,
+                                          solver=solver),
     }
     # in order: each loop's inputs come from the ones before
     return {k: _best(f, repeats) / T * 1e6 for k, f in runs.items()}, float(tr.iterations.mean())
 
 
-def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold") -> dict:
+def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold",
+            solver: str = DEFAULT_SOLVER) -> dict:
     model = load_vehicle("zoe")
     terrains = load_wmrde_benchmark_terrains()[:n_terrains]
     u = sc.straight_wheel_rates(model, 1.0)
@@ -206,17 +216,20 @@ def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold") -> d
     acc = {k: 0.0 for k in keys}
     iters = []
     for ter in terrains:
-        us, it = _profile_terrain(model, ter, U, repeats, collision)
+        us, it = _profile_terrain(model, ter, U, repeats, collision, solver)
         iters.append(it)
         for k in keys:
             acc[k] += us[k] / len(terrains)
     coll = acc["contact_warm"] if collision == "warm" else acc["contact"]
-    parts = acc["crba"] + coll + acc["bias"] + acc["rows"] + acc["indep"]
+    parts = acc["crba"] + coll + acc["bias"] + acc["rows"]
+    if solver == "thesis":
+        parts += acc["indep"]
     out = {"us_per_step": acc, "force_balance_and_rest": acc["step"] - parts,
            "newton_iterations": acc["step"] - acc["setup"],
            "mean_iterations": float(np.mean(iters)),
            "real_time_factor_call": DT / (acc["call"] * 1e-6),
-           "real_time_factor_loop": DT / (acc["step"] * 1e-6), "terrains": len(terrains)}
+           "real_time_factor_loop": DT / (acc["step"] * 1e-6), "terrains": len(terrains),
+           "solver": solver}
     return out
 
 
@@ -227,18 +240,21 @@ def main() -> None:
     ap.add_argument("--collision", choices=("cold", "warm"), default="cold",
                     help="wheel collision search of the whole-step runs (the collision kernel "
                          "line always times the cold fan)")
+    ap.add_argument("--solver", choices=SOLVERS, default=DEFAULT_SOLVER)
     ap.add_argument("--json")
     ns = ap.parse_args()
-    r = profile(ns.terrains, ns.repeats, ns.collision)
+    r = profile(ns.terrains, ns.repeats, ns.collision, ns.solver)
     us = r["us_per_step"]
     print(f"Zoe, Pacejka, dt {DT}, {DURATION:g} s, {r['terrains']} terrains, {ns.collision} "
-          f"collision, mean Newton iterations {r['mean_iterations']:.3f}; microseconds per step "
-          "(best of repeats)")
+          f"collision, {ns.solver} solver, mean Newton iterations {r['mean_iterations']:.3f}; "
+          "microseconds per step (best of repeats)")
     names = {"fk": "forward kinematics (inside CRBA)", "crba": "CRBA (Alg. 3, with FK)",
              "contact": "collision (cold fan)",
              "contact_warm": "collision (warm, warm_wheel_contact)",
              "bias": "bias force (Alg. 4, FK reused)",
              "rows": "holonomic + constraint rows", "indep": "independent rows (QR)"}
+    if ns.solver != "thesis":
+        names["indep"] = "independent rows (QR, thesis only)"
     for k, label in names.items():
         print(f"  {label:36s} {us[k]:7.2f}")
     print(f"  {'force balance and rest':36s} {r['force_balance_and_rest']:7.2f}")

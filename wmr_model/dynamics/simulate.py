@@ -437,6 +437,10 @@ def _prescribed_rows(dm, d, u, ncon, r_loop, at):
 def dynamics_step(dm, t, d, q, qdot, u, q_next, qdot_next):
     """One step of the constrained dynamics with force balance; returns (iterations, L).
 
+    The force balance is the joint-acceleration solver's when ``dm.opt.acceleration``, with the
+    thesis' solver (2.75)-(2.88) redoing a step it leaves above the tolerance (unless
+    ``single_step``); else the thesis' alone.
+
     ``dm``: :class:`~wmr_model.dynamics.model.DynamicsModel`; ``t``: the terrain's
     :class:`~wmr_model.terrain.surface.TerrainArrays`; ``d``: the
     :class:`~wmr_model.dynamics.data.StepData` of the run. ``q`` (nq,), ``qdot`` (nv,) the
@@ -688,6 +692,13 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
         single_step: one Newton step per time step (§2.4.4).
         max_iter: Newton iterations per step at most (default 30).
         tol: force-balance tolerance on |e| [N]; default 1e-6 m g.
+        solver: ``"joint_acceleration"`` (default: Newton on the equation of motion with the
+            next step's joint-space velocities as unknowns,
+            :mod:`wmr_model.dynamics.joint_acceleration`) or ``"thesis"`` (the independent-row
+            formulation (2.75)-(2.88)). Ideal loop closures and ``single_step`` default to
+            ``"thesis"`` (:data:`~wmr_model.dynamics.model.SOLVERS`); a joint-acceleration
+            step left above ``tol`` is redone by the thesis' solver, and ``iterations`` counts
+            both.
     """
     q0, qdot0, U = check_dynamics_inputs(model, q0, qdot0, commands, dt)
     dm, names = compile_dynamics(model, dt, DynamicsOptions.of(options, keywords))
