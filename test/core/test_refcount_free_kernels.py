@@ -56,6 +56,13 @@ def test_the_hot_path_is_refcount_free():
                 "constraint_system", "joint_space_velocity", "contact_detection",
                 "_step_velocity", "_record_sample", "integrate_euler"):
         assert hot in names, hot
+    from wmr_model.dynamics import simulate  # noqa: F401  (imports the dynamics kernels)
+
+    names = {k.py_func.__name__ for k in _jit.REFCOUNT_FREE}
+    for hot in ("dynamics_step", "_step_kinematics", "crba_into", "bias_force_into",
+                "assemble_constraints", "joint_acceleration_balance",
+                "joint_acceleration_error", "newton_step", "force_balance"):
+        assert hot in names, hot
 
 
 def test_no_refcount_free_kernel_returns_an_array(compiled):
@@ -98,8 +105,10 @@ q0, cmd, _ = ex.random_twist_candidates(m, ter, 8, 0.04, 1.0)
 runs.append(lambda: predict(m, ter, q0, cmd, 0.04, fidelity="enhanced",
                             slip_params=ex.BATCH_SLIP, Qprime=ex.BATCH_QPRIME))
 q, _ = kin.initialize_contact(m, ter, m.neutral_state())
-runs.append(lambda: simulate_dynamics(m, ter, q, np.zeros(m.nv),
-                                      np.full((10, len(m.actuated_joints)), 2.0), 0.04))
+for solver in ("joint_acceleration", "thesis"):
+    runs.append(lambda s=solver: simulate_dynamics(m, ter, q, np.zeros(m.nv),
+                                                   np.full((10, len(m.actuated_joints)), 2.0),
+                                                   0.04, solver=s))
 for run in runs:
     run()  # compiled or loaded, and any one-time allocation made
 before = rtsys.get_allocation_stats()

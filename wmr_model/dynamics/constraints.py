@@ -34,7 +34,7 @@ __all__ = ["assemble_constraints", "qr_column_pivoting", "qr_priority_pivoting",
 INDEPENDENCE_RTOL = 1e-9
 
 
-@njit
+@njit(refcount=False)
 def assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_world,
                          T_contact, A):
     """Stacked constraint matrix ``A`` (3 nc + na + nhc, nv), (2.55).
@@ -55,7 +55,8 @@ def assemble_constraints(parent, jtype, axis, wheel_frame, J_hol, act_joints, T_
     for a in range(na):
         A[3 * nc + a, 6 + act_joints[a]] = 1.0
     for r in range(J_hol.shape[0]):
-        A[3 * nc + na + r, :] = J_hol[r, :]
+        for j in range(A.shape[1]):
+            A[3 * nc + na + r, j] = J_hol[r, j]
 
 
 @njit

@@ -19,7 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.vehicles.inertia import composite_inertias, composite_workspace, relative_transform
+from wmr_model.vehicles.inertia import (
+    composite_inertias_into,
+    composite_workspace,
+    relative_transform,
+)
 from wmr_model.vehicles.model import REVOLUTE
 from wmr_model.vehicles.tree import forward_kinematics
 
@@ -88,11 +92,12 @@ def crba_workspace(nf):
 def crba(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M):
     """Joint-space inertia ``M`` (nv, nv), Algorithm 3 (modified CRBA): :func:`crba_into` with
     fresh scratch. Writes ``T_world`` (nf, 4, 4), ``Ic`` (nf, 6, 6) and ``M``; returns ``M``."""
-    return crba_into(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M,
-                     crba_workspace(parent.shape[0]))
+    crba_into(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M,
+              crba_workspace(parent.shape[0]))
+    return M
 
 
-@njit
+@njit(refcount=False)
 def crba_into(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M, ws):
     """Joint-space inertia ``M`` (nv, nv), Algorithm 3 (modified CRBA), in the scratch ``ws``
     of :func:`crba_workspace` (nothing allocated).
@@ -106,12 +111,12 @@ def crba_into(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M, ws):
     current frame *j* (:math:`X_{p(j)}^j`) is meant and used here.
 
     Writes ``T_world`` (nf, 4, 4), ``Ic`` (nf, 6, 6), ``M`` (nv, nv) and the relative transforms
-    ``ws[0]``, ``ws[1]``; returns ``M``.
+    ``ws[0]``, ``ws[1]``; a refcount-free kernel (:mod:`wmr_model._jit`).
     """
     nf = parent.shape[0]
     R_up, p_up, S, Sj, fc, fp, cws = ws
     forward_kinematics(parent, jtype, axis, T0, q, T_world)
-    composite_inertias(parent, I_frame, T_world, Ic, cws)
+    composite_inertias_into(parent, I_frame, T_world, Ic, cws)
     relative_transforms(parent, T_world, R_up, p_up)
     M[:, :] = 0.0
     for r in range(6):
@@ -146,4 +151,3 @@ def crba_into(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M, ws):
                     d += Sj[r] * fc[0, r]
                 M[j + 5, i + 5] = d
                 M[i + 5, j + 5] = d
-    return M

@@ -8,7 +8,7 @@ from wmr_model.kinematics.integrate import integrate_euler
 __all__ = ["symplectic_euler"]
 
 
-@njit
+@njit(refcount=False)
 def symplectic_euler(q, qdot_next, dt, q_next):
     """State update with the *new* velocity, (2.86): ``q[i+1] = q[i] + V(q[i]) qdot'[i+1] dt``.
 

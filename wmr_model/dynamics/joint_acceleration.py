@@ -150,30 +150,40 @@ def joint_acceleration_error(x, a, e, Je, fmodel, work):
     return L
 
 
-@njit
-def newton_step(free, e, Je, R, b, p):
-    """Newton's step ``p`` (nv,) for the error ``e`` with Jacobian ``Je``: ``J_FF p_F = -e_F``
-    over the free columns ``free`` (nF,) (those not set by an ideal actuator), 0 elsewhere.
-    ``R`` (nF, nF) and ``b`` (nF,) are scratch; a singular ``J_FF`` gets its least-squares
-    step (allocates; round-off cases only)."""
+@njit(refcount=False)
+def _gather(free, e, Je, R, b):
+    """``R = J_FF`` and ``b = -e_F`` over the columns ``free``."""
     nF = free.shape[0]
     for i in range(nF):
         fi = free[i]
         b[i] = -e[fi]
         for j in range(nF):
             R[i, j] = Je[fi, free[j]]
-    if not solve_in_place(R, b):
-        for i in range(nF):
-            b[i] = -e[free[i]]
-            for j in range(nF):
-                R[i, j] = Je[free[i], free[j]]
-        b[:] = np.linalg.lstsq(R, b)[0]
-    p[:] = 0.0
-    for i in range(nF):
-        p[free[i]] = b[i]
 
 
 @njit
+def _least_squares(R, b):
+    """``b <- R^+ b`` (allocates: the round-off fallback of :func:`newton_step` only)."""
+    b[:] = np.linalg.lstsq(R, b)[0]
+
+
+@njit(refcount=False)
+def newton_step(free, e, Je, R, b, p):
+    """Newton's step ``p`` (nv,) for the error ``e`` with Jacobian ``Je``: ``J_FF p_F = -e_F``
+    over the free columns ``free`` (nF,) (those not set by an ideal actuator), 0 elsewhere.
+    ``R`` (nF, nF) and ``b`` (nF,) are scratch; a singular ``J_FF`` gets its least-squares
+    step."""
+    _gather(free, e, Je, R, b)
+    if not solve_in_place(R, b):
+        _gather(free, e, Je, R, b)
+        _least_squares(R, b)
+    for i in range(p.shape[0]):
+        p[i] = 0.0
+    for i in range(free.shape[0]):
+        p[free[i]] = b[i]
+
+
+@njit(refcount=False)
 def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work):
     """Solve ``e(x) = 0`` (:func:`joint_acceleration_error`) by Newton's method with an Armijo
     backtracking line search on ``L = e^T e``.

@@ -83,16 +83,18 @@ def rnea(m, I_frame, gravity, q, qdot, qddot, f_ext, T_world, tau):
     R_up = np.empty((nf, 3, 3))
     p_up = np.empty((nf, 3))
     relative_transforms(m.parent, T_world, R_up, p_up)
-    return rnea_into(m, I_frame, gravity, qdot, qddot, f_ext, T_world, (R_up, p_up), tau,
-                     rnea_workspace(nf, qdot.shape[0]))
+    rnea_into(m, I_frame, gravity, qdot, qddot, f_ext, T_world, (R_up, p_up), tau,
+              rnea_workspace(nf, qdot.shape[0]))
+    return tau
 
 
-@njit
+@njit(refcount=False)
 def rnea_into(m, I_frame, gravity, qdot, qddot, f_ext, T_world, up, tau, ws):
     """:func:`rnea` at the state whose world transforms ``T_world`` (nf, 4, 4) and relative
     transforms ``up = (R_up (nf, 3, 3), p_up (nf, 3))`` are given (as the CRBA leaves them,
     :func:`wmr_model.dynamics.crba.crba_into`), in the scratch ``ws`` of
-    :func:`rnea_workspace` (nothing allocated). Writes and returns ``tau`` (nv,)."""
+    :func:`rnea_workspace` (nothing allocated). Writes ``tau`` (nv,); a refcount-free kernel
+    (:mod:`wmr_model._jit`)."""
     parent, jtype, axis = m.parent, m.jtype, m.axis
     R_up, p_up = up
     nf = parent.shape[0]
@@ -150,7 +152,6 @@ def rnea_into(m, I_frame, gravity, qdot, qddot, f_ext, T_world, up, tau, ws):
         force_to_parent(R_up, p_up, i, f, i, f, parent[i])
     for r in range(6):
         tau[r] = f[0, r]
-    return tau
 
 
 @njit
@@ -161,12 +162,13 @@ def bias_force(m, I_frame, gravity, q, qdot, T_world, c):
                 T_world, c)
 
 
-@njit
+@njit(refcount=False)
 def bias_force_into(m, I_frame, gravity, qdot, T_world, up, c, ws):
     """:func:`bias_force` reusing the CRBA's forward kinematics and relative transforms ``up =
     (R_up, p_up)`` (:func:`rnea_into` at zero acceleration and external force; ``ws`` from
-    :func:`rnea_workspace`, whose zero arrays are never written)."""
-    return rnea_into(m, I_frame, gravity, qdot, ws[5], ws[6], T_world, up, c, ws)
+    :func:`rnea_workspace`, whose zero arrays are never written). Writes ``c`` (nv,) and
+    returns nothing, so that refcount-free kernels may call it (:mod:`wmr_model._jit`)."""
+    rnea_into(m, I_frame, gravity, qdot, ws[5], ws[6], T_world, up, c, ws)
 
 
 @njit
@@ -177,7 +179,7 @@ def bias_force_fused(Ic_body, gravity, q, qdot, c):
 
     ``Ic_body`` (6, 6) is the body composite inertia :math:`I_b^c` (Alg. 3 line 6) and ``\\vec g
     = [0; R_b^T g]`` the spatial gravitational acceleration, both in body coordinates. ``c`` (nv,)
-    is written and returned.
+    is written (nothing is returned, so that refcount-free kernels may call it).
     """
     Rb = quat_to_rot(q[0:4])
     g = np.zeros(6)
@@ -186,4 +188,3 @@ def bias_force_fused(Ic_body, gravity, q, qdot, c):
     top = -(Ic_body @ g) + crf(vb) @ (Ic_body @ vb)
     c[:] = 0.0
     c[0:6] = top
-    return c

@@ -264,7 +264,7 @@ def constraint_cache(M, c, AI, qdot, dt, k):
             lam0[a] += Cinv[a, b] * db
 
 
-@njit
+@njit(refcount=False)
 def _contacts(dm, t, d, u):
     """Collision detection of wheels and track patches; ICR axes of the patches if asked."""
     m, trk = dm.kin, dm.trk
@@ -277,7 +277,7 @@ def _contacts(dm, t, d, u):
                                trk.frame.shape[0], xi, yi)
 
 
-@njit
+@njit(refcount=False)
 def _rows(dm, d):
     """Constraint matrix (2.55) ``d.A``: wheels, track patches, actuators, holonomic rows."""
     m, trk = dm.kin, dm.trk
@@ -288,12 +288,12 @@ def _rows(dm, d):
                             m.wheel_frame.shape[0], d.A)
 
 
-@njit
+@njit(refcount=False)
 def _step_kinematics(dm, t, d, q, qdot, u):
     """The state-dependent quantities of a step: forward kinematics and M (Alg. 1, 3),
     collision (2.8)-(2.9), the bias force c (Alg. 4 or 2.89), the holonomic residuals and the
-    constraint matrix (2.55), and the track patches' load shares. Returns the contact height
-    errors the contact models see (nc,): ``d.dz``, or ``d.dz_model`` with track patches."""
+    constraint matrix (2.55), and the track patches' load shares. The contact models see the
+    contact height errors ``d.dz``, or ``d.dz_model`` with track patches."""
     m, trk = dm.kin, dm.trk
     nw = m.wheel_frame.shape[0]
     ncon = nw + trk.frame.shape[0]  # contacts: wheels, then track patches
@@ -306,7 +306,7 @@ def _step_kinematics(dm, t, d, q, qdot, u):
     else:  # wheels only: the call of the wheeled dynamics as such (no wrapper in the hot path)
         wheel_contact(m, t, d.T_world, d.T_contact, d.dz, d.contact_angle)
     if dm.opt.fused:
-        bias_force_fused(np.ascontiguousarray(d.Ic[0]), dm.gravity, q, qdot, d.c)
+        bias_force_fused(d.Ic[0], dm.gravity, q, qdot, d.c)
     else:
         bias_force_into(m, dm.I_frame, dm.gravity, qdot, d.T_world,
                         (d.crba_ws[0], d.crba_ws[1]), d.c, d.rnea_ws)
@@ -315,11 +315,9 @@ def _step_kinematics(dm, t, d, q, qdot, u):
     _rows(dm, d)
     if ncon > nw:
         track_shares(trk, t, d.T_world, nw, d.dz, d.share, d.dz_model)
-        return d.dz_model
-    return d.dz
 
 
-@njit
+@njit(refcount=False)
 def _row_flags(dm, d, ncon):
     """Row flags of the step: ``d.active`` (contacts within :data:`CONTACT_MARGIN`),
     ``d.forced`` (ideal actuators, ideal loop closures) and ``d.cols`` (joint-space columns
@@ -433,7 +431,7 @@ def _prescribed_rows(dm, d, u, ncon, r_loop, at):
     return u_fix, Pfix
 
 
-@njit
+@njit(refcount=False)
 def dynamics_step(dm, t, d, q, qdot, u, q_next, qdot_next):
     """One step of the constrained dynamics with force balance; returns (iterations, L).
 
@@ -456,7 +454,9 @@ def dynamics_step(dm, t, d, q, qdot, u, q_next, qdot_next):
     m, trk, opt = dm.kin, dm.trk, dm.opt
     ncon = m.wheel_frame.shape[0] + trk.frame.shape[0]
     nc, nv = d.A.shape
-    dz_model = _step_kinematics(dm, t, d, q, qdot, u)
+    _step_kinematics(dm, t, d, q, qdot, u)
+    # the contact height errors the contact models see: the track patches' sinkage
+    dz_model = d.dz_model if ncon > m.wheel_frame.shape[0] else d.dz
     r_loop = _row_flags(dm, d, ncon)
     it = 0
     L = math.inf
@@ -480,6 +480,16 @@ def dynamics_step(dm, t, d, q, qdot, u, q_next, qdot_next):
 
 
 @njit
+def _check_inertia(M):
+    """Raise if a diagonal element of M is not positive: a massless subtree (the thesis' solver
+    finds it factoring M; the joint-acceleration solver never factors M)."""
+    for j in range(M.shape[0]):
+        if not M[j, j] > 0.0:
+            raise ValueError("joint-space inertia M is not positive definite (check link "
+                             "masses)")
+
+
+@njit(refcount=False)
 def _acceleration_balance(dm, d, qdot, u, dz_model, qdot_next):
     """The joint-acceleration force balance of a step
     (:mod:`wmr_model.dynamics.joint_acceleration`) from zero acceleration with the ideal
@@ -494,10 +504,7 @@ def _acceleration_balance(dm, d, qdot, u, dz_model, qdot_next):
     for k in range(dm.act_joints.shape[0]):
         if dm.akinds[k] == IDEAL:
             qdot_next[6 + dm.act_joints[k]] = u[k]
-    for j in range(nv):
-        if not d.M[j, j] > 0.0:  # the thesis' solver finds it factoring M, this one never does
-            raise ValueError("joint-space inertia M is not positive definite (check link "
-                             "masses)")
+    _check_inertia(d.M)
     return joint_acceleration_balance(qdot_next, a, d.free, opt.max_iter, opt.tol,
                                       opt.single_step, d.Minv_tc, d.Lm, d.fmodel, d.fb)
 

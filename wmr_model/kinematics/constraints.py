@@ -230,6 +230,8 @@ def holonomic_constraints(parent, jtype, axis, A_joint, joint_offset, loop_closu
         for r in range(ncj):
             for j in range(nv):
                 Jc[r, j] = A_joint[r, j]
+    if loop_closure.shape[0] == 0:  # no scratch to allocate (most vehicles, every step)
+        return
     ra = np.empty(3)
     rb = np.empty(3)
     d = np.empty(3)
