@@ -62,10 +62,7 @@ def test_error_jacobian_matches_finite_differences(contact: str) -> None:
     checked = 0
     for i in (10, 25, 39):
         dz = _setup(dm, ta, d, run.q[i], run.qdot[i], U[i])
-        a = AccelArgs(d.M, d.c, run.qdot[i], d.active, d.A, U[i], dz, d.c_hol,
-                      dm.trk.contact_radius, dm.trk.contact_joint, d.share, dm.ckinds,
-                      dm.cparams, dm.ctables, dm.caxes, dm.akinds, dm.aparams, dm.act_joints,
-                      dm.jK, dm.jD, DT, d.A, d.eye)
+        a = AccelArgs(d.M, d.c, run.qdot[i], S._model_forces(dm, d, U[i], dz, d.A, d.eye))
         x = run.qdot[i + 1].copy()
         e, Je = np.empty(nv), np.empty((nv, nv))
         joint_acceleration_error(x, a, e, Je, np.empty(nc), d.fb)

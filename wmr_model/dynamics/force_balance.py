@@ -45,9 +45,9 @@ from wmr_model.contact.models import contact_force
 from wmr_model.dynamics.actuators import IDEAL, actuator_force
 from wmr_model.kinematics.solve import cholesky_factor, cholesky_solve
 
-__all__ = ["BalanceArgs", "StepCache", "WOLFE_C1", "WOLFE_C2", "input_maps", "remove_component",
-           "contact_terms", "actuator_joint_terms", "force_balance_error", "workspace",
-           "strong_wolfe", "gauss_newton_direction", "force_balance"]
+__all__ = ["BalanceArgs", "ModelForces", "StepCache", "WOLFE_C1", "WOLFE_C2", "input_maps",
+           "remove_component", "contact_terms", "actuator_joint_terms", "force_balance_error",
+           "workspace", "strong_wolfe", "gauss_newton_direction", "force_balance"]
 
 #: Strong Wolfe constants (D.2), (D.4), the example values of App. D.
 WOLFE_C1 = 1e-4
@@ -79,19 +79,15 @@ class StepCache(NamedTuple):
     lam0: np.ndarray  #: (nI,) lambda at zero inputs
 
 
-class BalanceArgs(NamedTuple):
-    """The constants of one step's force balance (``args_cache`` of :func:`force_balance`);
-    nI independent rows, nx inputs, nc rows of A, ncon contacts, na actuators, nh holonomic
-    rows."""
+class ModelForces(NamedTuple):
+    """The constants of one step's model forces at the next step's velocities: contacts (2.71),
+    non-ideal actuators (2.73), holonomic spring-dampers (2.74) (read by :func:`contact_terms`
+    and :func:`actuator_joint_terms`, for either solver); nc rows of A, ncon contacts, na
+    actuators, nh holonomic rows, nx unknowns of the solver, whose maps to the next step's
+    velocities are ``Gx`` and ``AG``."""
 
-    ctx_i: np.ndarray  #: (3, nI) int: row of A, prescribed-velocity index, forced flag
     ctx_f: np.ndarray  #: (nc,) bool: active rows
-    ctx_m: np.ndarray  #: (nc,) int: row kind (0 wheel, 1 actuator, 2 joint)
     A: np.ndarray  #: (nc, nv) constraint matrix (2.55)
-    G: np.ndarray  #: (nv, nI) M^{-1} A_I^T C^{-1}
-    Cinv: np.ndarray  #: (nI, nI) C^{-1}
-    qd0: np.ndarray  #: (nv,) qdot'[i+1] at zero row velocities
-    lam0: np.ndarray  #: (nI,) lambda at zero row velocities
     u: np.ndarray  #: prescribed velocities of the forced rows (commands, then Baumgarte)
     dz: np.ndarray  #: (ncon,) contact height errors the contact models see [m]
     cjoint: np.ndarray  #: (nh,) holonomic residuals c
@@ -108,10 +104,23 @@ class BalanceArgs(NamedTuple):
     jK: np.ndarray  #: (nh,) spring stiffness
     jD: np.ndarray  #: (nh,) damping
     dt: float  #: step [s]
+    AG: np.ndarray  #: (nc, nx) A Gx: the rows' velocities per unknown
+    Gx: np.ndarray  #: (nv, nx) dqdot'[i+1]/dx: the velocities per unknown
+
+
+class BalanceArgs(NamedTuple):
+    """The constants of one step's force balance (``args_cache`` of :func:`force_balance`);
+    nI independent rows, nx inputs, nc rows of A."""
+
+    ctx_i: np.ndarray  #: (3, nI) int: row of A, prescribed-velocity index, forced flag
+    ctx_m: np.ndarray  #: (nc,) int: row kind (0 wheel, 1 actuator, 2 joint)
+    G: np.ndarray  #: (nv, nI) M^{-1} A_I^T C^{-1}
+    Cinv: np.ndarray  #: (nI, nI) C^{-1}
+    qd0: np.ndarray  #: (nv,) qdot'[i+1] at zero row velocities
+    lam0: np.ndarray  #: (nI,) lambda at zero row velocities
     Je_lam: np.ndarray  #: (nv, nx) d(A_I^T lambda)/dx
-    AG: np.ndarray  #: (nc, nx) A Gx
-    Gx: np.ndarray  #: (nv, nx) dqdot'[i+1]/dx
     Pfix: np.ndarray  #: (nfix, nv) orthonormal rows of the ideal loop closures
+    f: ModelForces  #: the model forces, with Gx, AG of :func:`input_maps`
 
 
 @njit(refcount=False)
@@ -167,8 +176,8 @@ def _affine_state(x, args_cache, vI, lam, e, Je, qdn):
     (inputs ``x``, then prescribed ones), ``qdn = qd0 + G vI``, ``lam = lam0 + C^{-1} vI / dt``,
     ``e = A_I^T lam`` over the non-prescribed rows and ``Je`` its constant Jacobian."""
     k = args_cache
-    ctx_i, A, G, Cinv, qd0, lam0, u = k.ctx_i, k.A, k.G, k.Cinv, k.qd0, k.lam0, k.u
-    dt, Je_lam = k.dt, k.Je_lam
+    ctx_i, A, G, Cinv, qd0, lam0, u = k.ctx_i, k.f.A, k.G, k.Cinv, k.qd0, k.lam0, k.f.u
+    dt, Je_lam = k.f.dt, k.Je_lam
     nv = A.shape[1]
     nI = ctx_i.shape[1]
     nx = Je.shape[1]
@@ -207,13 +216,10 @@ def _affine_state(x, args_cache, vI, lam, e, Je, qdn):
 
 
 @njit(refcount=False)
-def contact_terms(args_cache, e, Je, qdn, fmodel, work):
+def contact_terms(b, e, Je, qdn, fmodel, work):
     """Contact forces (2.71) at the next step's velocities into ``fmodel``, and ``-A^T f`` and
-    its Jacobian ``-A^T (df/dqdot'[i+1]) Gx`` into ``e``, ``Je``.
-
-    ``args_cache`` is any record with the fields of :class:`BalanceArgs` read here (the
-    joint-acceleration solver passes its own, with ``Gx = I``)."""
-    b = args_cache
+    its Jacobian ``-A^T (df/dqdot'[i+1]) Gx`` into ``e``, ``Je``; ``b`` a :class:`ModelForces`
+    (the joint-acceleration solver's has ``Gx = I``)."""
     ctx_f, A, dz, contact_radius, contact_joint, share = (b.ctx_f, b.A, b.dz, b.contact_radius,
                                                           b.contact_joint, b.share)
     ckinds, cparams, ctables, caxes = b.ckinds, b.cparams, b.ctables, b.caxes
@@ -264,10 +270,9 @@ def contact_terms(args_cache, e, Je, qdn, fmodel, work):
 
 
 @njit(refcount=False)
-def actuator_joint_terms(args_cache, e, Je, qdn, fmodel):
+def actuator_joint_terms(b, e, Je, qdn, fmodel):
     """Actuator forces (2.73) of the non-ideal actuators and the spring-dampers (2.74) of the
     holonomic rows (from ``c + ċ Δt`` and ``ċ``) into ``fmodel``, ``e`` and ``Je``."""
-    b = args_cache
     ctx_f, A, u, cjoint, contact_radius = b.ctx_f, b.A, b.u, b.cjoint, b.contact_radius
     akinds, aparams, act_joints, jK, jD, dt = b.akinds, b.aparams, b.act_joints, b.jK, b.jD, b.dt
     AG, Gx = b.AG, b.Gx
@@ -305,7 +310,7 @@ def actuator_joint_terms(args_cache, e, Je, qdn, fmodel):
 def _remove_prescribed(args_cache, e, Je):
     """Drop from ``e`` and ``Je`` what the prescribed rows carry: the joints of ideal
     actuators (§2.4.4) and the span of the ideal loop closures' rows ``Pfix``."""
-    akinds, act_joints, Pfix = args_cache.akinds, args_cache.act_joints, args_cache.Pfix
+    akinds, act_joints, Pfix = args_cache.f.akinds, args_cache.f.act_joints, args_cache.Pfix
     nx = Je.shape[1]
     # Ideal actuators supply whatever torque their joint needs: those elements of e are zero
     # (§2.4.4), so actuator torque has no effect on the cost.
@@ -333,13 +338,14 @@ def force_balance_error(x0, p, alpha, args_cache, e, Je, qdn, fmodel, work):
     ``args_cache`` (the step's constants: one record per evaluation, so that the arrays cross
     a single call boundary) is a :class:`BalanceArgs`:
     ``ctx_i`` (int rows): ``[I (nI), input position in I (nx), forced flag per I]`` packed as
-    (3, nI); ``ctx_f`` (nc,) active row flags; ``ctx_m`` (nc,) row kind (0 wheel, 1 act,
-    2 joint); ``Je_lam``, ``AG``, ``Gx`` from :func:`input_maps`; ``Pfix`` (nfix, nv)
-    orthonormal rows spanning the prescribed rows other than ideal actuators (ideal loop
-    closures): ``e`` and ``Je`` are projected onto their orthogonal complement. Contacts
-    (wheels, then track patches) roll at ``contact_radius`` (nc,) times the rate of joint
-    ``contact_joint`` (nc,); ``share`` (nc,) scales each contact's model force (1 for wheels,
-    a patch's load share, :func:`wmr_model.dynamics.track_contact.track_shares`). Writes ``qdn``
+    (3, nI); ``ctx_m`` (nc,) row kind (0 wheel, 1 act, 2 joint); ``Je_lam`` from
+    :func:`input_maps`; ``Pfix`` (nfix, nv) orthonormal rows spanning the prescribed rows other
+    than ideal actuators (ideal loop closures): ``e`` and ``Je`` are projected onto their
+    orthogonal complement; ``f`` the :class:`ModelForces` (with ``AG``, ``Gx`` of
+    :func:`input_maps`): ``ctx_f`` (nc,) active row flags; contacts (wheels, then track
+    patches) roll at ``contact_radius`` (nc,) times the rate of joint ``contact_joint`` (nc,);
+    ``share`` (nc,) scales each contact's model force (1 for wheels, a patch's load share,
+    :func:`wmr_model.dynamics.track_contact.track_shares`). Writes ``qdn``
     (nv,) = qdot'[i+1], ``fmodel`` (nc,) and ``x`` into ``work[6]``.
     ``work`` is the scratch of :func:`workspace` (nothing is allocated per call).
     """
@@ -352,8 +358,8 @@ def force_balance_error(x0, p, alpha, args_cache, e, Je, qdn, fmodel, work):
     # model forces f and -d(A^T f)/dx = -A^T (df/dqdot'[i+1]) Gx
     for r in range(fmodel.shape[0]):
         fmodel[r] = 0.0
-    contact_terms(args_cache, e, Je, qdn, fmodel, work)
-    actuator_joint_terms(args_cache, e, Je, qdn, fmodel)
+    contact_terms(args_cache.f, e, Je, qdn, fmodel, work)
+    actuator_joint_terms(args_cache.f, e, Je, qdn, fmodel)
     _remove_prescribed(args_cache, e, Je)
     L = 0.0
     for i in range(nv):

@@ -29,7 +29,9 @@ force (their multiplier is free), so vehicles with them keep the thesis' solver
 (:func:`wmr_model.dynamics.model.compile_dynamics` picks it).
 
 The contact and actuator terms are those of the thesis' solver
-(:func:`~wmr_model.dynamics.force_balance.force_balance_error`) with the identity for its input
+(:func:`~wmr_model.dynamics.force_balance.contact_terms`,
+:func:`~wmr_model.dynamics.force_balance.actuator_joint_terms`, one
+:class:`~wmr_model.dynamics.force_balance.ModelForces` record) with the identity for its input
 maps (``Gx = I``, ``AG = A``): the same code evaluates the same forces and Jacobians.
 """
 
@@ -42,7 +44,12 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.dynamics.actuators import IDEAL
-from wmr_model.dynamics.force_balance import WOLFE_C1, actuator_joint_terms, contact_terms
+from wmr_model.dynamics.force_balance import (
+    WOLFE_C1,
+    ModelForces,
+    actuator_joint_terms,
+    contact_terms,
+)
 
 __all__ = ["AccelArgs", "solve_in_place", "joint_acceleration_error", "newton_step",
            "joint_acceleration_balance"]
@@ -52,34 +59,12 @@ _MAX_HALVINGS = 30
 
 
 class AccelArgs(NamedTuple):
-    """The constants of one step's joint-acceleration balance; nv joint-space velocities, nc
-    rows of A, ncon contacts, na actuators, nh holonomic rows. The fields the contact and
-    actuator terms read carry the names of :class:`~wmr_model.dynamics.force_balance.BalanceArgs`.
-    """
+    """The constants of one step's joint-acceleration balance (nv joint-space velocities)."""
 
     M: np.ndarray  #: (nv, nv) joint-space inertia (Alg. 3)
     c: np.ndarray  #: (nv,) bias force (Alg. 4 or 2.89)
     qdot: np.ndarray  #: (nv,) joint-space velocity at the start of the step
-    ctx_f: np.ndarray  #: (nc,) bool: active rows (contacts within the margin)
-    A: np.ndarray  #: (nc, nv) constraint matrix (2.55)
-    u: np.ndarray  #: (na,) actuator commands
-    dz: np.ndarray  #: (ncon,) contact height errors the contact models see [m]
-    cjoint: np.ndarray  #: (nh,) holonomic residuals c
-    contact_radius: np.ndarray  #: (ncon,) rolling radii [m]
-    contact_joint: np.ndarray  #: (ncon,) int: joint rolling each contact
-    share: np.ndarray  #: (ncon,) load share of each contact's model force
-    ckinds: np.ndarray  #: (ncon,) contact model kinds
-    cparams: np.ndarray  #: contact model parameters
-    ctables: np.ndarray  #: contact model tables
-    caxes: np.ndarray  #: contact model axes
-    akinds: np.ndarray  #: (na,) actuator kinds
-    aparams: np.ndarray  #: (na, 4) actuator parameters
-    act_joints: np.ndarray  #: (na,) actuated joints
-    jK: np.ndarray  #: (nh,) spring stiffness
-    jD: np.ndarray  #: (nh,) damping
-    dt: float  #: step [s]
-    AG: np.ndarray  #: (nc, nv) the rows' velocity per unknown: A itself
-    Gx: np.ndarray  #: (nv, nv) the velocities per unknown: the identity
+    f: ModelForces  #: the model forces, with ``Gx`` the identity and ``AG`` = A
 
 
 @njit(refcount=False)
@@ -129,7 +114,7 @@ def joint_acceleration_error(x, a, e, Je, fmodel, work):
     """
     M, c, qdot = a.M, a.c, a.qdot
     nv = x.shape[0]
-    idt = 1.0 / a.dt
+    idt = 1.0 / a.f.dt
     for i in range(nv):
         s = 0.0
         for j in range(nv):
@@ -139,11 +124,12 @@ def joint_acceleration_error(x, a, e, Je, fmodel, work):
         e[i] = s * idt + c[i]
     for r in range(fmodel.shape[0]):
         fmodel[r] = 0.0
-    contact_terms(a, e, Je, x, fmodel, work)
-    actuator_joint_terms(a, e, Je, x, fmodel)
-    for k in range(a.act_joints.shape[0]):
-        if a.akinds[k] == IDEAL:
-            e[6 + a.act_joints[k]] = 0.0
+    f = a.f
+    contact_terms(f, e, Je, x, fmodel, work)
+    actuator_joint_terms(f, e, Je, x, fmodel)
+    for k in range(f.act_joints.shape[0]):
+        if f.akinds[k] == IDEAL:
+            e[6 + f.act_joints[k]] = 0.0
     L = 0.0
     for i in range(nv):
         L += e[i] * e[i]

@@ -25,6 +25,7 @@ from wmr_model.dynamics.crba import crba, crba_into
 from wmr_model.dynamics.data import StepData, create_step_data
 from wmr_model.dynamics.force_balance import (
     BalanceArgs,
+    ModelForces,
     StepCache,
     force_balance,
     input_maps,
@@ -479,12 +480,25 @@ def dynamics_step(dm, t, d, q, qdot, u, q_next, qdot_next):
     return it, L
 
 
+@njit(inline="always")
+def _model_forces(dm, d, u, dz_model, AG, Gx):
+    """The step's :class:`~wmr_model.dynamics.force_balance.ModelForces`: prescribed
+    velocities ``u`` (commands first), contact height errors ``dz_model``, and the solver's
+    maps ``AG``, ``Gx`` from its unknowns to the rows' and joints' velocities. Inlined, so
+    that the record takes the reference counting of its caller (refcount-free or not)."""
+    trk = dm.trk
+    return ModelForces(d.active, d.A, u, dz_model, d.c_hol, trk.contact_radius,
+                       trk.contact_joint, d.share, dm.ckinds, dm.cparams, dm.ctables, dm.caxes,
+                       dm.akinds, dm.aparams, dm.act_joints, dm.jK, dm.jD, dm.opt.dt, AG, Gx)
+
+
 @njit
 def _check_inertia(M):
-    """Raise if a diagonal element of M is not positive: a massless subtree (the thesis' solver
-    finds it factoring M; the joint-acceleration solver never factors M)."""
+    """Raise if a diagonal element of M is zero or negative: a massless subtree (the thesis'
+    solver finds it factoring M; the joint-acceleration solver never factors M). A state that
+    has blown up (NaN) passes, as through the factor, and is flagged downstream."""
     for j in range(M.shape[0]):
-        if not M[j, j] > 0.0:
+        if M[j, j] <= 0.0:
             raise ValueError("joint-space inertia M is not positive definite (check link "
                              "masses)")
 
@@ -494,10 +508,8 @@ def _acceleration_balance(dm, d, qdot, u, dz_model, qdot_next):
     """The joint-acceleration force balance of a step
     (:mod:`wmr_model.dynamics.joint_acceleration`) from zero acceleration with the ideal
     actuators' rates set to their commands; writes ``qdot_next``, returns (iterations, L)."""
-    trk, opt = dm.trk, dm.opt
-    a = AccelArgs(d.M, d.c, qdot, d.active, d.A, u, dz_model, d.c_hol, trk.contact_radius,
-                  trk.contact_joint, d.share, dm.ckinds, dm.cparams, dm.ctables, dm.caxes,
-                  dm.akinds, dm.aparams, dm.act_joints, dm.jK, dm.jD, opt.dt, d.A, d.eye)
+    opt = dm.opt
+    a = AccelArgs(d.M, d.c, qdot, _model_forces(dm, d, u, dz_model, d.A, d.eye))
     nv = qdot.shape[0]
     for j in range(nv):  # start at zero acceleration (see SOLVERS)
         qdot_next[j] = qdot[j]
@@ -514,7 +526,7 @@ def _thesis_balance(dm, d, qdot, u, dz_model, ncon, r_loop, qdot_next):
     """The force balance of the thesis (2.75)-(2.88) of a step
     (:mod:`wmr_model.dynamics.force_balance`), warm-started from ``d.v_prev``; writes
     ``qdot_next``, returns (iterations, L)."""
-    trk, opt = dm.trk, dm.opt
+    opt = dm.opt
     nI = independent_rows_into(d.A, d.active, d.cols, d.forced, d.indep, d.rows_ws)
     (ctx_i, ctx_m, x, Je, Je_lam, Gx, AG, k), at = _independent_system(d, nI, ncon)
     u_fix, Pfix = _prescribed_rows(dm, d, u, ncon, r_loop, at)
@@ -527,10 +539,8 @@ def _thesis_balance(dm, d, qdot, u, dz_model, ncon, r_loop, qdot_next):
             ix += 1
     ctx_m[:] = 0
     # joint constraints and loop closures: spring-dampers (2.74) on the residual c_hol
-    args = BalanceArgs(ctx_i, d.active, ctx_m, d.A, k.G, k.Cinv, k.qd0, k.lam0, u_fix, dz_model,
-                       d.c_hol, trk.contact_radius, trk.contact_joint, d.share, dm.ckinds,
-                       dm.cparams, dm.ctables, dm.caxes, dm.akinds, dm.aparams, dm.act_joints,
-                       dm.jK, dm.jD, opt.dt, Je_lam, AG, Gx, Pfix)
+    args = BalanceArgs(ctx_i, ctx_m, k.G, k.Cinv, k.qd0, k.lam0, Je_lam, Pfix,
+                       _model_forces(dm, d, u_fix, dz_model, AG, Gx))
     e = d.Minv_tc  # free after the cache: reused as the force-balance error (nv,)
     return force_balance(x, args, opt.max_iter, opt.tol, opt.single_step, e, Je, qdot_next,
                          d.fmodel, d.fb)
