@@ -26,7 +26,10 @@ the thesis' cost reaches zero, ``A_I^T λ = A^T f`` and both solve the same equa
 agree to the tolerance; where it cannot (model forces outside the span of the independent rows)
 this solver still satisfies (2.65) with the model forces. Ideal loop closures have no model
 force (their multiplier is free), so vehicles with them keep the thesis' solver
-(:func:`wmr_model.dynamics.model.compile_dynamics` picks it).
+(:func:`wmr_model.dynamics.model.compile_dynamics` picks it), as does the non-iterative
+``single_step`` mode; a step this solver leaves above the tolerance (a kink of a piecewise
+model, a tumbling state) is redone by the thesis' solver
+(:func:`wmr_model.dynamics.simulate.dynamics_step`).
 
 The contact and actuator terms are those of the thesis' solver
 (:func:`~wmr_model.dynamics.force_balance.contact_terms`,
