@@ -30,7 +30,8 @@ __all__ = ["gravity_of", "DynamicsOptions", "DynamicsModel", "StepSettings",
            "TrackData",
            "compile_dynamics", "actuator_setup", "joint_spring_dampers", "track_data",
            "LOOP_STIFFNESS", "LOOP_DAMPING", "LOOP_MODELS", "DEFAULT_LOOP_MODEL",
-           "COLLISION_SEARCHES", "DEFAULT_COLLISION", "SOLVERS", "DEFAULT_SOLVER"]
+           "COLLISION_SEARCHES", "DEFAULT_COLLISION", "SOLVERS", "DEFAULT_SOLVER",
+           "check_choice"]
 
 # Penalty loop closures (loop_model "penalty") are the joint constraints' spring-dampers (2.74)
 # made stiff, per unit m g: 1e4 m g per metre and 1e3 m g s/m. The damper dominates over a step
@@ -54,11 +55,19 @@ DEFAULT_COLLISION = "cold"
 #: formulation (2.75)-(2.88), :mod:`wmr_model.dynamics.force_balance`). Vehicles with ideal loop
 #: closures always use ``"thesis"``: a closure's force is a free multiplier, not a model force.
 #: So does the non-iterative mode (``single_step``, §2.4.4) unless asked otherwise: the thesis'
-#: warm start (the previous step's row velocities) makes its one Newton step a good one, while
-#: one step from the previous accelerations is not (Zoë, Pacejka, dt 0.04, rough terrain 1:
-#: 0.37 m from the converged run after 1 s, against 3 mm).
+#: warm start (the previous step's row velocities) makes its one Newton step the closer one
+#: (Zoë, Pacejka, dt 0.04, benchmark terrains 1 and 2, 10 s: 9 and 3 mm from the converged run;
+#: one joint-acceleration step from zero acceleration 32 and 20 mm, at ~19 us per step against
+#: ~32).
 SOLVERS = ("joint_acceleration", "thesis")
 DEFAULT_SOLVER = "joint_acceleration"
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    """Raise a :class:`ParameterError` naming option ``name`` unless ``value`` is ``None`` (not
+    given) or one of ``choices``."""
+    if value is not None and value not in choices:
+        raise ParameterError(f"{name} must be one of {list(choices)}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -103,14 +112,9 @@ class DynamicsOptions:
     solver: str | None = None
 
     def __post_init__(self) -> None:
-        if self.solver is not None and self.solver not in SOLVERS:
-            raise ParameterError(f"solver must be one of {list(SOLVERS)}, got {self.solver!r}")
-        if self.collision is not None and self.collision not in COLLISION_SEARCHES:
-            raise ParameterError(f"collision must be one of {list(COLLISION_SEARCHES)}, "
-                                 f"got {self.collision!r}")
-        if self.loop_model is not None and self.loop_model not in LOOP_MODELS:
-            raise ParameterError(f"loop_model must be one of {list(LOOP_MODELS)}, "
-                                 f"got {self.loop_model!r}")
+        for name, choices in (("solver", SOLVERS), ("collision", COLLISION_SEARCHES),
+                              ("loop_model", LOOP_MODELS)):
+            check_choice(name, getattr(self, name), choices)
 
     @classmethod
     def of(cls, options: DynamicsOptions | None = None,
@@ -271,16 +275,14 @@ def compile_dynamics(model: VehicleModel, dt: float, options: DynamicsOptions | 
     jK, jD, offset = joint_spring_dampers(model, mg, o.joint_stiffness, o.joint_damping)
     loop_model = model.options.get("loop_model", DEFAULT_LOOP_MODEL) if o.loop_model is None \
         else o.loop_model
-    if loop_model not in LOOP_MODELS:
-        raise ParameterError(f"loop_model must be one of {list(LOOP_MODELS)}, got {loop_model!r}")
+    check_choice("loop_model", loop_model, LOOP_MODELS)
     loop_sigma = 0.0
     if loop_model == "ideal" and model.nlr > 0:
         loop_sigma = 1.0 / float(dt)
         jK[model.ncj:] = 0.0  # no spring-damper force: the multiplier carries the load
         jD[model.ncj:] = 0.0
     solver = model.options.get("solver") if o.solver is None else o.solver
-    if solver is not None and solver not in SOLVERS:
-        raise ParameterError(f"solver must be one of {list(SOLVERS)}, got {solver!r}")
+    check_choice("solver", solver, SOLVERS)
     if solver == "joint_acceleration" and loop_sigma > 0.0:
         raise ParameterError(f"solver 'joint_acceleration' cannot carry the ideal loop closures of "
                              f"{model.name!r}: use solver 'thesis' or loop_model 'penalty'")
