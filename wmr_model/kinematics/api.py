@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from wmr_model._jit import run_ranges
+from wmr_model._jit import njit, run_ranges
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics import constraints, solve
 from wmr_model.kinematics import loops as L
@@ -28,6 +28,7 @@ from wmr_model.kinematics.data import KernelData, kernel_data
 from wmr_model.kinematics.feedback import no_feedback_inputs
 from wmr_model.kinematics.initialize import initialize_terrain_contact
 from wmr_model.kinematics.solve import solve_workspace
+from wmr_model.kinematics.specialized import model_solve
 from wmr_model.kinematics.track_collision import contact_detection
 from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH
 from wmr_model.spatial import quats_to_euler
@@ -141,6 +142,10 @@ def create_data(model: VehicleModel, known: np.ndarray | None = None, *,
 _COLD_CONTACT = np.zeros((0, CONTACT_WS_WIDTH))
 
 
+# |q[0:4]| of a state may differ from 1 by this much (round-off of the caller's normalization).
+_UNIT_QUATERNION_TOL = 1e-6
+
+
 def _state(model: VehicleModel, q: np.ndarray, name: str = "q") -> np.ndarray:
     q = np.ascontiguousarray(q, dtype=float)
     if q.shape != (model.nq,):
@@ -148,7 +153,7 @@ def _state(model: VehicleModel, q: np.ndarray, name: str = "q") -> np.ndarray:
     if not np.isfinite(q).all():
         raise ParameterError(f"{name}: must be finite, got {q.tolist()}")
     n = math.sqrt(float(q[:4] @ q[:4]))
-    if abs(n - 1.0) > 1e-6:
+    if abs(n - 1.0) > _UNIT_QUATERNION_TOL:
         raise ParameterError(f"{name}: quaternion q[0:4] must have unit norm, got {n:.9g}")
     return q
 
@@ -369,6 +374,40 @@ class BatchInputs:
     rates: np.ndarray
 
 
+@njit
+def _first_invalid_state(q, tol):
+    """Index of the first row of ``q`` (N, nq) with a non-finite element or a quaternion norm
+    off 1 by more than ``tol``; -1 when every row is valid (the batch form of :func:`_state`,
+    one pass with no temporaries: a planner call pays it once per request)."""
+    for n in range(q.shape[0]):
+        for j in range(q.shape[1]):
+            if not math.isfinite(q[n, j]):
+                return n
+        s = q[n, 0] * q[n, 0] + q[n, 1] * q[n, 1] + q[n, 2] * q[n, 2] + q[n, 3] * q[n, 3]
+        if not abs(math.sqrt(s) - 1.0) <= tol:
+            return n
+    return -1
+
+
+@njit
+def _all_finite(a):
+    """True when every element of ``a`` is finite."""
+    for v in a.flat:
+        if not math.isfinite(v):
+            return False
+    return True
+
+
+def _check_states(model: VehicleModel, q0a: np.ndarray) -> None:
+    """:func:`_state` on every row of ``q0a`` (N, nq) that fails the vectorized check."""
+    quat = q0a[:, 0:4]
+    ok = np.isfinite(q0a).all(axis=1)
+    ok[ok] = np.abs(np.sqrt(np.einsum("ij,ij->i", quat[ok], quat[ok])) - 1.0) <= \
+        _UNIT_QUATERNION_TOL
+    for n in np.flatnonzero(~ok):
+        _state(model, q0a[n], f"q0[{n}]")
+
+
 def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, dt: float,
                   integrator: str, stabilization: float, *, rates_name: str = "joint_rates",
                   other_batch_sizes: dict[str, int] | None = None,
@@ -402,13 +441,12 @@ def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, 
     for name, n in sizes.items():
         if n not in (1, N):
             raise ShapeError(f"{name}: batch size {n} does not match N = {N}")
-    # the checks of _state for every row at once; _state names the first failing row
-    quat = q0a[:, 0:4]
-    ok = np.isfinite(q0a).all(axis=1)
-    ok[ok] = np.abs(np.sqrt(np.einsum("ij,ij->i", quat[ok], quat[ok])) - 1.0) <= 1e-6
-    for n in np.flatnonzero(~ok):
-        _state(model, q0a[n], f"q0[{n}]")
-    if not np.isfinite(u).all():
+    # the checks of _state for every row in one compiled pass; _state names the failing row
+    bad = _first_invalid_state(q0a, _UNIT_QUATERNION_TOL) if q0a.size else -1
+    if bad >= 0:
+        _state(model, q0a[bad], f"q0[{bad}]")
+        _check_states(model, q0a)  # round-off at the tolerance: the vectorized check decides
+    if u.size and not _all_finite(u):
         raise ParameterError(f"{rates_name}: must be finite")
     if q0a.shape[0] == N:
         q0a = np.array(q0a, dtype=float, order="C")
@@ -446,7 +484,7 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     qdot_cmd[:, :, 6 + act] = b.rates  # (1 or N, T, na), broadcast over N
     nc = model.nc
     if vc_xy is None:
-        vc = np.zeros((N, T, nc, 2))
+        vc = np.zeros((1, T, nc, 2))  # shared by the batch (leading 1, see PredictInputs)
     else:
         vc = np.asarray(vc_xy, dtype=float)
         if vc.ndim == 3:
@@ -459,13 +497,13 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     qdot_traj = np.empty((N, T, model.nv))
     vcn = np.empty((N, T, nc))
     dz = np.empty((N, T + 1, nc))
+    m, t = model.kinematic_arrays(), terrain.kernel_args()
     o = L.simulation_options(known, dt, sigma, INTEGRATORS[integrator], model.nf,
-                             bool(warm_start))
+                             bool(warm_start), model_solve(m, known))
     X = L.PredictInputs(q0a, qdot_cmd, vc, np.zeros((1, 6)), np.zeros((1, 0, 6)),
                         np.zeros((1, 6, 6)), np.zeros((1, 0, 2)), no_feedback_inputs())
     Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, np.zeros((N, 0, 6)), np.zeros((N, 0, nc, 2)),
                          np.zeros((N, 0)), np.zeros((N, 0, 6, 6)), np.zeros((N, 0), np.uint8))
-    m, t = model.kinematic_arrays(), terrain.kernel_args()
     run_ranges(L.predict_range, N, N, m, t, o, X, Y)
     if not batched:
         return Trajectory(float(dt), q_traj[0], qdot_traj[0], vcn[0], dz[0])

@@ -1,0 +1,218 @@
+"""Per-vehicle specialized kernels (issue 22, option b): the partitioned least-squares solve
+(2.37)-(2.38) with a vehicle's sizes and known set compiled in.
+
+:func:`wmr_model.kinematics.solve.solve_partitioned` handles any number of rows and any known
+set, so its loops run to sizes read at run time through an index list of the unknown columns.
+For one vehicle in one context (the simulation context's known set, say) those are constants:
+:func:`specialized_solve` writes the same solve as straight-line code with the unknown columns,
+the row count and the factor size fixed (:func:`solve_source`), and compiles it once per
+``(rows, known)`` and process. It performs the same floating-point operations in the same order
+as the generic kernel (the right-hand side (2.37), the normal equations row by row, the Cholesky
+factor and both substitutions), so its results are bit-identical; the generic kernel stays the
+oracle (``test/core/test_specialized_kernels.py``).
+
+The compiled loops take it by address (:func:`specialized_solve` returns the address of a
+``cfunc``, kept for the process; :func:`call_specialized_solve` calls it on the generic
+kernel's arrays): one compiled loop serves every vehicle, its options stay plain numbers (fast
+to pass), and a vehicle's specialization costs a fraction of a second on first use instead of a
+recompilation of the loop. It returns 0 when the generic kernel must run instead: arrays of
+other sizes, or normal equations that are not positive definite to the pivot tolerance (the
+rank-deficient case, solved by the SVD, :data:`wmr_model.kinematics.solve.CHOLESKY_PIVOT_RTOL`).
+:data:`GENERIC` (address 0) runs the generic kernel throughout; so does the plain-Python build.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from wmr_model._jit import JIT_ENABLED, njit
+
+__all__ = ["solve_source", "specialized_solve", "model_solve", "call_specialized_solve",
+           "try_specialized_solve", "GENERIC", "MAX_SPECIALIZED_UNKNOWNS"]
+
+#: The address of "no specialization": the loops run the generic kernel.
+GENERIC = 0
+
+#: Largest unknown count specialized: the straight-line normal equations grow as nu^2 per row
+#: and the factor as nu^3 / 6 statements (Zoë: 9 unknowns, 45 + 165 statements).
+MAX_SPECIALIZED_UNKNOWNS = 16
+
+
+def solve_source(rows: int, known: np.ndarray, rtol: float) -> str:
+    """Python source of ``solve(A, v, qdot_known, qdot, idx, rhs, N, x, info, m, nv, nN)`` for
+    ``rows`` constraint rows and the known mask ``known`` (nv,): the operations of
+    :func:`wmr_model.kinematics.solve._solve_partitioned` in its order, with the loops over
+    the unknowns and the factor unrolled. Arguments are data pointers (``carray`` views of the
+    generic kernel's arrays and its workspace); ``m``, ``nv``, ``nN`` the caller's rows,
+    columns and factor size (checked: other sizes return 0 before any memory is touched)."""
+    known = np.asarray(known, dtype=bool)
+    nv = known.shape[0]
+    cols = [int(j) for j in np.flatnonzero(~known)]
+    given = [int(j) for j in np.flatnonzero(known)]
+    nu = len(cols)
+    L = [
+        "def solve(Ap, vp, qkp, qdp, idxp, rhsp, Np, xp, infop, m, nv, nN):",
+        f"    if m != {rows} or nv != {nv} or nN != {nu}:",
+        "        return 0",
+        f"    A = carray(Ap, ({rows}, {nv}), dtype=float64)",
+        f"    v = carray(vp, ({rows},), dtype=float64)",
+        f"    qk = carray(qkp, ({nv},), dtype=float64)",
+        f"    qd = carray(qdp, ({nv},), dtype=float64)",
+        f"    idx = carray(idxp, ({nv},), dtype=int64)",
+        f"    rhs = carray(rhsp, ({rows},), dtype=float64)",
+        f"    N = carray(Np, ({nu}, {nu}), dtype=float64)",
+        f"    x = carray(xp, ({nv},), dtype=float64)",
+        "    info = carray(infop, (3,), dtype=int64)",
+    ]
+    L += [f"    idx[{a}] = {c}" for a, c in enumerate(cols)]
+    L += [f"    info[0] = {nu}", "    info[1] = 0"]
+    # (2.37): rhs = v - A[:, known] qdot[known], known entries of qdot
+    L += [f"    for r in range({rows}):", "        rhs[r] = v[r]"]
+    for j in given:
+        L += [f"    g = qk[{j}]", f"    qd[{j}] = g", "    if g != 0.0:",
+              f"        for r in range({rows}):", f"            rhs[r] -= A[r, {j}] * g"]
+    # normal equations, lower triangle; exact zeros of A skipped as in the generic kernel
+    for a in range(nu):
+        L.append(f"    x[{a}] = 0.0")
+        L += [f"    N[{a}, {b}] = 0.0" for b in range(a + 1)]
+    L += [f"    for r in range({rows}):", "        rr = rhs[r]"]
+    for a, c in enumerate(cols):
+        L += [f"        ar = A[r, {c}]", "        if ar != 0.0:", f"            x[{a}] += ar * rr"]
+        L += [f"            N[{a}, {b}] += ar * A[r, {cols[b]}]" for b in range(a + 1)]
+    # Cholesky factor in place (cholesky_factor with H = Lf = N)
+    L.append("    dmax = 0.0")
+    for i in range(nu):
+        L += [f"    if N[{i}, {i}] > dmax:", f"        dmax = N[{i}, {i}]"]
+    for j in range(nu):
+        L.append(f"    d = N[{j}, {j}]")
+        L += [f"    d -= N[{j}, {k}] * N[{j}, {k}]" for k in range(j)]
+        L += [f"    if d <= {rtol!r} * dmax or d <= 0.0:", "        return 0",
+              "    d = sqrt(d)", f"    N[{j}, {j}] = d"]
+        for i in range(j + 1, nu):
+            L.append(f"    acc = N[{i}, {j}]")
+            L += [f"    acc -= N[{i}, {k}] * N[{j}, {k}]" for k in range(j)]
+            L.append(f"    N[{i}, {j}] = acc / d")
+    L.append("    info[1] = 1")
+    # forward and back substitution (cholesky_solve with b = x)
+    for i in range(nu):
+        L.append(f"    acc = x[{i}]")
+        L += [f"    acc -= N[{i}, {k}] * x[{k}]" for k in range(i)]
+        L.append(f"    x[{i}] = acc / N[{i}, {i}]")
+    for i in range(nu - 1, -1, -1):
+        L.append(f"    acc = x[{i}]")
+        L += [f"    acc -= N[{k}, {i}] * x[{k}]" for k in range(i + 1, nu)]
+        L.append(f"    x[{i}] = acc / N[{i}, {i}]")
+    L += [f"    qd[{c}] = x[{a}]" for a, c in enumerate(cols)]
+    L.append("    return 1")
+    return "\n".join(L) + "\n"
+
+
+_lock = threading.Lock()
+_cache: dict[tuple[int, bytes], Any] = {}  # compiled cfuncs, alive for the process
+
+if JIT_ENABLED:
+    from llvmlite import ir
+    from numba import cfunc, types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+    from numba.np.numpy_support import carray
+
+    #: C signature of a specialized solve: nine data pointers, the caller's rows, nv and factor
+    #: size; 1 when solved, 0 when the generic kernel must run.
+    SOLVE_SIGNATURE = types.int64(*([types.voidptr] * 9), types.int64, types.int64, types.int64)
+
+    @intrinsic
+    def call_specialized_solve(typingctx: Any, address: Any, A: Any, v: Any, qdot_known: Any,
+                               qdot: Any, idx: Any, rhs: Any, N: Any, x: Any,
+                               info: Any) -> Any:
+        """Call the specialized solve at ``address`` (from :func:`specialized_solve`, nonzero)
+        on the C-contiguous arrays of :func:`wmr_model.kinematics.solve.solve_partitioned` and
+        its workspace; returns its int64 result."""
+        arrays = (A, v, qdot_known, qdot, idx, rhs, N, x, info)
+        if not isinstance(address, types.Integer) or not all(
+                isinstance(a, types.Array) and a.layout == "C" for a in arrays):
+            return None
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            ptrs = []
+            for ty, val in zip(signature.args[1:], args[1:]):
+                ary = cgutils.create_struct_proxy(ty)(context, builder, value=val)
+                ptrs.append(builder.bitcast(ary.data, cgutils.voidptr_t))
+            shape = cgutils.unpack_tuple(
+                builder, cgutils.create_struct_proxy(signature.args[1])(
+                    context, builder, value=args[1]).shape, 2)
+            n_factor = cgutils.unpack_tuple(
+                builder, cgutils.create_struct_proxy(signature.args[7])(
+                    context, builder, value=args[7]).shape, 2)[0]
+            i64 = ir.IntType(64)
+            fnty = ir.FunctionType(i64, [cgutils.voidptr_t] * 9 + [i64, i64, i64])
+            fn = builder.inttoptr(context.cast(builder, args[0], signature.args[0], types.int64),
+                                  fnty.as_pointer())
+            return builder.call(fn, ptrs + [shape[0], shape[1], n_factor])
+
+        return types.int64(address, *arrays), codegen
+
+    def _compile(src: str) -> Any:
+        import math
+
+        ns: dict[str, Any] = {"carray": carray, "float64": np.float64, "int64": np.int64,
+                              "sqrt": math.sqrt}
+        exec(compile(src, "<wmr_model specialized solve>", "exec"), ns)
+        return cfunc(SOLVE_SIGNATURE, cache=False)(ns["solve"])
+
+    @njit
+    def try_specialized_solve(address: int, A: Any, v: Any, qdot_known: Any, qdot: Any,
+                              ws: Any) -> int:
+        """The specialized solve at ``address`` on a system and its
+        :func:`~wmr_model.kinematics.solve.solve_workspace` ``ws``: 1 solved, 0 declined."""
+        idx, rhs, N, x, info = ws
+        return call_specialized_solve(  # type: ignore[call-arg]
+            address, A, v, qdot_known, qdot, idx, rhs, N, x, info)
+
+    def specialized_solve(rows: int, known: np.ndarray) -> int:
+        """Address of the specialized solve for ``rows`` constraint rows and the known mask
+        ``known`` (nv,) bool, compiled on first use and kept for the process; :data:`GENERIC`
+        (0) when every entry is known or more than :data:`MAX_SPECIALIZED_UNKNOWNS` are."""
+        from wmr_model.kinematics.solve import CHOLESKY_PIVOT_RTOL
+
+        mask = np.ascontiguousarray(known, dtype=bool)
+        nu = mask.shape[0] - int(np.count_nonzero(mask))
+        if nu == 0 or nu > MAX_SPECIALIZED_UNKNOWNS:
+            return GENERIC
+        key = (int(rows), mask.tobytes())
+        compiled = _cache.get(key)
+        if compiled is None:
+            with _lock:
+                compiled = _cache.get(key)
+                if compiled is None:
+                    compiled = _compile(solve_source(int(rows), mask, CHOLESKY_PIVOT_RTOL))
+                    _cache[key] = compiled
+        return int(compiled.address)
+
+else:  # pragma: no cover - the plain-Python build runs the generic kernels only
+
+    def call_specialized_solve(address: Any, *arrays: Any) -> Any:  # type: ignore[misc]
+        raise RuntimeError("call_specialized_solve: needs numba")
+
+    def try_specialized_solve(address: int, *args: Any) -> int:
+        raise RuntimeError("try_specialized_solve: needs numba")
+
+    def specialized_solve(rows: int, known: np.ndarray) -> int:
+        """Without numba: :data:`GENERIC` (the loops run the generic kernel)."""
+        return GENERIC
+
+
+def model_solve(m: Any, known: np.ndarray) -> int:
+    """:func:`specialized_solve` for the constraint rows of the model record ``m``
+    (:class:`~wmr_model.vehicles.model.KernelModel`, rows ``3 nc + nhc`` as
+    :func:`wmr_model.kinematics.data.constraint_rows`) and the known mask ``known``."""
+    if not JIT_ENABLED:
+        return GENERIC
+    from wmr_model.kinematics.constraints import loop_closure_rows
+
+    nc = m.wheel_frame.shape[0] + m.track_frame.shape[0]
+    return specialized_solve(3 * nc + m.A_joint.shape[0] + int(loop_closure_rows(m.loop_closure)),
+                             known)
