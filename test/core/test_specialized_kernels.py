@@ -1,11 +1,13 @@
-"""Per-vehicle specialized kernels (issue 22, option b): the generated least-squares solve.
+"""Per-vehicle specialized kernels (issue 22, option b): the generated least-squares solve of
+kinematics and the generated elimination of the dynamics' Newton step.
 
 :mod:`wmr_model.kinematics.specialized` compiles the partitioned solve (2.37)-(2.38) with a
 vehicle's row count and known set fixed. The oracle is the generic kernel
 (:func:`wmr_model.kinematics.solve.solve_partitioned`): same operations in the same order, so
 the solutions, the kept factor (reused by :func:`resolve_partitioned`) and whole simulated
 trajectories must be identical bit for bit. Where the specialization cannot solve (rank
-deficient, other sizes) it must decline and leave the generic kernel's result.
+deficient, other sizes) it must decline and leave the generic kernel's result. Likewise the
+Gaussian elimination of :func:`wmr_model.dynamics.joint_acceleration.solve_in_place`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wmr_model._jit import JIT_ENABLED
+from wmr_model._jit import JIT_ENABLED, NO_KERNEL, njit
+from wmr_model.dynamics.joint_acceleration import (
+    eliminate,
+    solve_in_place,
+    specialized_elimination,
+)
+from wmr_model.dynamics.model import DynamicsOptions
 from wmr_model.experiments import kinematic as ex
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
@@ -129,3 +137,50 @@ def test_simulation_and_prediction_are_unchanged_by_the_specialization(vehicle, 
     for a, b in zip(*runs):
         assert np.array_equal(a, b, equal_nan=True)
     assert np.isfinite(runs[0][0]).all()
+
+
+@njit
+def _eliminate(J, b, address):
+    return eliminate(J, b, address)
+
+
+@pytest.mark.parametrize("n", [1, 4, 9, 13])
+@pytest.mark.parametrize("seed", range(3))
+def test_specialized_elimination_is_the_generic_one_bit_for_bit(n, seed):
+    """The Newton step's Gaussian elimination (joint-acceleration force balance), generated
+    for n free columns: the same partial pivoting and row operations, so the same solution;
+    on a singular system the same failure, with the same partly eliminated arrays."""
+    rng = np.random.default_rng(seed)
+    address = specialized_elimination(n)
+    assert address != NO_KERNEL
+    for singular in (False, True):
+        J = rng.normal(size=(n, n))
+        J[rng.random((n, n)) < 0.2] = 0.0  # exact zeros: multipliers of 0 are skipped
+        if singular:
+            J[:, -1] = 0.0
+        b = rng.normal(size=n)
+        Jg, bg, Js, bs = J.copy(), b.copy(), J.copy(), b.copy()
+        ok_g = solve_in_place(Jg, bg)
+        ok_s = _eliminate(Js, bs, address)
+        assert ok_g == ok_s == (not singular)
+        assert np.array_equal(Jg, Js) and np.array_equal(bg, bs)
+        if not singular:
+            np.testing.assert_allclose(J @ bs, b, atol=1e-9 * max(1.0, np.abs(J).max()))
+    # a kernel for n refuses another size; the generic elimination then runs
+    m = n + 1
+    J = rng.normal(size=(m, m)) + m * np.eye(m)
+    b = rng.normal(size=m)
+    Jg, bg, Js, bs = J.copy(), b.copy(), J.copy(), b.copy()
+    solve_in_place(Jg, bg)
+    assert _eliminate(Js, bs, address)
+    assert np.array_equal(bg, bs)
+
+
+def test_zoe_uses_its_specialized_elimination():
+    from wmr_model.dynamics.model import compile_dynamics
+
+    zoe = load_vehicle("zoe")
+    dm, _ = compile_dynamics(zoe, 0.04)
+    assert dm.opt.acceleration and dm.opt.elimination == specialized_elimination(9)
+    dm, _ = compile_dynamics(zoe, 0.04, DynamicsOptions(solver="thesis"))
+    assert dm.opt.elimination == NO_KERNEL

@@ -17,9 +17,8 @@ import math
 
 import numpy as np
 
-from wmr_model._jit import njit
+from wmr_model._jit import call_specialized, njit
 from wmr_model.kinematics.constraints import constraint_system
-from wmr_model.kinematics.specialized import call_specialized_solve
 from wmr_model.kinematics.track_collision import contact_detection, track_activation
 from wmr_model.vehicles.tree import forward_kinematics
 
@@ -271,8 +270,9 @@ def solve_partitioned_with(solver, A, v, known, qdot_known, qdot, ws):
         return _solve_partitioned(A, v, known, qdot_known, qdot, ws)
     else:
         idx, rhs, N, x, info = ws
-        if solver != 0 and call_specialized_solve(solver, A, v, qdot_known, qdot, idx, rhs, N,
-                                                  x, info) == 1:
+        if solver != 0 and call_specialized(solver, (A, v, qdot_known, qdot, idx, rhs, N, x,
+                                                     info, A.shape[0], A.shape[1],
+                                                     N.shape[0])) == 1:
             return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
         return _solve_partitioned(A, v, known, qdot_known, qdot, ws)
 

@@ -12,7 +12,7 @@ factor and both substitutions), so its results are bit-identical; the generic ke
 oracle (``test/core/test_specialized_kernels.py``).
 
 The compiled loops take it by address (:func:`specialized_solve` returns the address of a
-``cfunc``, kept for the process; :func:`call_specialized_solve` calls it on the generic
+``cfunc`` kept for the process, :func:`wmr_model._jit.call_specialized` calls it on the generic
 kernel's arrays): one compiled loop serves every vehicle, its options stay plain numbers (fast
 to pass), and a vehicle's specialization costs a fraction of a second on first use instead of a
 recompilation of the loop. It returns 0 when the generic kernel must run instead: arrays of
@@ -23,18 +23,17 @@ rank-deficient case, solved by the SVD, :data:`wmr_model.kinematics.solve.CHOLES
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
-from wmr_model._jit import JIT_ENABLED, njit
+from wmr_model._jit import JIT_ENABLED, NO_KERNEL, call_specialized, njit, specialized_kernel
 
-__all__ = ["solve_source", "specialized_solve", "model_solve", "call_specialized_solve",
-           "try_specialized_solve", "GENERIC", "MAX_SPECIALIZED_UNKNOWNS"]
+__all__ = ["solve_source", "specialized_solve", "model_solve", "try_specialized_solve",
+           "GENERIC", "MAX_SPECIALIZED_UNKNOWNS"]
 
 #: The address of "no specialization": the loops run the generic kernel.
-GENERIC = 0
+GENERIC = NO_KERNEL
 
 #: Largest unknown count specialized: the straight-line normal equations grow as nu^2 per row
 #: and the factor as nu^3 / 6 statements (Zoë: 9 unknowns, 45 + 165 statements).
@@ -42,7 +41,7 @@ MAX_SPECIALIZED_UNKNOWNS = 16
 
 
 def solve_source(rows: int, known: np.ndarray, rtol: float) -> str:
-    """Python source of ``solve(A, v, qdot_known, qdot, idx, rhs, N, x, info, m, nv, nN)`` for
+    """Python source of ``kernel(A, v, qdot_known, qdot, idx, rhs, N, x, info, m, nv, nN)`` for
     ``rows`` constraint rows and the known mask ``known`` (nv,): the operations of
     :func:`wmr_model.kinematics.solve._solve_partitioned` in its order, with the loops over
     the unknowns and the factor unrolled. Arguments are data pointers (``carray`` views of the
@@ -54,7 +53,7 @@ def solve_source(rows: int, known: np.ndarray, rtol: float) -> str:
     given = [int(j) for j in np.flatnonzero(known)]
     nu = len(cols)
     L = [
-        "def solve(Ap, vp, qkp, qdp, idxp, rhsp, Np, xp, infop, m, nv, nN):",
+        "def kernel(Ap, vp, qkp, qdp, idxp, rhsp, Np, xp, infop, m, nv, nN):",
         f"    if m != {rows} or nv != {nv} or nN != {nu}:",
         "        return 0",
         f"    A = carray(Ap, ({rows}, {nv}), dtype=float64)",
@@ -110,99 +109,28 @@ def solve_source(rows: int, known: np.ndarray, rtol: float) -> str:
     return "\n".join(L) + "\n"
 
 
-_lock = threading.Lock()
-_cache: dict[tuple[int, bytes], Any] = {}  # compiled cfuncs, alive for the process
+def specialized_solve(rows: int, known: np.ndarray) -> int:
+    """Address of the specialized solve for ``rows`` constraint rows and the known mask
+    ``known`` (nv,) bool, compiled on first use and kept for the process
+    (:func:`wmr_model._jit.specialized_kernel`); :data:`GENERIC` (0) when every entry is known,
+    more than :data:`MAX_SPECIALIZED_UNKNOWNS` are unknown, or without numba."""
+    from wmr_model.kinematics.solve import CHOLESKY_PIVOT_RTOL
 
-if JIT_ENABLED:
-    from llvmlite import ir
-    from numba import cfunc, types
-    from numba.core import cgutils
-    from numba.extending import intrinsic
-    from numba.np.numpy_support import carray
-
-    #: C signature of a specialized solve: nine data pointers, the caller's rows, nv and factor
-    #: size; 1 when solved, 0 when the generic kernel must run.
-    SOLVE_SIGNATURE = types.int64(*([types.voidptr] * 9), types.int64, types.int64, types.int64)
-
-    @intrinsic
-    def call_specialized_solve(typingctx: Any, address: Any, A: Any, v: Any, qdot_known: Any,
-                               qdot: Any, idx: Any, rhs: Any, N: Any, x: Any,
-                               info: Any) -> Any:
-        """Call the specialized solve at ``address`` (from :func:`specialized_solve`, nonzero)
-        on the C-contiguous arrays of :func:`wmr_model.kinematics.solve.solve_partitioned` and
-        its workspace; returns its int64 result."""
-        arrays = (A, v, qdot_known, qdot, idx, rhs, N, x, info)
-        if not isinstance(address, types.Integer) or not all(
-                isinstance(a, types.Array) and a.layout == "C" for a in arrays):
-            return None
-
-        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-            ptrs = []
-            for ty, val in zip(signature.args[1:], args[1:]):
-                ary = cgutils.create_struct_proxy(ty)(context, builder, value=val)
-                ptrs.append(builder.bitcast(ary.data, cgutils.voidptr_t))
-            shape = cgutils.unpack_tuple(
-                builder, cgutils.create_struct_proxy(signature.args[1])(
-                    context, builder, value=args[1]).shape, 2)
-            n_factor = cgutils.unpack_tuple(
-                builder, cgutils.create_struct_proxy(signature.args[7])(
-                    context, builder, value=args[7]).shape, 2)[0]
-            i64 = ir.IntType(64)
-            fnty = ir.FunctionType(i64, [cgutils.voidptr_t] * 9 + [i64, i64, i64])
-            fn = builder.inttoptr(context.cast(builder, args[0], signature.args[0], types.int64),
-                                  fnty.as_pointer())
-            return builder.call(fn, ptrs + [shape[0], shape[1], n_factor])
-
-        return types.int64(address, *arrays), codegen
-
-    def _compile(src: str) -> Any:
-        import math
-
-        ns: dict[str, Any] = {"carray": carray, "float64": np.float64, "int64": np.int64,
-                              "sqrt": math.sqrt}
-        exec(compile(src, "<wmr_model specialized solve>", "exec"), ns)
-        return cfunc(SOLVE_SIGNATURE, cache=False)(ns["solve"])
-
-    @njit
-    def try_specialized_solve(address: int, A: Any, v: Any, qdot_known: Any, qdot: Any,
-                              ws: Any) -> int:
-        """The specialized solve at ``address`` on a system and its
-        :func:`~wmr_model.kinematics.solve.solve_workspace` ``ws``: 1 solved, 0 declined."""
-        idx, rhs, N, x, info = ws
-        return call_specialized_solve(  # type: ignore[call-arg]
-            address, A, v, qdot_known, qdot, idx, rhs, N, x, info)
-
-    def specialized_solve(rows: int, known: np.ndarray) -> int:
-        """Address of the specialized solve for ``rows`` constraint rows and the known mask
-        ``known`` (nv,) bool, compiled on first use and kept for the process; :data:`GENERIC`
-        (0) when every entry is known or more than :data:`MAX_SPECIALIZED_UNKNOWNS` are."""
-        from wmr_model.kinematics.solve import CHOLESKY_PIVOT_RTOL
-
-        mask = np.ascontiguousarray(known, dtype=bool)
-        nu = mask.shape[0] - int(np.count_nonzero(mask))
-        if nu == 0 or nu > MAX_SPECIALIZED_UNKNOWNS:
-            return GENERIC
-        key = (int(rows), mask.tobytes())
-        compiled = _cache.get(key)
-        if compiled is None:
-            with _lock:
-                compiled = _cache.get(key)
-                if compiled is None:
-                    compiled = _compile(solve_source(int(rows), mask, CHOLESKY_PIVOT_RTOL))
-                    _cache[key] = compiled
-        return int(compiled.address)
-
-else:  # pragma: no cover - the plain-Python build runs the generic kernels only
-
-    def call_specialized_solve(address: Any, *arrays: Any) -> Any:  # type: ignore[misc]
-        raise RuntimeError("call_specialized_solve: needs numba")
-
-    def try_specialized_solve(address: int, *args: Any) -> int:
-        raise RuntimeError("try_specialized_solve: needs numba")
-
-    def specialized_solve(rows: int, known: np.ndarray) -> int:
-        """Without numba: :data:`GENERIC` (the loops run the generic kernel)."""
+    mask = np.ascontiguousarray(known, dtype=bool)
+    nu = mask.shape[0] - int(np.count_nonzero(mask))
+    if nu == 0 or nu > MAX_SPECIALIZED_UNKNOWNS:
         return GENERIC
+    return specialized_kernel(("partitioned solve", int(rows), mask.tobytes()),
+                              lambda: solve_source(int(rows), mask, CHOLESKY_PIVOT_RTOL), 9, 3)
+
+
+@njit
+def try_specialized_solve(address, A, v, qdot_known, qdot, ws):
+    """The specialized solve at ``address`` on a system and its
+    :func:`~wmr_model.kinematics.solve.solve_workspace` ``ws``: 1 solved, 0 declined."""
+    idx, rhs, N, x, info = ws
+    return call_specialized(address, (A, v, qdot_known, qdot, idx, rhs, N, x, info,
+                                      A.shape[0], A.shape[1], N.shape[0]))
 
 
 def model_solve(m: Any, known: np.ndarray) -> int:
