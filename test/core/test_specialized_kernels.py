@@ -28,6 +28,7 @@ from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import specialized as SP
 from wmr_model.kinematics.solve import (
     resolve_partitioned,
+    resolve_partitioned_with,
     solve_partitioned,
     solve_partitioned_with,
     solve_workspace,
@@ -77,6 +78,13 @@ def test_specialized_solve_is_the_generic_solve_bit_for_bit(seed, shape, residua
     resolve_partitioned(A, v2, known, qk, q2_g, ws_g)
     resolve_partitioned(A, v2, known, qk, q2_s, ws_s)
     assert np.array_equal(q2_g, q2_s)
+    # the specialized re-solve too, on the factor either kernel kept
+    q3_s = np.full(nv, np.nan)
+    assert SP.try_specialized_solve(address, A, v2, qk, q3_s, ws_g, 1) == 1
+    assert np.array_equal(q2_g, q3_s)
+    r3_g = resolve_partitioned(A, v2, known, qk, q2_g, ws_g)
+    r3_s = resolve_partitioned_with(address, A, v2, known, qk, q3_s, ws_s)
+    assert np.array_equal(q2_g, q3_s) and (r3_g == r3_s or (np.isnan(r3_g) and np.isnan(r3_s)))
     # and the least-squares solution it is
     x = np.linalg.lstsq(A[:, ~known], v - A[:, known] @ qk[known], rcond=None)[0]
     np.testing.assert_allclose(q_s[~known], x, rtol=0, atol=1e-9)
@@ -94,6 +102,12 @@ def test_rank_deficient_and_foreign_sizes_fall_back_to_the_generic_kernel():
     # ... and the dispatching solve then gives the generic (SVD) result
     solve_partitioned_with(address, A, v, known, qk, q_s, ws_s)
     assert np.array_equal(q_g, q_s) and ws_s[4][1] == 0
+    # no factor kept: the specialized re-solve declines, the generic (SVD) one answers
+    assert SP.try_specialized_solve(address, A, v, qk, q_s, ws_s, 1) == 0
+    q_r, q_rg = np.empty(nv), np.empty(nv)
+    resolve_partitioned_with(address, A, v, known, qk, q_r, ws_s)
+    resolve_partitioned(A, v, known, qk, q_rg, ws_g)
+    assert np.array_equal(q_r, q_rg)
     # a specialization for 12 rows refuses a 15-row system instead of reading past it
     A15, v15, _, _ = _system(2, m=15)
     assert SP.try_specialized_solve(address, A15, v15, qk, q_s,

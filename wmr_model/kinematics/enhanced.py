@@ -56,7 +56,7 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.kinematics.solve import joint_space_velocity, resolve_partitioned
+from wmr_model.kinematics.solve import joint_space_velocity, resolve_partitioned_with
 from wmr_model.kinematics.track_collision import track_activation
 from wmr_model.vehicles.inertia import (
     body_composite_inertia_into,
@@ -351,7 +351,7 @@ def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, q
     switch). ``d.enhanced_ws`` from :func:`enhanced_workspace` (then ``d.Ic`` (nf, 6, 6) is
     written) or :func:`folded_enhanced_workspace` (then it is not). Contacts are wheels then
     track patches; a patch's rows are activation-weighted, so its slip (2.52) is applied to
-    the weighted rows. ``solver``: the first solve's specialized kernel
+    the weighted rows. ``solver``: the vehicle's specialized solve and re-solve
     (:func:`wmr_model.kinematics.solve.solve_partitioned_with`; None: generic). Returns the
     residual norm of the final solve.
     """
@@ -403,7 +403,7 @@ def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, q
             v[3 * k + r] = a + w * vc_xy[k, r]
             vc_slip[k, r] = (a / w if w > 0.0 else 0.0) + vc_xy[k, r]
     # same A and known set as the first solve: keep its factor (2.38)
-    return resolve_partitioned(A, v, known, qdot_known, qdot, d.solve_ws)
+    return resolve_partitioned_with(solver, A, v, known, qdot_known, qdot, d.solve_ws)
 
 
 # ----------------------------------------------------------------------------------------------

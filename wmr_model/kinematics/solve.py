@@ -25,7 +25,8 @@ from wmr_model.vehicles.tree import forward_kinematics
 __all__ = [
     "TRACK_RELEASE_TOL", "TRACK_RELEASE_PASSES", "release_track_adhesion",
     "CHOLESKY_PIVOT_RTOL", "cholesky_factor", "cholesky_solve", "solve_workspace",
-    "solve_partitioned", "solve_partitioned_with", "resolve_partitioned", "joint_space_velocity",
+    "solve_partitioned", "solve_partitioned_with", "resolve_partitioned",
+    "resolve_partitioned_with", "joint_space_velocity",
 ]
 
 
@@ -272,7 +273,7 @@ def solve_partitioned_with(solver, A, v, known, qdot_known, qdot, ws):
         idx, rhs, N, x, info = ws
         if solver != 0 and call_specialized(solver, (A, v, qdot_known, qdot, idx, rhs, N, x,
                                                      info, A.shape[0], A.shape[1],
-                                                     N.shape[0])) == 1:
+                                                     N.shape[0], 0)) == 1:
             return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
         return _solve_partitioned(A, v, known, qdot_known, qdot, ws)
 
@@ -306,6 +307,21 @@ def resolve_partitioned(A, v, known, qdot_known, qdot, ws):
         for a in range(nu):
             qdot[idx[a]] = x[a]
     return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
+
+
+@njit(refcount=False)
+def resolve_partitioned_with(solver, A, v, known, qdot_known, qdot, ws):
+    """:func:`resolve_partitioned` through ``solver`` (as :func:`solve_partitioned_with`; the
+    specialized re-solve declines unless ``ws`` holds its known set's Cholesky factor)."""
+    if solver is None:
+        return resolve_partitioned(A, v, known, qdot_known, qdot, ws)
+    else:
+        idx, rhs, N, x, info = ws
+        if solver != 0 and call_specialized(solver, (A, v, qdot_known, qdot, idx, rhs, N, x,
+                                                     info, A.shape[0], A.shape[1],
+                                                     N.shape[0], 1)) == 1:
+            return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
+        return resolve_partitioned(A, v, known, qdot_known, qdot, ws)
 
 
 @njit(refcount=False)

@@ -41,19 +41,22 @@ MAX_SPECIALIZED_UNKNOWNS = 16
 
 
 def solve_source(rows: int, known: np.ndarray, rtol: float) -> str:
-    """Python source of ``kernel(A, v, qdot_known, qdot, idx, rhs, N, x, info, m, nv, nN)`` for
-    ``rows`` constraint rows and the known mask ``known`` (nv,): the operations of
-    :func:`wmr_model.kinematics.solve._solve_partitioned` in its order, with the loops over
-    the unknowns and the factor unrolled. Arguments are data pointers (``carray`` views of the
-    generic kernel's arrays and its workspace); ``m``, ``nv``, ``nN`` the caller's rows,
-    columns and factor size (checked: other sizes return 0 before any memory is touched)."""
+    """Python source of ``kernel(A, v, qdot_known, qdot, idx, rhs, N, x, info, m, nv, nN,
+    mode)`` for ``rows`` constraint rows and the known mask ``known`` (nv,): with ``mode`` 0
+    the operations of :func:`wmr_model.kinematics.solve._solve_partitioned`, with ``mode`` 1
+    those of :func:`wmr_model.kinematics.solve.resolve_partitioned` (the kept factor, new
+    right-hand side; declined unless the workspace holds this known set's factor), each in its
+    order with the loops over the unknowns and the factor unrolled. Arguments are data pointers
+    (``carray`` views of the generic kernel's arrays and its workspace); ``m``, ``nv``, ``nN``
+    the caller's rows, columns and factor size (checked: other sizes return 0 before any memory
+    is touched)."""
     known = np.asarray(known, dtype=bool)
     nv = known.shape[0]
     cols = [int(j) for j in np.flatnonzero(~known)]
     given = [int(j) for j in np.flatnonzero(known)]
     nu = len(cols)
     L = [
-        "def kernel(Ap, vp, qkp, qdp, idxp, rhsp, Np, xp, infop, m, nv, nN):",
+        "def kernel(Ap, vp, qkp, qdp, idxp, rhsp, Np, xp, infop, m, nv, nN, mode):",
         f"    if m != {rows} or nv != {nv} or nN != {nu}:",
         "        return 0",
         f"    A = carray(Ap, ({rows}, {nv}), dtype=float64)",
@@ -66,13 +69,44 @@ def solve_source(rows: int, known: np.ndarray, rtol: float) -> str:
         f"    x = carray(xp, ({nv},), dtype=float64)",
         "    info = carray(infop, (3,), dtype=int64)",
     ]
+
+    def known_rhs(ind: str) -> list[str]:
+        """(2.37): rhs = v - A[:, known] qdot[known], and the known entries of qdot."""
+        out = [f"{ind}for r in range({rows}):", f"{ind}    rhs[r] = v[r]"]
+        for j in given:
+            out += [f"{ind}g = qk[{j}]", f"{ind}qd[{j}] = g", f"{ind}if g != 0.0:",
+                    f"{ind}    for r in range({rows}):", f"{ind}        rhs[r] -= A[r, {j}] * g"]
+        return out
+
+    def substitute(ind: str) -> list[str]:
+        """Forward and back substitution with the factor in N (cholesky_solve, b = x), then
+        the unknown entries of qdot."""
+        out = []
+        for i in range(nu):
+            out.append(f"{ind}acc = x[{i}]")
+            out += [f"{ind}acc -= N[{i}, {k}] * x[{k}]" for k in range(i)]
+            out.append(f"{ind}x[{i}] = acc / N[{i}, {i}]")
+        for i in range(nu - 1, -1, -1):
+            out.append(f"{ind}acc = x[{i}]")
+            out += [f"{ind}acc -= N[{k}, {i}] * x[{k}]" for k in range(i + 1, nu)]
+            out.append(f"{ind}x[{i}] = acc / N[{i}, {i}]")
+        out += [f"{ind}qd[{c}] = x[{a}]" for a, c in enumerate(cols)]
+        return out + [f"{ind}return 1"]
+
+    # mode 1: the re-solve with the kept factor
+    L += ["    if mode == 1:", f"        if info[0] != {nu} or info[1] != 1:",
+          "            return 0"]
+    L += known_rhs("        ")
+    L += [f"        x[{a}] = 0.0" for a in range(nu)]
+    L += [f"        for r in range({rows}):", "            rr = rhs[r]"]
+    for a, c in enumerate(cols):
+        L += [f"            ar = A[r, {c}]", "            if ar != 0.0:",
+              f"                x[{a}] += ar * rr"]
+    L += substitute("        ")
+    # mode 0: the solve
     L += [f"    idx[{a}] = {c}" for a, c in enumerate(cols)]
     L += [f"    info[0] = {nu}", "    info[1] = 0"]
-    # (2.37): rhs = v - A[:, known] qdot[known], known entries of qdot
-    L += [f"    for r in range({rows}):", "        rhs[r] = v[r]"]
-    for j in given:
-        L += [f"    g = qk[{j}]", f"    qd[{j}] = g", "    if g != 0.0:",
-              f"        for r in range({rows}):", f"            rhs[r] -= A[r, {j}] * g"]
+    L += known_rhs("    ")
     # normal equations, lower triangle; exact zeros of A skipped as in the generic kernel
     for a in range(nu):
         L.append(f"    x[{a}] = 0.0")
@@ -95,17 +129,7 @@ def solve_source(rows: int, known: np.ndarray, rtol: float) -> str:
             L += [f"    acc -= N[{i}, {k}] * N[{j}, {k}]" for k in range(j)]
             L.append(f"    N[{i}, {j}] = acc / d")
     L.append("    info[1] = 1")
-    # forward and back substitution (cholesky_solve with b = x)
-    for i in range(nu):
-        L.append(f"    acc = x[{i}]")
-        L += [f"    acc -= N[{i}, {k}] * x[{k}]" for k in range(i)]
-        L.append(f"    x[{i}] = acc / N[{i}, {i}]")
-    for i in range(nu - 1, -1, -1):
-        L.append(f"    acc = x[{i}]")
-        L += [f"    acc -= N[{k}, {i}] * x[{k}]" for k in range(i + 1, nu)]
-        L.append(f"    x[{i}] = acc / N[{i}, {i}]")
-    L += [f"    qd[{c}] = x[{a}]" for a, c in enumerate(cols)]
-    L.append("    return 1")
+    L += substitute("    ")
     return "\n".join(L) + "\n"
 
 
@@ -121,16 +145,16 @@ def specialized_solve(rows: int, known: np.ndarray) -> int:
     if nu == 0 or nu > MAX_SPECIALIZED_UNKNOWNS:
         return GENERIC
     return specialized_kernel(("partitioned solve", int(rows), mask.tobytes()),
-                              lambda: solve_source(int(rows), mask, CHOLESKY_PIVOT_RTOL), 9, 3)
+                              lambda: solve_source(int(rows), mask, CHOLESKY_PIVOT_RTOL), 9, 4)
 
 
 @njit
-def try_specialized_solve(address, A, v, qdot_known, qdot, ws):
-    """The specialized solve at ``address`` on a system and its
+def try_specialized_solve(address, A, v, qdot_known, qdot, ws, mode=0):
+    """The specialized solve (``mode`` 0) or re-solve (1) at ``address`` on a system and its
     :func:`~wmr_model.kinematics.solve.solve_workspace` ``ws``: 1 solved, 0 declined."""
     idx, rhs, N, x, info = ws
     return call_specialized(address, (A, v, qdot_known, qdot, idx, rhs, N, x, info,
-                                      A.shape[0], A.shape[1], N.shape[0]))
+                                      A.shape[0], A.shape[1], N.shape[0], mode))
 
 
 def model_solve(m: Any, known: np.ndarray) -> int:
