@@ -29,10 +29,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["njit", "num_threads", "set_num_threads", "run_ranges", "JIT_ENABLED", "CACHE_DIR",
-           "REFCOUNT_FREE", "specialized_kernel", "call_specialized", "NO_KERNEL"]
-
-#: The address of "no specialized kernel": the caller runs its generic kernel.
-NO_KERNEL = 0
+           "REFCOUNT_FREE"]
 
 _disabled = os.environ.get("WMR_DISABLE_JIT", "") not in ("", "0")
 
@@ -194,78 +191,6 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
             return _numba.njit(*args, **kwargs)
         return compile_
 
-    # ---- specialized kernels: generated source compiled as C-callable functions ----------
-    # A specialized kernel is straight-line code generated for one vehicle's sizes (issue 22,
-    # option b). It is compiled as a ``cfunc`` taking data pointers and int64 sizes and
-    # returning an int64 status, kept for the process, and passed to the compiled loops by its
-    # address (a plain int in their option records): one compiled loop serves every vehicle
-    # and a new vehicle costs a fraction of a second, not a recompilation of the loop.
-    import math as _math
-
-    from llvmlite import ir as _ir
-    from numba import cfunc as _cfunc
-    from numba import types as _types
-    from numba.core import cgutils as _cgutils
-    from numba.extending import intrinsic as _intrinsic
-    from numba.np.numpy_support import carray as _carray
-
-    _kernels: dict[Any, Any] = {}
-    _kernels_lock = threading.Lock()
-
-    def specialized_kernel(key: Any, source: Callable[[], str], n_arrays: int,
-                           n_ints: int) -> int:
-        """Address of the kernel ``key`` names, compiled on first use from ``source()``: the
-        text of a function ``kernel`` taking ``n_arrays`` data pointers then ``n_ints`` int64
-        and returning an int64; its namespace has ``carray``, ``float64``, ``int64``, ``sqrt``
-        and ``inf``. Kept (and its address valid) for the life of the process."""
-        compiled: Any = _kernels.get(key)
-        if compiled is None:
-            with _kernels_lock:
-                compiled = _kernels.get(key)
-                if compiled is None:
-                    ns: dict[str, Any] = {"carray": _carray, "float64": _numba.float64,
-                                          "int64": _numba.int64, "sqrt": _math.sqrt,
-                                          "inf": _math.inf}
-                    exec(compile(source(), f"<wmr_model specialized kernel {key[0]}>", "exec"),
-                         ns)
-                    sig = _types.int64(*([_types.voidptr] * n_arrays),
-                                       *([_types.int64] * n_ints))
-                    compiled = _cfunc(sig, cache=False)(ns["kernel"])
-                    _kernels[key] = compiled
-        return int(compiled.address)
-
-    @_intrinsic
-    def call_specialized(typingctx: Any, address: Any, args: Any) -> Any:
-        """Call the specialized kernel at ``address`` (nonzero, from
-        :func:`specialized_kernel`) with the tuple ``args``: C-contiguous arrays (passed as
-        their data pointers) then integers (as int64), in the kernel's order; its int64 status."""
-        if not isinstance(address, _types.Integer) or not isinstance(args, _types.BaseTuple):
-            return None
-        elems: Any = args
-        for ty in elems:
-            if not ((isinstance(ty, _types.Array) and ty.layout == "C")
-                    or isinstance(ty, _types.Integer)):
-                return None
-
-        def codegen(context: Any, builder: Any, signature: Any, llargs: Any) -> Any:
-            tys = list(signature.args[1])
-            vals = _cgutils.unpack_tuple(builder, llargs[1], len(tys))
-            i64 = _ir.IntType(64)
-            out, kinds = [], []
-            for ty, val in zip(tys, vals):
-                if isinstance(ty, _types.Array):
-                    ary = _cgutils.create_struct_proxy(ty)(context, builder, value=val)
-                    out.append(builder.bitcast(ary.data, _cgutils.voidptr_t))
-                    kinds.append(_cgutils.voidptr_t)
-                else:
-                    out.append(context.cast(builder, val, ty, _types.int64))
-                    kinds.append(i64)
-            fnty = _ir.FunctionType(i64, kinds)
-            addr = context.cast(builder, llargs[0], signature.args[0], _types.int64)
-            return builder.call(builder.inttoptr(addr, fnty.as_pointer()), out)
-
-        return _types.int64(address, args), codegen
-
 except ImportError:  # pragma: no cover
     JIT_ENABLED = False
     _threads = 1
@@ -286,18 +211,6 @@ except ImportError:  # pragma: no cover
             return f
 
         return wrap
-
-
-if not JIT_ENABLED:  # pragma: no cover - the plain-Python build has no specialized kernels
-
-    def specialized_kernel(key: Any, source: Callable[[], str], n_arrays: int,
-                           n_ints: int) -> int:
-        """Without numba: :data:`NO_KERNEL` (callers run their generic kernels)."""
-        return NO_KERNEL
-
-    def call_specialized(address: Any, args: Any) -> Any:  # type: ignore[misc]
-        """Without numba there is nothing to call (callers test for :data:`NO_KERNEL`)."""
-        raise RuntimeError("call_specialized: needs numba")
 
 
 def run_ranges(kernel: Callable[..., Any], n: int, chunks: int, *args: Any) -> None:

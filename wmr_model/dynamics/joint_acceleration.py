@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from wmr_model._jit import NO_KERNEL, call_specialized, njit, specialized_kernel
+from wmr_model._jit import njit
 from wmr_model.dynamics.actuators import IDEAL
 from wmr_model.dynamics.force_balance import (
     WOLFE_C1,
@@ -54,8 +54,7 @@ from wmr_model.dynamics.force_balance import (
     contact_terms,
 )
 
-__all__ = ["AccelArgs", "solve_in_place", "elimination_source", "specialized_elimination",
-           "eliminate", "MAX_SPECIALIZED_ELIMINATION", "joint_acceleration_error", "newton_step",
+__all__ = ["AccelArgs", "solve_in_place", "joint_acceleration_error", "newton_step",
            "joint_acceleration_balance"]
 
 #: Halvings of the step length before the line search gives up (2^-30 of the Newton step).
@@ -103,64 +102,6 @@ def solve_in_place(J, b):
             s -= J[i, j] * b[j]
         b[i] = s / J[i, i]
     return True
-
-
-#: Largest system the Gaussian elimination is specialized for (straight-line code grows as
-#: n^3 / 3 statements: 240 for Zoe's 9 free columns).
-MAX_SPECIALIZED_ELIMINATION = 16
-
-
-def elimination_source(n: int) -> str:
-    """Python source of ``kernel(J, b, n)``: :func:`solve_in_place` for an ``n`` x ``n``
-    system, every loop unrolled (issue 22, option b), the same operations in the same order.
-    Returns 1 solved, -1 singular (where :func:`solve_in_place` returns False, leaving the same
-    partly eliminated ``J``, ``b``), 0 for another size (nothing touched)."""
-    L = ["def kernel(Jp, bp, n):", f"    if n != {n}:", "        return 0",
-         f"    J = carray(Jp, ({n}, {n}), dtype=float64)",
-         f"    b = carray(bp, ({n},), dtype=float64)"]
-    for k in range(n):
-        L += [f"    piv = {k}", f"    amax = abs(J[{k}, {k}])"]
-        for i in range(k + 1, n):
-            L += [f"    if abs(J[{i}, {k}]) > amax:", f"        amax = abs(J[{i}, {k}])",
-                  f"        piv = {i}"]
-        L += ["    if not (amax > 0.0 and amax < inf):", "        return -1",
-              f"    if piv != {k}:"]
-        for j in range(k, n):
-            L += [f"        t = J[{k}, {j}]", f"        J[{k}, {j}] = J[piv, {j}]",
-                  f"        J[piv, {j}] = t"]
-        L += [f"        t = b[{k}]", f"        b[{k}] = b[piv]", "        b[piv] = t",
-              f"    jkk = J[{k}, {k}]"]
-        for i in range(k + 1, n):
-            L += [f"    f = J[{i}, {k}] / jkk", "    if f != 0.0:"]
-            L += [f"        J[{i}, {j}] -= f * J[{k}, {j}]" for j in range(k + 1, n)]
-            L.append(f"        b[{i}] -= f * b[{k}]")
-    for i in range(n - 1, -1, -1):
-        L.append(f"    s = b[{i}]")
-        L += [f"    s -= J[{i}, {j}] * b[{j}]" for j in range(i + 1, n)]
-        L.append(f"    b[{i}] = s / J[{i}, {i}]")
-    L.append("    return 1")
-    return "\n".join(L) + "\n"
-
-
-def specialized_elimination(n: int) -> int:
-    """Address of :func:`elimination_source` ``(n)`` compiled (once per process,
-    :func:`wmr_model._jit.specialized_kernel`); :data:`wmr_model._jit.NO_KERNEL` (0) for
-    ``n`` outside 1..:data:`MAX_SPECIALIZED_ELIMINATION` or without numba."""
-    if not 1 <= n <= MAX_SPECIALIZED_ELIMINATION:
-        return NO_KERNEL
-    return specialized_kernel(("gaussian elimination", int(n)),
-                              lambda: elimination_source(int(n)), 2, 1)
-
-
-@njit(refcount=False)
-def eliminate(J, b, elimination):
-    """:func:`solve_in_place` through the specialized kernel at ``elimination`` (made for this
-    size; bit-identical), or the generic one where it is 0 or declines; same return."""
-    if elimination != 0:
-        status = call_specialized(elimination, (J, b, J.shape[0]))
-        if status != 0:
-            return status == 1
-    return solve_in_place(J, b)
 
 
 @njit(refcount=False)
@@ -216,13 +157,13 @@ def _least_squares(R, b):
 
 
 @njit(refcount=False)
-def newton_step(free, e, Je, R, b, p, elimination=0):
+def newton_step(free, e, Je, R, b, p):
     """Newton's step ``p`` (nv,) for the error ``e`` with Jacobian ``Je``: ``J_FF p_F = -e_F``
     over the free columns ``free`` (nF,) (those not set by an ideal actuator), 0 elsewhere.
     ``R`` (nF, nF) and ``b`` (nF,) are scratch; a singular ``J_FF`` gets its least-squares
-    step. ``elimination``: a specialized elimination for nF (:func:`eliminate`), or 0."""
+    step."""
     _gather(free, e, Je, R, b)
-    if not eliminate(R, b, elimination):
+    if not solve_in_place(R, b):
         _gather(free, e, Je, R, b)
         _least_squares(R, b)
     for i in range(p.shape[0]):
@@ -232,17 +173,15 @@ def newton_step(free, e, Je, R, b, p, elimination=0):
 
 
 @njit(refcount=False)
-def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work,
-                               elimination=0):
+def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work):
     """Solve ``e(x) = 0`` (:func:`joint_acceleration_error`) by Newton's method with an Armijo
     backtracking line search on ``L = e^T e``.
 
     ``x`` (nv,) holds the start (the ideal actuators' entries set to their commands, which stay)
     and receives the solution; ``free`` (nF,) lists the other columns, the unknowns;
-    ``single_step`` takes one Newton step (the non-iterative mode of §2.4.4); ``elimination``
-    the address of a specialized elimination for nF (:func:`specialized_elimination`) or 0.
-    Returns ``(iterations, L)``, iterations 0 when the start already meets ``|e| <= tol``. A
-    step along which ``L`` does not decrease ends the iterations at the current point.
+    ``single_step`` takes one Newton step (the non-iterative mode of §2.4.4). Returns
+    ``(iterations, L)``, iterations 0 when the start already meets ``|e| <= tol``. A step along
+    which ``L`` does not decrease ends the iterations at the current point.
     """
     nv = x.shape[0]
     nF = free.shape[0]
@@ -253,7 +192,7 @@ def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fm
     L = joint_acceleration_error(x, a, e, Je, fmodel, work)
     it = 0
     while it < max_iter and math.sqrt(L) > tol:
-        newton_step(free, e, Je, R, b, p, elimination)
+        newton_step(free, e, Je, R, b, p)
         for i in range(nv):
             x0[i] = x[i]
         L0 = L

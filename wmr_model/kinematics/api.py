@@ -28,7 +28,6 @@ from wmr_model.kinematics.data import KernelData, kernel_data
 from wmr_model.kinematics.feedback import no_feedback_inputs
 from wmr_model.kinematics.initialize import initialize_terrain_contact
 from wmr_model.kinematics.solve import solve_workspace
-from wmr_model.kinematics.specialized import model_solve
 from wmr_model.kinematics.track_collision import contact_detection
 from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH
 from wmr_model.spatial import quats_to_euler
@@ -499,7 +498,7 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     dz = np.empty((N, T + 1, nc))
     m, t = model.kinematic_arrays(), terrain.kernel_args()
     o = L.simulation_options(known, dt, sigma, INTEGRATORS[integrator], model.nf,
-                             bool(warm_start), model_solve(m, known))
+                             bool(warm_start))
     X = L.PredictInputs(q0a, qdot_cmd, vc, np.zeros((1, 6)), np.zeros((1, 0, 6)),
                         np.zeros((1, 6, 6)), np.zeros((1, 0, 2)), no_feedback_inputs())
     Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, np.zeros((N, 0, 6)), np.zeros((N, 0, nc, 2)),
