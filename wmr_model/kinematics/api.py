@@ -374,11 +374,11 @@ class BatchInputs:
 
 
 @njit
-def _first_invalid_state(q, tol):
-    """Index of the first row of ``q`` (N, nq) with a non-finite element or a quaternion norm
-    off 1 by more than ``tol``; -1 when every row is valid (the batch form of :func:`_state`,
-    one pass with no temporaries: a planner call pays it once per request)."""
-    for n in range(q.shape[0]):
+def _first_invalid_state(q, tol, start):
+    """Index of the first row ``n >= start`` of ``q`` (N, nq) with a non-finite element or a
+    quaternion norm off 1 by more than ``tol``; -1 when there is none (the batch form of
+    :func:`_state`, one pass with no temporaries)."""
+    for n in range(start, q.shape[0]):
         for j in range(q.shape[1]):
             if not math.isfinite(q[n, j]):
                 return n
@@ -395,16 +395,6 @@ def _all_finite(a):
         if not math.isfinite(v):
             return False
     return True
-
-
-def _check_states(model: VehicleModel, q0a: np.ndarray) -> None:
-    """:func:`_state` on every row of ``q0a`` (N, nq) that fails the vectorized check."""
-    quat = q0a[:, 0:4]
-    ok = np.isfinite(q0a).all(axis=1)
-    ok[ok] = np.abs(np.sqrt(np.einsum("ij,ij->i", quat[ok], quat[ok])) - 1.0) <= \
-        _UNIT_QUATERNION_TOL
-    for n in np.flatnonzero(~ok):
-        _state(model, q0a[n], f"q0[{n}]")
 
 
 def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, dt: float,
@@ -440,12 +430,13 @@ def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, 
     for name, n in sizes.items():
         if n not in (1, N):
             raise ShapeError(f"{name}: batch size {n} does not match N = {N}")
-    # the checks of _state for every row in one compiled pass; _state names the failing row
-    bad = _first_invalid_state(q0a, _UNIT_QUATERNION_TOL) if q0a.size else -1
-    if bad >= 0:
+    # the checks of _state for every row in one compiled pass; _state names a failing row
+    # (and decides a norm at the tolerance to round-off: then the scan goes on)
+    bad = _first_invalid_state(q0a, _UNIT_QUATERNION_TOL, 0)
+    while bad >= 0:
         _state(model, q0a[bad], f"q0[{bad}]")
-        _check_states(model, q0a)  # round-off at the tolerance: the vectorized check decides
-    if u.size and not _all_finite(u):
+        bad = _first_invalid_state(q0a, _UNIT_QUATERNION_TOL, bad + 1)
+    if not _all_finite(u):
         raise ParameterError(f"{rates_name}: must be finite")
     if q0a.shape[0] == N:
         q0a = np.array(q0a, dtype=float, order="C")
@@ -496,13 +487,13 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     qdot_traj = np.empty((N, T, model.nv))
     vcn = np.empty((N, T, nc))
     dz = np.empty((N, T + 1, nc))
-    m, t = model.kinematic_arrays(), terrain.kernel_args()
     o = L.simulation_options(known, dt, sigma, INTEGRATORS[integrator], model.nf,
                              bool(warm_start))
     X = L.PredictInputs(q0a, qdot_cmd, vc, np.zeros((1, 6)), np.zeros((1, 0, 6)),
                         np.zeros((1, 6, 6)), np.zeros((1, 0, 2)), no_feedback_inputs())
     Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, np.zeros((N, 0, 6)), np.zeros((N, 0, nc, 2)),
                          np.zeros((N, 0)), np.zeros((N, 0, 6, 6)), np.zeros((N, 0), np.uint8))
+    m, t = model.kinematic_arrays(), terrain.kernel_args()
     run_ranges(L.predict_range, N, N, m, t, o, X, Y)
     if not batched:
         return Trajectory(float(dt), q_traj[0], qdot_traj[0], vcn[0], dz[0])
