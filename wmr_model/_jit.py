@@ -19,17 +19,25 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
+import sys
 import threading
 import time
+import types
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 __all__ = ["njit", "num_threads", "set_num_threads", "run_ranges", "JIT_ENABLED", "CACHE_DIR",
-           "REFCOUNT_FREE"]
+           "REFCOUNT_FREE", "specialized_kernel", "call_specialized", "NO_KERNEL",
+           "wait_for_kernels", "set_background_compilation"]
+
+#: The address of "no specialized kernel": the caller runs its generic kernel.
+NO_KERNEL = 0
 
 _disabled = os.environ.get("WMR_DISABLE_JIT", "") not in ("", "0")
 
@@ -191,6 +199,184 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
             return _numba.njit(*args, **kwargs)
         return compile_
 
+    # ---- specialized kernels: generated source compiled as C-callable functions ----------
+    # A specialized kernel is straight-line code generated for one vehicle's sizes (issue 22,
+    # option b). It is compiled as a ``cfunc`` taking data pointers and int64 sizes and
+    # returning an int64 status, kept for the process, and passed to the compiled loops by its
+    # address (a plain int in their option records): one compiled loop serves every vehicle
+    # and a new vehicle costs a fraction of a second, not a recompilation of the loop.
+    from llvmlite import ir as _ir
+    from numba import cfunc as _cfunc
+    from numba import types as _types
+    from numba.core import cgutils as _cgutils
+    from numba.extending import intrinsic as _intrinsic
+
+    _kernels: dict[Any, Any] = {}
+    _kernels_lock = threading.Lock()
+
+    # The generated module's header: the names a kernel's source may use.
+    _KERNEL_HEADER = ("from math import inf, sqrt\n\n"
+                      "from numba import float64, int64\n"
+                      "from numba.np.numpy_support import carray\n\n\n")
+
+    def _kernel_folder() -> Path | None:
+        """Folder of the generated kernel modules (their numba cache beside them, in
+        ``__pycache__``): under the package's cache folder, or ``NUMBA_CACHE_DIR``; None when
+        neither is writable (kernels are then compiled in memory, every process)."""
+        base = _CACHE_BASE or (Path(_USER_CACHE_DIR) if _USER_CACHE_DIR else None)
+        if base is None:
+            return None
+        folder = base / "specialized"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
+        return folder
+
+    def _kernel_module(key: Any, text: str) -> Any:
+        """The module holding ``kernel``, imported from its file in :func:`_kernel_folder`
+        (written once, under a name hashed from its text and numba's version: numba's on-disk
+        cache then finds the compiled code from a previous process), or run in memory."""
+        name = "wmr_specialized_" + hashlib.sha1(
+            (text + _numba.__version__).encode()).hexdigest()[:20]
+        module = sys.modules.get(name)
+        if module is not None:
+            return module
+        folder = _kernel_folder()
+        if folder is not None:
+            path = folder / f"{name}.py"
+            try:
+                if not path.exists():  # never rewritten: its time stamp keys numba's cache
+                    tmp = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+                    tmp.write_text(text, encoding="utf-8")
+                    os.replace(tmp, path)
+                spec = importlib.util.spec_from_file_location(name, path)
+                if spec is not None and spec.loader is not None:
+                    module = importlib.util.module_from_spec(spec)
+                    sys.modules[name] = module  # numba's cache finds its globals by name
+                    spec.loader.exec_module(module)
+                    return module
+            except OSError:
+                sys.modules.pop(name, None)
+        module = types.ModuleType(name)
+        exec(compile(text, f"<wmr_model specialized kernel {key[0]}>", "exec"), module.__dict__)
+        return module
+
+    _pending: dict[Any, threading.Thread] = {}
+    _background = [True]
+
+    def set_background_compilation(enabled: bool) -> None:
+        """Compile specialized kernels missing from the disk cache on a background thread
+        (``True``, the default: long-running processes such as the nodes never wait for them)
+        or at the call that first needs them (``False``: the ``wmr`` command line, whose
+        processes are short and would otherwise exit before a background compilation ends)."""
+        _background[0] = bool(enabled)
+
+    def _is_compiled_on_disk(module: Any) -> bool:
+        """Whether numba's cache beside the generated module holds its compiled kernel."""
+        spec = module.__spec__
+        if spec is None or not spec.origin:
+            return False
+        origin = Path(spec.origin)
+        return any((origin.parent / "__pycache__").glob(f"{origin.stem}.kernel-*.nbi"))
+
+    def _compile_kernel(key: Any, module: Any, sig: Any) -> None:
+        """Compile (or load) ``module.kernel`` as a cfunc and publish it under ``key``; on
+        failure (a bug in its generator) publish None, so that callers keep their generic
+        kernels, and warn once with the error."""
+        try:
+            compiled = _cfunc(sig, cache=module.__spec__ is not None)(module.kernel)
+        except Exception as exc:
+            compiled = None
+            warnings.warn(f"specialized kernel {key[0]!r} did not compile, the generic kernel "
+                          f"runs instead: {type(exc).__name__}: {exc}", RuntimeWarning,
+                          stacklevel=2)
+        with _kernels_lock:
+            _kernels[key] = compiled
+            _pending.pop(key, None)
+
+    def specialized_kernel(key: Any, source: Callable[[], str], n_arrays: int, n_ints: int,
+                           wait: bool = False) -> int:
+        """Address of the kernel ``key`` names, built from ``source()``: the text of a function
+        ``kernel`` taking ``n_arrays`` data pointers then ``n_ints`` int64 and returning an
+        int64; it may use ``carray``, ``float64``, ``int64``, ``sqrt`` and ``inf``. Kept (and
+        its address valid) for the life of the process.
+
+        Its compiled code is cached on disk like the other kernels (:func:`_kernel_module`):
+        when the cache holds it, it is loaded here (tens of ms). Otherwise it is compiled on a
+        background thread (seconds) and this returns :data:`NO_KERNEL` until it is ready, so
+        callers run their generic kernel meanwhile: a node or planner never stalls on it, and
+        results do not change, since every specialized kernel is bit-identical to its generic
+        one. ``wait=True`` compiles here instead (tests), as does every call after
+        ``set_background_compilation(False)`` (the command line); :func:`wait_for_kernels`
+        waits for those under way (benchmarks, ``wmr compile``). The thread is a daemon: a
+        process that exits first (or is stopped) leaves the kernel for a later one."""
+        compiled: Any = _kernels.get(key, False)
+        if compiled is False:
+            with _kernels_lock:
+                compiled = _kernels.get(key, False)
+                thread = _pending.get(key)
+                if compiled is False and thread is None:
+                    module = _kernel_module(key, _KERNEL_HEADER + source())
+                    sig = _types.int64(*([_types.voidptr] * n_arrays),
+                                       *([_types.int64] * n_ints))
+                    thread = threading.Thread(target=_compile_kernel, args=(key, module, sig),
+                                              name=f"wmr kernel {key[0]}", daemon=True)
+                    if wait or not _background[0] or _is_compiled_on_disk(module):
+                        thread = None
+                    else:
+                        _pending[key] = thread
+                        thread.start()
+            if compiled is False:
+                if thread is None:  # load (or compile) here, outside the lock
+                    _compile_kernel(key, module, sig)
+                elif wait:
+                    thread.join()
+                compiled = _kernels.get(key)
+        return NO_KERNEL if compiled is None or compiled is False else int(compiled.address)
+
+    def wait_for_kernels() -> None:
+        """Wait until every specialized kernel being compiled in the background is ready."""
+        while True:
+            with _kernels_lock:
+                threads = list(_pending.values())
+            if not threads:
+                return
+            for t in threads:
+                t.join()
+
+    @_intrinsic
+    def call_specialized(typingctx: Any, address: Any, args: Any) -> Any:
+        """Call the specialized kernel at ``address`` (nonzero, from
+        :func:`specialized_kernel`) with the tuple ``args``: C-contiguous arrays (passed as
+        their data pointers) then integers (as int64), in the kernel's order; its int64 status."""
+        if not isinstance(address, _types.Integer) or not isinstance(args, _types.BaseTuple):
+            return None
+        elems: Any = args
+        for ty in elems:
+            if not ((isinstance(ty, _types.Array) and ty.layout == "C")
+                    or isinstance(ty, _types.Integer)):
+                return None
+
+        def codegen(context: Any, builder: Any, signature: Any, llargs: Any) -> Any:
+            tys = list(signature.args[1])
+            vals = _cgutils.unpack_tuple(builder, llargs[1], len(tys))
+            i64 = _ir.IntType(64)
+            out, kinds = [], []
+            for ty, val in zip(tys, vals):
+                if isinstance(ty, _types.Array):
+                    ary = _cgutils.create_struct_proxy(ty)(context, builder, value=val)
+                    out.append(builder.bitcast(ary.data, _cgutils.voidptr_t))
+                    kinds.append(_cgutils.voidptr_t)
+                else:
+                    out.append(context.cast(builder, val, ty, _types.int64))
+                    kinds.append(i64)
+            fnty = _ir.FunctionType(i64, kinds)
+            addr = context.cast(builder, llargs[0], signature.args[0], _types.int64)
+            return builder.call(builder.inttoptr(addr, fnty.as_pointer()), out)
+
+        return _types.int64(address, args), codegen
+
 except ImportError:  # pragma: no cover
     JIT_ENABLED = False
     _threads = 1
@@ -211,6 +397,24 @@ except ImportError:  # pragma: no cover
             return f
 
         return wrap
+
+
+if not JIT_ENABLED:  # pragma: no cover - the plain-Python build has no specialized kernels
+
+    def specialized_kernel(key: Any, source: Callable[[], str], n_arrays: int, n_ints: int,
+                           wait: bool = False) -> int:
+        """Without numba: :data:`NO_KERNEL` (callers run their generic kernels)."""
+        return NO_KERNEL
+
+    def wait_for_kernels() -> None:
+        """Without numba nothing is compiled."""
+
+    def set_background_compilation(enabled: bool) -> None:
+        """Without numba nothing is compiled."""
+
+    def call_specialized(address: Any, args: Any) -> Any:  # type: ignore[misc]
+        """Without numba there is nothing to call (callers test for :data:`NO_KERNEL`)."""
+        raise RuntimeError("call_specialized: needs numba")
 
 
 def run_ranges(kernel: Callable[..., Any], n: int, chunks: int, *args: Any) -> None:

@@ -53,7 +53,9 @@ def test_the_hot_path_is_refcount_free():
 
     names = {k.py_func.__name__ for k in _jit.REFCOUNT_FREE}
     for hot in ("terrain_height_normal", "wheel_contact_into", "forward_kinematics",
-                "constraint_system", "joint_space_velocity", "contact_detection",
+                "constraint_system", "joint_space_velocity", "solve_partitioned_with",
+                "resolve_partitioned_with",
+                "contact_detection",
                 "_step_velocity", "_record_sample", "integrate_euler"):
         assert hot in names, hot
     from wmr_model.dynamics import simulate  # noqa: F401  (imports the dynamics kernels)

@@ -98,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return EXIT_ERROR
+    from wmr_model._jit import set_background_compilation
+
+    set_background_compilation(False)  # a short process: compile what it needs where needed
     try:
         code = func(args)
     except (WmrError, OSError) as exc:

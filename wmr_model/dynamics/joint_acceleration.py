@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from wmr_model._jit import njit
+from wmr_model._jit import NO_KERNEL, call_specialized, njit, specialized_kernel
 from wmr_model.dynamics.actuators import IDEAL
 from wmr_model.dynamics.force_balance import (
     WOLFE_C1,
@@ -54,7 +54,8 @@ from wmr_model.dynamics.force_balance import (
     contact_terms,
 )
 
-__all__ = ["AccelArgs", "solve_in_place", "joint_acceleration_error", "newton_step",
+__all__ = ["AccelArgs", "solve_in_place", "elimination_source", "specialized_elimination",
+           "eliminate", "MAX_SPECIALIZED_ELIMINATION", "joint_acceleration_error", "newton_step",
            "joint_acceleration_balance"]
 
 #: Halvings of the step length before the line search gives up (2^-30 of the Newton step).
@@ -102,6 +103,67 @@ def solve_in_place(J, b):
             s -= J[i, j] * b[j]
         b[i] = s / J[i, i]
     return True
+
+
+#: Largest system the Gaussian elimination is specialized for.
+MAX_SPECIALIZED_ELIMINATION = 16
+
+
+def elimination_source(n: int) -> str:
+    """Python source of ``kernel(J, b, n)``: :func:`solve_in_place` for an ``n`` x ``n``
+    system with every loop bound a constant (issue 22, option b): the pivot column loop is
+    unrolled, the inner loops run to literal bounds (the compiler unrolls and vectorizes what
+    pays; full unrolling compiled 4x slower for the same speed). The same operations in the
+    same order. Returns 1 solved, -1 singular (where :func:`solve_in_place` returns False,
+    leaving the same partly eliminated ``J``, ``b``), 0 for another size (nothing touched)."""
+    L = ["def kernel(Jp, bp, n):", f"    if n != {n}:", "        return 0",
+         f"    J = carray(Jp, ({n}, {n}), dtype=float64)",
+         f"    b = carray(bp, ({n},), dtype=float64)"]
+    for k in range(n):
+        L += [f"    piv = {k}", f"    amax = abs(J[{k}, {k}])",
+              f"    for i in range({k + 1}, {n}):",
+              f"        if abs(J[i, {k}]) > amax:",
+              f"            amax = abs(J[i, {k}])",
+              "            piv = i",
+              "    if not (amax > 0.0 and amax < inf):", "        return -1",
+              f"    if piv != {k}:",
+              f"        for j in range({k}, {n}):",
+              f"            t = J[{k}, j]", f"            J[{k}, j] = J[piv, j]",
+              "            J[piv, j] = t",
+              f"        t = b[{k}]", f"        b[{k}] = b[piv]", "        b[piv] = t",
+              f"    jkk = J[{k}, {k}]",
+              f"    for i in range({k + 1}, {n}):",
+              f"        f = J[i, {k}] / jkk",
+              "        if f != 0.0:",
+              f"            for j in range({k + 1}, {n}):",
+              f"                J[i, j] -= f * J[{k}, j]",
+              f"            b[i] -= f * b[{k}]"]
+    L += [f"    for i in range({n - 1}, -1, -1):", "        s = b[i]",
+          f"        for j in range(i + 1, {n}):", "            s -= J[i, j] * b[j]",
+          "        b[i] = s / J[i, i]", "    return 1"]
+    return "\n".join(L) + "\n"
+
+
+def specialized_elimination(n: int, wait: bool = False) -> int:
+    """Address of :func:`elimination_source` ``(n)`` compiled (cached on disk, kept for the
+    process, :func:`wmr_model._jit.specialized_kernel`); :data:`wmr_model._jit.NO_KERNEL` (0)
+    for ``n`` outside 1..:data:`MAX_SPECIALIZED_ELIMINATION`, without numba, or while it is
+    being compiled in the background, unless ``wait``."""
+    if not 1 <= n <= MAX_SPECIALIZED_ELIMINATION:
+        return NO_KERNEL
+    return specialized_kernel(("gaussian elimination", int(n)),
+                              lambda: elimination_source(int(n)), 2, 1, wait)
+
+
+@njit(refcount=False)
+def eliminate(J, b, elimination):
+    """:func:`solve_in_place` through the specialized kernel at ``elimination`` (made for this
+    size; bit-identical), or the generic one where it is 0 or declines; same return."""
+    if elimination != 0:
+        status = call_specialized(elimination, (J, b, J.shape[0]))
+        if status != 0:
+            return status == 1
+    return solve_in_place(J, b)
 
 
 @njit(refcount=False)
@@ -157,13 +219,13 @@ def _least_squares(R, b):
 
 
 @njit(refcount=False)
-def newton_step(free, e, Je, R, b, p):
+def newton_step(free, e, Je, R, b, p, elimination=0):
     """Newton's step ``p`` (nv,) for the error ``e`` with Jacobian ``Je``: ``J_FF p_F = -e_F``
     over the free columns ``free`` (nF,) (those not set by an ideal actuator), 0 elsewhere.
     ``R`` (nF, nF) and ``b`` (nF,) are scratch; a singular ``J_FF`` gets its least-squares
-    step."""
+    step. ``elimination``: a specialized elimination for nF (:func:`eliminate`), or 0."""
     _gather(free, e, Je, R, b)
-    if not solve_in_place(R, b):
+    if not eliminate(R, b, elimination):
         _gather(free, e, Je, R, b)
         _least_squares(R, b)
     for i in range(p.shape[0]):
@@ -173,15 +235,17 @@ def newton_step(free, e, Je, R, b, p):
 
 
 @njit(refcount=False)
-def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work):
+def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work,
+                               elimination=0):
     """Solve ``e(x) = 0`` (:func:`joint_acceleration_error`) by Newton's method with an Armijo
     backtracking line search on ``L = e^T e``.
 
     ``x`` (nv,) holds the start (the ideal actuators' entries set to their commands, which stay)
     and receives the solution; ``free`` (nF,) lists the other columns, the unknowns;
-    ``single_step`` takes one Newton step (the non-iterative mode of §2.4.4). Returns
-    ``(iterations, L)``, iterations 0 when the start already meets ``|e| <= tol``. A step along
-    which ``L`` does not decrease ends the iterations at the current point.
+    ``single_step`` takes one Newton step (the non-iterative mode of §2.4.4); ``elimination``
+    the address of a specialized elimination for nF (:func:`specialized_elimination`) or 0.
+    Returns ``(iterations, L)``, iterations 0 when the start already meets ``|e| <= tol``. A
+    step along which ``L`` does not decrease ends the iterations at the current point.
     """
     nv = x.shape[0]
     nF = free.shape[0]
@@ -192,7 +256,7 @@ def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fm
     L = joint_acceleration_error(x, a, e, Je, fmodel, work)
     it = 0
     while it < max_iter and math.sqrt(L) > tol:
-        newton_step(free, e, Je, R, b, p)
+        newton_step(free, e, Je, R, b, p, elimination)
         for i in range(nv):
             x0[i] = x[i]
         L0 = L

@@ -19,8 +19,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from wmr_model._jit import NO_KERNEL
 from wmr_model.contact.models import contact_setup
-from wmr_model.dynamics.actuators import ACTUATOR_KINDS
+from wmr_model.dynamics.actuators import ACTUATOR_KINDS, IDEAL
+from wmr_model.dynamics.joint_acceleration import specialized_elimination
 from wmr_model.dynamics.track_contact import check_friction_directions, contact_drive, icr_map
 from wmr_model.errors import ParameterError
 from wmr_model.vehicles.inertia import gravity_of, model_frame_inertias
@@ -162,6 +164,9 @@ class StepSettings(NamedTuple):
     loop_sigma: float  #: Baumgarte gain of ideal loop closures [1/s] (0: penalty)
     warm_contact: bool  #: warm-started wheel collision (wheeled vehicles only)
     acceleration: bool  #: joint-acceleration force balance (else the thesis' formulation)
+    #: address of the Newton step's specialized elimination for this vehicle's free columns
+    #: (:func:`wmr_model.dynamics.joint_acceleration.specialized_elimination`; 0: generic)
+    elimination: int
 
 
 class DynamicsModel(NamedTuple):
@@ -294,8 +299,11 @@ def compile_dynamics(model: VehicleModel, dt: float, options: DynamicsOptions | 
     chi = model.options.get("steering_efficiency", 1.0) if o.steering_efficiency is None \
         else o.steering_efficiency
     trk = track_data(model, fdir, float(chi), float(model.options.get("icr_x", 0.0)))
+    accel = solver == "joint_acceleration"
+    n_free = model.nv - int(np.count_nonzero(akinds == IDEAL))  # columns no ideal actuator sets
     opt = StepSettings(float(dt), bool(o.fused_bias), bool(o.single_step), int(o.max_iter), tol,
-                       loop_sigma, collision == "warm", solver == "joint_acceleration")
+                       loop_sigma, collision == "warm", accel,
+                       specialized_elimination(n_free) if accel else NO_KERNEL)
     kin = model.kinematic_arrays()._replace(joint_offset=offset)
     dm = DynamicsModel(kin, model_frame_inertias(model), g, cs.kinds, cs.params, cs.tables,
                        cs.axes, model.actuated_joints.astype(np.int64), akinds, aparams, jK, jD,

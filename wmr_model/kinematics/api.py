@@ -28,6 +28,7 @@ from wmr_model.kinematics.data import KernelData, kernel_data
 from wmr_model.kinematics.feedback import no_feedback_inputs
 from wmr_model.kinematics.initialize import initialize_terrain_contact
 from wmr_model.kinematics.solve import solve_workspace
+from wmr_model.kinematics.specialized import model_solve
 from wmr_model.kinematics.track_collision import contact_detection
 from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH
 from wmr_model.spatial import quats_to_euler
@@ -487,13 +488,13 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     qdot_traj = np.empty((N, T, model.nv))
     vcn = np.empty((N, T, nc))
     dz = np.empty((N, T + 1, nc))
+    m, t = model.kinematic_arrays(), terrain.kernel_args()
     o = L.simulation_options(known, dt, sigma, INTEGRATORS[integrator], model.nf,
-                             bool(warm_start))
+                             bool(warm_start), model_solve(m, known))
     X = L.PredictInputs(q0a, qdot_cmd, vc, np.zeros((1, 6)), np.zeros((1, 0, 6)),
                         np.zeros((1, 6, 6)), np.zeros((1, 0, 2)), no_feedback_inputs())
     Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, np.zeros((N, 0, 6)), np.zeros((N, 0, nc, 2)),
                          np.zeros((N, 0)), np.zeros((N, 0, 6, 6)), np.zeros((N, 0), np.uint8))
-    m, t = model.kinematic_arrays(), terrain.kernel_args()
     run_ranges(L.predict_range, N, N, m, t, o, X, Y)
     if not batched:
         return Trajectory(float(dt), q_traj[0], qdot_traj[0], vcn[0], dz[0])

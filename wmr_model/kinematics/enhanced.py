@@ -56,7 +56,7 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.errors import ParameterError, ShapeError
-from wmr_model.kinematics.solve import joint_space_velocity, resolve_partitioned
+from wmr_model.kinematics.solve import joint_space_velocity, resolve_partitioned_with
 from wmr_model.kinematics.track_collision import track_activation
 from wmr_model.vehicles.inertia import (
     body_composite_inertia_into,
@@ -330,7 +330,8 @@ class BodySlip(NamedTuple):
 
 
 @njit(refcount=False)
-def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot, s):
+def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot, s,
+                                  solver=None):
     """Joint-space velocity with body-level slip, (2.44)-(2.52) then (2.38).
 
     1. least-squares (no added slip) solve of (2.37)-(2.38) with the given ``vc_xy`` (nc, 2)
@@ -350,13 +351,15 @@ def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, q
     switch). ``d.enhanced_ws`` from :func:`enhanced_workspace` (then ``d.Ic`` (nf, 6, 6) is
     written) or :func:`folded_enhanced_workspace` (then it is not). Contacts are wheels then
     track patches; a patch's rows are activation-weighted, so its slip (2.52) is applied to
-    the weighted rows. Returns the residual norm of the final solve.
+    the weighted rows. ``solver``: the vehicle's specialized solve and re-solve
+    (:func:`wmr_model.kinematics.solve.solve_partitioned_with`; None: generic). Returns the
+    residual norm of the final solve.
     """
     I_frame, gravity, p, slip_axes = s.I_frame, s.gravity, s.p, s.axes
     A, v, dz, T_world = d.A, d.v, d.dz, d.T_world
     f_cg, c, v_b_slip, vc_slip = d.f_cg, d.cg, d.v_b_slip, d.vc_slip
     cws, g_b, f_b, v_cg, s_cg, keep, parent_k, I_k, T_k, Ic_k = d.enhanced_ws
-    res = joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot)
+    res = joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot, solver)
     if keep.shape[0] > 0:
         body_composite_inertia_into(keep, parent_k, I_k, T_world, T_k, Ic_k, cws)
         Ib = Ic_k[0]
@@ -400,7 +403,7 @@ def enhanced_joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, q
             v[3 * k + r] = a + w * vc_xy[k, r]
             vc_slip[k, r] = (a / w if w > 0.0 else 0.0) + vc_xy[k, r]
     # same A and known set as the first solve: keep its factor (2.38)
-    return resolve_partitioned(A, v, known, qdot_known, qdot, d.solve_ws)
+    return resolve_partitioned_with(solver, A, v, known, qdot_known, qdot, d.solve_ws)
 
 
 # ----------------------------------------------------------------------------------------------

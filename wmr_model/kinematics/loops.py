@@ -43,6 +43,7 @@ from wmr_model.kinematics.integrate import (
     state_derivative,
 )
 from wmr_model.kinematics.solve import joint_space_velocity
+from wmr_model.kinematics.specialized import GENERIC
 from wmr_model.kinematics.uncertainty import propagate_pose_covariance
 from wmr_model.spatial import euler_from_quat, quat_from_euler, quat_mul, quat_to_rot
 
@@ -70,7 +71,10 @@ class PredictOptions(NamedTuple):
     inertias, ``gravity`` (3,) world gravity [m/s^2], ``slip_axes`` (4, 3) (enhanced
     kinematics, :mod:`wmr_model.kinematics.enhanced`); ``feedback`` the closed-loop law of a
     vehicle controller (:class:`~wmr_model.kinematics.feedback.FeedbackLaw`; kind 0: none, the
-    actuated rates are those of ``qdot_cmd``).
+    actuated rates are those of ``qdot_cmd``); ``solver`` the address of the vehicle's
+    specialized least-squares solve for ``known``
+    (:func:`wmr_model.kinematics.specialized.specialized_solve`, bit-identical to the generic
+    kernel, which runs where it is :data:`~wmr_model.kinematics.specialized.GENERIC`, 0).
     """
 
     known: np.ndarray
@@ -89,6 +93,7 @@ class PredictOptions(NamedTuple):
     slip_axes: np.ndarray
     Qprime: np.ndarray
     feedback: FeedbackLaw
+    solver: int
 
 
 class PredictInputs(NamedTuple):
@@ -145,7 +150,8 @@ def prediction_options(known: np.ndarray, dt: float, sigma: float, integrator: i
                        warm_contact: bool = True, every: int = 1,
                        tipover_margin: float = -math.inf,
                        liftoff_threshold: float = math.inf,
-                       feedback: FeedbackLaw | None = None) -> PredictOptions:
+                       feedback: FeedbackLaw | None = None,
+                       solver: int = GENERIC) -> PredictOptions:
     """:class:`PredictOptions` with each field of the one type the compiled loops take (a
     Python int where a float is expected would compile a second specialization). Callers
     validate values (:func:`wmr_model.kinematics.api.prepare_batch`); absent arrays are zeros."""
@@ -161,15 +167,15 @@ def prediction_options(known: np.ndarray, dt: float, sigma: float, integrator: i
         np.zeros(3) if gravity is None else np.ascontiguousarray(gravity, dtype=float),
         np.zeros((4, 3)) if slip_axes is None else np.ascontiguousarray(slip_axes, dtype=float),
         np.zeros((6, 6)) if Qprime is None else np.ascontiguousarray(Qprime, dtype=float),
-        no_feedback() if feedback is None else feedback)
+        no_feedback() if feedback is None else feedback, int(solver))
 
 
 def simulation_options(known: np.ndarray, dt: float, sigma: float, integrator: int, nf: int,
-                       warm_contact: bool = True) -> PredictOptions:
+                       warm_contact: bool = True, solver: int = GENERIC) -> PredictOptions:
     """:class:`PredictOptions` of a kinematic simulation: enhanced kinematics, stability and
     covariance off."""
     return prediction_options(known, dt, sigma, integrator, I_frame=np.zeros((nf, 6, 6)),
-                              warm_contact=warm_contact)
+                              warm_contact=warm_contact, solver=solver)
 
 
 @njit
@@ -295,9 +301,10 @@ def _step_velocity(m, t, d, o, s, x, step, stage, q, qdot, qc):
     final = step == nsteps
     tc = nsteps - 1 if final else step
     if o.enhanced or (o.assess and stage == 0):
-        E.enhanced_joint_space_velocity(m, t, d, q, o.known, qc, o.sigma, x.vc_xy[tc], qdot, s)
+        E.enhanced_joint_space_velocity(m, t, d, q, o.known, qc, o.sigma, x.vc_xy[tc], qdot, s,
+                                        o.solver)
     else:
-        joint_space_velocity(m, t, d, q, o.known, qc, o.sigma, x.vc_xy[tc], qdot)
+        joint_space_velocity(m, t, d, q, o.known, qc, o.sigma, x.vc_xy[tc], qdot, o.solver)
     if x.body_noise.shape[0] > 0 and not final:
         noise = x.body_noise[step]
         for j in range(noise.shape[0]):

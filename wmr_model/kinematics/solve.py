@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from wmr_model._jit import njit
+from wmr_model._jit import call_specialized, njit
 from wmr_model.kinematics.constraints import constraint_system
 from wmr_model.kinematics.track_collision import contact_detection, track_activation
 from wmr_model.vehicles.tree import forward_kinematics
@@ -25,7 +25,8 @@ from wmr_model.vehicles.tree import forward_kinematics
 __all__ = [
     "TRACK_RELEASE_TOL", "TRACK_RELEASE_PASSES", "release_track_adhesion",
     "CHOLESKY_PIVOT_RTOL", "cholesky_factor", "cholesky_solve", "solve_workspace",
-    "solve_partitioned", "resolve_partitioned", "joint_space_velocity",
+    "solve_partitioned", "solve_partitioned_with", "resolve_partitioned",
+    "resolve_partitioned_with", "joint_space_velocity",
 ]
 
 
@@ -260,6 +261,24 @@ def _solve_partitioned(A, v, known, qdot_known, qdot, ws):
 
 
 @njit(refcount=False)
+def solve_partitioned_with(solver, A, v, known, qdot_known, qdot, ws):
+    """:func:`solve_partitioned` through ``solver``, the address of a vehicle's specialized
+    solve made for this ``known`` set (:mod:`wmr_model.kinematics.specialized`;
+    bit-identical), or the generic kernel where it declines (other sizes, rank deficient) or
+    ``solver`` is 0 (:data:`~wmr_model.kinematics.specialized.GENERIC`) or None. ``A``, ``v``,
+    ``qdot_known``, ``qdot`` and ``ws`` (from :func:`solve_workspace`) as there, C-contiguous."""
+    if solver is None:
+        return _solve_partitioned(A, v, known, qdot_known, qdot, ws)
+    else:
+        idx, rhs, N, x, info = ws
+        if solver != 0 and call_specialized(solver, (A, v, qdot_known, qdot, idx, rhs, N, x,
+                                                     info, A.shape[0], A.shape[1],
+                                                     N.shape[0], 0)) == 1:
+            return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
+        return _solve_partitioned(A, v, known, qdot_known, qdot, ws)
+
+
+@njit(refcount=False)
 def resolve_partitioned(A, v, known, qdot_known, qdot, ws):
     """:func:`solve_partitioned` again with a new right-hand side ``v`` and the same ``A`` and
     ``known`` as the last solve that used ``ws``: the right-hand side is rebuilt (2.37) and the
@@ -291,7 +310,22 @@ def resolve_partitioned(A, v, known, qdot_known, qdot, ws):
 
 
 @njit(refcount=False)
-def joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot):
+def resolve_partitioned_with(solver, A, v, known, qdot_known, qdot, ws):
+    """:func:`resolve_partitioned` through ``solver`` (as :func:`solve_partitioned_with`; the
+    specialized re-solve declines unless ``ws`` holds its known set's Cholesky factor)."""
+    if solver is None:
+        return resolve_partitioned(A, v, known, qdot_known, qdot, ws)
+    else:
+        idx, rhs, N, x, info = ws
+        if solver != 0 and call_specialized(solver, (A, v, qdot_known, qdot, idx, rhs, N, x,
+                                                     info, A.shape[0], A.shape[1],
+                                                     N.shape[0], 1)) == 1:
+            return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
+        return resolve_partitioned(A, v, known, qdot_known, qdot, ws)
+
+
+@njit(refcount=False)
+def joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot, solver=None):
     """Forward position kinematics, collision detection and forward velocity kinematics.
 
     The three blocks of the simulation flowchart (Figure 2.6) for one state: Algorithm 1,
@@ -301,13 +335,14 @@ def joint_space_velocity(m, t, d, q, known, qdot_known, sigma, vc_xy, qdot):
     contacts, ``A``, ``v``; its ``contact_ws`` warm-starts collision detection when it has
     rows, its ``solve_ws`` must be made for ``known`` and keeps the factor of the final solve
     for :func:`resolve_partitioned`) and ``qdot`` (nv,); returns the least-squares residual
-    norm (NaN with a ``solve_ws`` made with ``residual=False``).
+    norm (NaN with a ``solve_ws`` made with ``residual=False``). ``solver``: a specialized solve
+    for ``known`` (:func:`solve_partitioned_with`); None: the generic kernel.
     """
     forward_kinematics(m.parent, m.jtype, m.axis, m.T0, q, d.T_world)
     contact_detection(m, t, (m.track_frame, m.track_drive, m.track_path), d.T_world,
                       d.T_contact, d.dz, d.contact_angle, d.contact_ws)
     constraint_system(m, d, q, sigma, vc_xy)
-    res = solve_partitioned(d.A, d.v, known, qdot_known, qdot, d.solve_ws)
+    res = solve_partitioned_with(solver, d.A, d.v, known, qdot_known, qdot, d.solve_ws)
     if m.track_frame.shape[0] > 0:
         res = release_track_adhesion(m.wheel_frame.shape[0], d.dz, m.track_act, d.A, d.v,
                                      known, qdot_known, qdot, res, d.solve_ws)

@@ -54,6 +54,7 @@ from wmr_model.kinematics.feedback import (
     no_feedback,
     no_feedback_inputs,
 )
+from wmr_model.kinematics.specialized import model_solve
 from wmr_model.kinematics.uncertainty import check_covariance, to_ros_pose_covariance
 from wmr_model.parameters import SLIP_NAMES, slip_vector
 from wmr_model.spatial import STANDARD_GRAVITY
@@ -353,15 +354,16 @@ def _predict_loop(model: VehicleModel, terrain: Terrain, a: _PredictionInputs, d
     assess = model.total_mass > 0.0
     # no mass, no force: the margin is undefined (NaN below) and never flags
     tip = float(tipover_margin) if assess else -math.inf
+    m, t = model.kinematic_arrays(), terrain.kernel_args()
     o = L.prediction_options(
         known, dt, sigma, kin_api.INTEGRATORS[integrator], I_frame=model_frame_inertias(model),
         gravity=np.array([0.0, 0.0, -float(gravity)]), slip_axes=axes, Qprime=Q,
         enhanced=fidelity == "enhanced", assess=assess, propagate=propagate,
         warm_contact=bool(warm_start), every=k, tipover_margin=tip,
-        liftoff_threshold=float(liftoff_threshold), feedback=a.law)
+        liftoff_threshold=float(liftoff_threshold), feedback=a.law,
+        solver=model_solve(m, known))
     X = L.PredictInputs(q0a, qdot_cmd, vc, p, noise, P, attitude_a, a.fb)
     Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, slip, vc_slip, margin, P_traj, flags)
-    m, t = model.kinematic_arrays(), terrain.kernel_args()
     # both cores for large batches: contiguous chunks of candidates, a few per thread
     chunks = min(N // L.PARALLEL_MIN_CHUNK, PARALLEL_CHUNKS_PER_THREAD * num_threads())
     run_ranges(L.predict_range, N, chunks, m, t, o, X, Y)
