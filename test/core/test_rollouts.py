@@ -19,6 +19,10 @@ from wmr_model.io.vehicles import load_vehicle
 from wmr_model.prediction.predict import predict
 from wmr_model.prediction.rollouts import (
     INVALID,
+    LIFTOFF_FORCE_FRACTION,
+    LIFTOFF_HEIGHT_TOL,
+    WHEEL_LIFTOFF,
+    dynamic_flags,
     invalid_states,
     or_since_previous,
     place_on_terrain,
@@ -137,3 +141,20 @@ def test_two_d_pose_is_placed_on_a_slope(diffdrive):
     p = predict(m, slope, q0, np.zeros((1, 20, 2)), 0.05)
     assert np.max(np.abs(p.dz)) < 1e-6
     assert not np.any(p.flags)
+
+
+def test_dynamic_liftoff_flag_ignores_round_off_of_a_placed_wheel(diffdrive):
+    """A wheel on the terrain to round-off (dz = +5e-17 m, as contact initialization leaves
+    it on some CPUs) carrying its static load is not lifted; one clear of the terrain by more
+    than the tolerance, or carrying no load, is. Point t takes step t's values."""
+    m = diffdrive
+    load = m.total_mass * 9.80665 / m.nw
+    f = np.zeros((3, m.nw, 3))
+    f[:, :, 2] = load
+    dz = np.zeros((3, m.nw))
+    dz[0, 0] = 5.5e-17  # placed: round-off above the terrain
+    dz[1, 1] = 10 * LIFTOFF_HEIGHT_TOL  # clear of it
+    f[2, 2, 2] = 0.5 * LIFTOFF_FORCE_FRACTION * load  # touching but unloaded
+    flags = dynamic_flags(m, f, dz)
+    assert [int(v) & WHEEL_LIFTOFF for v in flags] == [0, WHEEL_LIFTOFF, WHEEL_LIFTOFF,
+                                                       WHEEL_LIFTOFF]

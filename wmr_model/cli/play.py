@@ -64,7 +64,9 @@ def register(subparsers: Any) -> None:
                    "node is slower than --rate)")
     p.add_argument("--ack-timeout", type=float, default=600.0, metavar="S",
                    help="after the last message, wait at most this long for every subscriber "
-                   "to have everything (default 600)")
+                   "to have everything; during playback, a subscriber so far behind that the "
+                   "middleware refuses new messages is waited for (each retried) at most this "
+                   "long per message (default 600)")
     p.add_argument("--quiet", action="store_true", help="no summary line")
     p.set_defaults(func=run)
 
@@ -97,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         counts = ", ".join(f"{t} {n}" for t, n in sorted(report.published.items()))
         print(f"played {report.total} messages over {report.bag_duration:.1f} s of bag time in "
-              f"{report.wall_duration:.1f} s ({counts}); {report.clock_messages} /clock")
+              f"{report.wall_duration:.1f} s ({counts}); {report.clock_messages} /clock"
+              + (f"; {report.publish_retries} publishes retried while a subscriber was behind"
+                 if report.publish_retries else ""))
     if report.unacknowledged:
         print(f"wmr play: subscribers of {report.unacknowledged} did not acknowledge every "
               "message", file=sys.stderr)

@@ -54,6 +54,7 @@ __all__ = [
     "DYNAMIC_ACTUATOR",
     "TRACTION_FRACTION",
     "LIFTOFF_FORCE_FRACTION",
+    "LIFTOFF_HEIGHT_TOL",
     "sample_steps",
     "or_since_previous",
     "terrain_extent",
@@ -76,6 +77,10 @@ DYNAMIC_ACTUATOR = "ideal"
 TRACTION_FRACTION = 0.99
 #: WHEEL_LIFTOFF (dynamics): normal force <= this fraction of the static wheel load m g / nw.
 LIFTOFF_FORCE_FRACTION = 1e-3
+#: WHEEL_LIFTOFF (dynamics): or a contact height error above this [m]. Not 0: a wheel placed on
+#: the terrain by contact initialization sits at round-off from it (5e-17 m seen), on either
+#: side depending on the CPU's floating-point contraction, and is not lifted.
+LIFTOFF_HEIGHT_TOL = 1e-6
 #: Option group of the integration settings shared by the prediction node, the odometry node
 #: (stabilization) and ``wmr simulate`` (:func:`wmr_model.parameters.options`).
 PREDICTION_OPTIONS = "prediction"
@@ -189,8 +194,8 @@ def dynamic_flags(model: VehicleModel, f_contact: np.ndarray, dz: np.ndarray,
     """(T+1,) flags of one dynamic simulation from its (T, nw, 3) contact forces and (T, nw)
     contact height errors; point t takes step t's values, the last point the last step's.
 
-    WHEEL_LIFTOFF where some wheel has Δz > 0 or a normal force below
-    :data:`LIFTOFF_FORCE_FRACTION` of its static load; TRACTION_LIMIT where a loaded wheel's
+    WHEEL_LIFTOFF where some wheel has Δz above :data:`LIFTOFF_HEIGHT_TOL` or a normal force
+    below :data:`LIFTOFF_FORCE_FRACTION` of its static load; TRACTION_LIMIT where a loaded wheel's
     tangential force reaches :data:`TRACTION_FRACTION` of its friction limit
     (:func:`friction_limits`, pass them as ``limits`` to skip recomputing). With the states
     ``q`` (T+1, nq): JOINT_LIMIT where a passive joint (suspension) is at a stop
@@ -202,7 +207,7 @@ def dynamic_flags(model: VehicleModel, f_contact: np.ndarray, dz: np.ndarray,
     g = float(np.linalg.norm(gravity_of(model)))
     load = model.total_mass * g / max(model.nw, 1)
     fz = f_contact[:, :, 2]
-    lifted = (dz > 0.0) | (fz <= LIFTOFF_FORCE_FRACTION * load)
+    lifted = (dz > LIFTOFF_HEIGHT_TOL) | (fz <= LIFTOFF_FORCE_FRACTION * load)
     mu, cone = limits if limits is not None else friction_limits(model)
     fx, fy = np.abs(f_contact[:, :, 0]), np.abs(f_contact[:, :, 1])
     with np.errstate(invalid="ignore"):

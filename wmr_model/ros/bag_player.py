@@ -40,6 +40,8 @@ class PlaybackReport:
     wall_duration: float = 0.0
     clock_messages: int = 0
     unacknowledged: list[str] = field(default_factory=list)  # topics a subscriber lacks
+    #: publishes refused while a subscriber was behind and retried (each message still sent)
+    publish_retries: int = 0
 
     @property
     def total(self) -> int:
@@ -112,7 +114,7 @@ def play(node: Any, bag: str | Path, *, rate: float = 1.0, clock: bool = True,
         t_last = reader.end_time * 1e-9 if duration is None else t_first + duration
         wall0 = time.monotonic()
         _publish_paced(node, reader, connections, publishers, remap, report, send_clock,
-                       t_first, t_last, wall0, rate, 1.0 / clock_hz)
+                       t_first, t_last, wall0, rate, 1.0 / clock_hz, ack_timeout, say)
         # Destroying a publisher drops what its subscribers have not taken yet: wait until
         # every subscriber has acknowledged every message (a slow node gets all of it, late).
         _wait_acknowledged(publishers, remap, ack_timeout, report)
@@ -188,10 +190,12 @@ def _wait_for_subscribers(node: Any, wait_for: dict[str, int], wait_timeout: flo
 def _publish_paced(node: Any, reader: Any, connections: list[Any], publishers: dict[str, Any],
                    remap: dict[str, str], report: PlaybackReport,
                    send_clock: Callable[[float], None] | None, t_first: float, t_last: float,
-                   wall0: float, rate: float, clock_period: float) -> None:
+                   wall0: float, rate: float, clock_period: float, stall_timeout: float,
+                   say: Callable[[str], None]) -> None:
     """Publish the messages stamped in [t_first, t_last] in log order at ``rate`` times real
     time from wall time ``wall0``, with ``/clock`` every ``clock_period`` wall seconds while
-    waiting and once after the last message."""
+    waiting and once after the last message. A message the middleware refuses because a
+    subscriber is behind is retried (:func:`_publish_when_taken`)."""
     import rclpy
 
     is_ros1 = not getattr(reader, "is2", True)
@@ -217,13 +221,44 @@ def _publish_paced(node: Any, reader: Any, connections: list[Any], publishers: d
         data = bytes(raw)
         if is_ros1 and typestore is not None:
             data = bytes(typestore.ros1_to_cdr(data, conn.msgtype))
-        publishers[conn.topic].publish(data)
+        _publish_when_taken(node, publishers[conn.topic], data, conn.topic, report,
+                            stall_timeout, say)
         t_sent = t
         report.published[remap.get(conn.topic, conn.topic)] += 1
         if not rclpy.ok(context=node.context):
             break
     if send_clock is not None and t_sent is not None:
         send_clock(t_sent)
+
+
+def _publish_when_taken(node: Any, pub: Any, data: bytes, topic: str, report: PlaybackReport,
+                        stall_timeout: float, say: Callable[[str], None]) -> None:
+    """Publish ``data``, retrying while the middleware refuses it. A reliable keep-all writer
+    whose history is full of messages a slow subscriber has not acknowledged blocks for a
+    while, then fails ("cannot publish data"); that subscriber gets every message late rather
+    than the playback ending. Retries are counted in ``report.publish_retries`` and said once;
+    a subscriber that takes nothing for ``stall_timeout`` wall seconds is a BagError naming the
+    topic."""
+    import rclpy
+
+    deadline = None
+    while True:
+        try:
+            pub.publish(data)
+            return
+        except Exception as exc:  # rclpy's RCLError is not public API
+            if not rclpy.ok(context=node.context) or "publish" not in str(exc).lower():
+                raise
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + stall_timeout
+            elif now > deadline:
+                raise BagError(f"{topic}: subscribers took no message for {stall_timeout:g} s "
+                               f"({exc})") from exc
+            if report.publish_retries == 0:
+                say(f"{topic}: a subscriber is behind, waiting for it (publish: {exc})")
+            report.publish_retries += 1
+            time.sleep(0.005)
 
 
 def _wait_acknowledged(publishers: dict[str, Any], remap: dict[str, str], ack_timeout: float,
