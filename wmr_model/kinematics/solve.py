@@ -17,8 +17,9 @@ import math
 
 import numpy as np
 
-from wmr_model._jit import call_specialized, njit
+from wmr_model._jit import njit
 from wmr_model.kinematics.constraints import constraint_system
+from wmr_model.kinematics.specialized import try_specialized_solve
 from wmr_model.kinematics.track_collision import contact_detection, track_activation
 from wmr_model.vehicles.tree import forward_kinematics
 
@@ -269,13 +270,9 @@ def solve_partitioned_with(solver, A, v, known, qdot_known, qdot, ws):
     ``qdot_known``, ``qdot`` and ``ws`` (from :func:`solve_workspace`) as there, C-contiguous."""
     if solver is None:
         return _solve_partitioned(A, v, known, qdot_known, qdot, ws)
-    else:
-        idx, rhs, N, x, info = ws
-        if solver != 0 and call_specialized(solver, (A, v, qdot_known, qdot, idx, rhs, N, x,
-                                                     info, A.shape[0], A.shape[1],
-                                                     N.shape[0], 0)) == 1:
-            return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
-        return _solve_partitioned(A, v, known, qdot_known, qdot, ws)
+    if try_specialized_solve(solver, A, v, qdot_known, qdot, ws, 0) == 1:
+        return _residual_norm(A, v, qdot) if ws[4][2] == 1 else np.nan
+    return _solve_partitioned(A, v, known, qdot_known, qdot, ws)
 
 
 @njit(refcount=False)
@@ -315,13 +312,9 @@ def resolve_partitioned_with(solver, A, v, known, qdot_known, qdot, ws):
     specialized re-solve declines unless ``ws`` holds its known set's Cholesky factor)."""
     if solver is None:
         return resolve_partitioned(A, v, known, qdot_known, qdot, ws)
-    else:
-        idx, rhs, N, x, info = ws
-        if solver != 0 and call_specialized(solver, (A, v, qdot_known, qdot, idx, rhs, N, x,
-                                                     info, A.shape[0], A.shape[1],
-                                                     N.shape[0], 1)) == 1:
-            return _residual_norm(A, v, qdot) if info[2] == 1 else np.nan
-        return resolve_partitioned(A, v, known, qdot_known, qdot, ws)
+    if try_specialized_solve(solver, A, v, qdot_known, qdot, ws, 1) == 1:
+        return _residual_norm(A, v, qdot) if ws[4][2] == 1 else np.nan
+    return resolve_partitioned(A, v, known, qdot_known, qdot, ws)
 
 
 @njit(refcount=False)

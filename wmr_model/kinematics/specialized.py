@@ -146,10 +146,13 @@ def specialized_solve(rows: int, known: np.ndarray, wait: bool = False) -> int:
                               wait)
 
 
-@njit
+@njit(refcount=False)
 def try_specialized_solve(address, A, v, qdot_known, qdot, ws, mode=0):
     """The specialized solve (``mode`` 0) or re-solve (1) at ``address`` on a system and its
-    :func:`~wmr_model.kinematics.solve.solve_workspace` ``ws``: 1 solved, 0 declined."""
+    :func:`~wmr_model.kinematics.solve.solve_workspace` ``ws``: 1 solved, 0 declined (also
+    for ``address`` :data:`GENERIC`)."""
+    if address == GENERIC:
+        return 0
     idx, rhs, N, x, info = ws
     return call_specialized(address, (A, v, qdot_known, qdot, idx, rhs, N, x, info,
                                       A.shape[0], A.shape[1], N.shape[0], mode))
