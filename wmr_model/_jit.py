@@ -200,11 +200,12 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
         return compile_
 
     # ---- specialized kernels: generated source compiled as C-callable functions ----------
-    # A specialized kernel is straight-line code generated for one vehicle's sizes (issue 22,
-    # option b). It is compiled as a ``cfunc`` taking data pointers and int64 sizes and
-    # returning an int64 status, kept for the process, and passed to the compiled loops by its
-    # address (a plain int in their option records): one compiled loop serves every vehicle
-    # and a new vehicle costs a fraction of a second, not a recompilation of the loop.
+    # A specialized kernel is code generated for one vehicle's sizes, every bound a constant
+    # (issue 22, option b). It is compiled as a ``cfunc`` taking data pointers and int64 sizes
+    # and returning an int64 status, cached on disk, kept for the process, and passed to the
+    # compiled loops by its address (a plain int in their option records): one compiled loop
+    # serves every vehicle, and a new vehicle costs one small function, not a recompilation of
+    # the loop.
     from llvmlite import ir as _ir
     from numba import cfunc as _cfunc
     from numba import types as _types
@@ -292,7 +293,8 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
                           f"runs instead: {type(exc).__name__}: {exc}", RuntimeWarning,
                           stacklevel=2)
         with _kernels_lock:
-            _kernels[key] = compiled
+            # the first one published stays: an address handed out must outlive the process
+            _kernels.setdefault(key, compiled)
             _pending.pop(key, None)
 
     def specialized_kernel(key: Any, source: Callable[[], str], n_arrays: int, n_ints: int,
@@ -320,11 +322,10 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
                     module = _kernel_module(key, _KERNEL_HEADER + source())
                     sig = _types.int64(*([_types.voidptr] * n_arrays),
                                        *([_types.int64] * n_ints))
-                    thread = threading.Thread(target=_compile_kernel, args=(key, module, sig),
-                                              name=f"wmr kernel {key[0]}", daemon=True)
-                    if wait or not _background[0] or _is_compiled_on_disk(module):
-                        thread = None
-                    else:
+                    if not (wait or not _background[0] or _is_compiled_on_disk(module)):
+                        thread = threading.Thread(target=_compile_kernel,
+                                                  args=(key, module, sig),
+                                                  name=f"wmr kernel {key[0]}", daemon=True)
                         _pending[key] = thread
                         thread.start()
             if compiled is False:
