@@ -4,12 +4,14 @@
 :func:`wmr_model.kinematics.solve.solve_partitioned` handles any number of rows and any known
 set, so its loops run to sizes read at run time through an index list of the unknown columns.
 For one vehicle in one context (the simulation context's known set, say) those are constants:
-:func:`specialized_solve` writes the same solve as straight-line code with the unknown columns,
-the row count and the factor size fixed (:func:`solve_source`), and compiles it once per
-``(rows, known)`` and process. It performs the same floating-point operations in the same order
-as the generic kernel (the right-hand side (2.37), the normal equations row by row, the Cholesky
-factor and both substitutions), so its results are bit-identical; the generic kernel stays the
-oracle (``test/core/test_specialized_kernels.py``).
+:func:`specialized_solve` writes the same solve as code with the unknown columns, the row
+count and the factor size fixed (:func:`solve_source`: the normal equations unrolled over the
+unknown columns, the factor and substitutions as loops to constant bounds) and compiles it once
+per ``(rows, known)`` (cached on disk, :func:`wmr_model._jit.specialized_kernel`). It
+performs the same floating-point operations in the same order as the generic kernel (the
+right-hand side (2.37), the normal equations row by row, the Cholesky factor and both
+substitutions), so its results are bit-identical; the generic kernel stays the oracle
+(``test/core/test_specialized_kernels.py``).
 
 The compiled loops take it by address (:func:`specialized_solve` returns the address of a
 ``cfunc`` kept for the process, :func:`wmr_model._jit.call_specialized` calls it on the generic
@@ -37,8 +39,8 @@ __all__ = ["solve_source", "specialized_solve", "model_solve", "try_specialized_
 #: The address of "no specialization": the loops run the generic kernel.
 GENERIC = NO_KERNEL
 
-#: Largest unknown count specialized: the straight-line normal equations grow as nu^2 per row
-#: and the factor as nu^3 / 6 statements (Zoë: 9 unknowns, 45 + 165 statements).
+#: Largest unknown count specialized: the unrolled normal equations grow as nu^2 / 2
+#: statements per row (Zoë: 9 unknowns, 45).
 MAX_SPECIALIZED_UNKNOWNS = 16
 
 
@@ -48,7 +50,8 @@ def solve_source(rows: int, known: np.ndarray, rtol: float) -> str:
     the operations of :func:`wmr_model.kinematics.solve._solve_partitioned`, with ``mode`` 1
     those of :func:`wmr_model.kinematics.solve.resolve_partitioned` (the kept factor, new
     right-hand side; declined unless the workspace holds this known set's factor), each in its
-    order with the loops over the unknowns and the factor unrolled. Arguments are data pointers
+    order with the normal equations unrolled over the unknowns and the factor and substitutions
+    as loops to constant bounds. Arguments are data pointers
     (``carray`` views of the generic kernel's arrays and its workspace); ``m``, ``nv``, ``nN``
     the caller's rows, columns and factor size (checked: other sizes return 0 before any memory
     is touched)."""
