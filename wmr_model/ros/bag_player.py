@@ -221,10 +221,11 @@ def _publish_paced(node: Any, reader: Any, connections: list[Any], publishers: d
         data = bytes(raw)
         if is_ros1 and typestore is not None:
             data = bytes(typestore.ros1_to_cdr(data, conn.msgtype))
-        _publish_when_taken(node, publishers[conn.topic], data, conn.topic, report,
-                            stall_timeout, say)
+        topic = remap.get(conn.topic, conn.topic)  # as published
+        _publish_when_taken(node, publishers[conn.topic], data, topic, report, stall_timeout,
+                            say)
         t_sent = t
-        report.published[remap.get(conn.topic, conn.topic)] += 1
+        report.published[topic] += 1
         if not rclpy.ok(context=node.context):
             break
     if send_clock is not None and t_sent is not None:
