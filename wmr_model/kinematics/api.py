@@ -13,6 +13,7 @@ elements of the joint-space velocity are known:
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ from wmr_model.kinematics.data import KernelData, kernel_data
 from wmr_model.kinematics.feedback import no_feedback_inputs
 from wmr_model.kinematics.initialize import initialize_terrain_contact
 from wmr_model.kinematics.solve import solve_workspace
-from wmr_model.kinematics.specialized import model_solve
+from wmr_model.kinematics.specialized import GENERIC, model_solve
 from wmr_model.kinematics.track_collision import contact_detection
 from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH
 from wmr_model.spatial import quats_to_euler
@@ -446,6 +447,44 @@ def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, 
     return BatchInputs(N=N, T=u.shape[1], sigma=sigma, q0=q0a, rates=u)
 
 
+# The inputs a kinematic simulation leaves empty (slip parameters, process noise, initial
+# covariance, measured attitude, feedback): the compiled loop only reads them, so one set serves
+# every call.
+_NO_MEASURED_INPUTS = (np.zeros((1, 6)), np.zeros((1, 0, 6)), np.zeros((1, 6, 6)),
+                       np.zeros((1, 0, 2)), no_feedback_inputs())
+
+# Per model, the options of its recent simulations (known mask, step, gains, solver address):
+# building them costs more than a short simulation's steps. Weak keys: they go with the model.
+_SIMULATION_OPTIONS: weakref.WeakKeyDictionary[VehicleModel, dict[tuple[float, float, str, bool],
+                                                             L.PredictOptions]]
+_SIMULATION_OPTIONS = weakref.WeakKeyDictionary()
+_OPTIONS_KEPT = 16
+
+
+def _simulation_options(model: VehicleModel, dt: float, sigma: float, integrator: str,
+                        warm: bool) -> L.PredictOptions:
+    """The :func:`~wmr_model.kinematics.loops.simulation_options` of ``model`` for these
+    values, built once and kept with the model. While the vehicle's specialized solve is not
+    ready (compiled in the background) its address is asked again at each call."""
+    kept = _SIMULATION_OPTIONS.get(model)
+    if kept is None:
+        kept = _SIMULATION_OPTIONS.setdefault(model, {})
+    key = (float(dt), float(sigma), integrator, warm)
+    o = kept.get(key)
+    if o is None:
+        mask = simulation_known(model, model.actuated_joints)
+        o = L.simulation_options(mask, dt, sigma, INTEGRATORS[integrator], model.nf, warm,
+                                 model_solve(model.kinematic_arrays(), mask))
+    elif o.solver == GENERIC:
+        o = o._replace(solver=model_solve(model.kinematic_arrays(), o.known))
+    else:
+        return o
+    if len(kept) >= _OPTIONS_KEPT:
+        kept.clear()
+    kept[key] = o
+    return o
+
+
 def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates: np.ndarray,
              dt: float, *, integrator: str = "euler",
              stabilization: float = DEFAULT_STABILIZATION,
@@ -470,7 +509,6 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     act = model.actuated_joints
     b = prepare_batch(model, q0, joint_rates, dt, integrator, stabilization, n_actuated=len(act))
     N, T, sigma, q0a = b.N, b.T, b.sigma, b.q0
-    known = simulation_known(model, act)
     qdot_cmd = np.zeros((N, T, model.nv))
     qdot_cmd[:, :, 6 + act] = b.rates  # (1 or N, T, na), broadcast over N
     nc = model.nc
@@ -489,10 +527,8 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     vcn = np.empty((N, T, nc))
     dz = np.empty((N, T + 1, nc))
     m, t = model.kinematic_arrays(), terrain.kernel_args()
-    o = L.simulation_options(known, dt, sigma, INTEGRATORS[integrator], model.nf,
-                             bool(warm_start), model_solve(m, known))
-    X = L.PredictInputs(q0a, qdot_cmd, vc, np.zeros((1, 6)), np.zeros((1, 0, 6)),
-                        np.zeros((1, 6, 6)), np.zeros((1, 0, 2)), no_feedback_inputs())
+    o = _simulation_options(model, dt, sigma, integrator, bool(warm_start))
+    X = L.PredictInputs(q0a, qdot_cmd, vc, *_NO_MEASURED_INPUTS)
     Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, np.zeros((N, 0, 6)), np.zeros((N, 0, nc, 2)),
                          np.zeros((N, 0)), np.zeros((N, 0, 6, 6)), np.zeros((N, 0), np.uint8))
     run_ranges(L.predict_range, N, N, m, t, o, X, Y)

@@ -170,5 +170,18 @@ def model_solve(m: Any, known: np.ndarray, wait: bool = False) -> int:
     from wmr_model.kinematics.constraints import loop_closure_rows
 
     nc = m.wheel_frame.shape[0] + m.track_frame.shape[0]
-    return specialized_solve(3 * nc + m.A_joint.shape[0] + int(loop_closure_rows(m.loop_closure)),
-                             known, wait)
+    rows = 3 * nc + m.A_joint.shape[0]
+    if m.loop_closure.shape[0] > 0:
+        rows += int(loop_closure_rows(m.loop_closure))
+    mask = np.ascontiguousarray(known, dtype=bool)
+    key = (rows, mask.tobytes())
+    address = _solves.get(key)  # a kernel once ready stays: no need to ask again
+    if address is None:
+        address = specialized_solve(rows, mask, wait)
+        if address != GENERIC:
+            _solves[key] = address
+    return address
+
+
+# model_solve's answers once a kernel is ready: (rows, known mask bytes) -> address
+_solves: dict[tuple[int, bytes], int] = {}

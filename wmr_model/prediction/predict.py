@@ -34,6 +34,7 @@ which includes the inertial load of the body's acceleration.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -325,6 +326,19 @@ def _feedback(model: VehicleModel, feedback: Feedback | None,
     return law, fb
 
 
+# Per model, its (nf, 6, 6) frame inertias as the compiled loop reads them (o.I_frame, never
+# written there): computed once, not at every call. Weak keys: they go with the model.
+_FRAME_INERTIAS: weakref.WeakKeyDictionary[VehicleModel, np.ndarray]
+_FRAME_INERTIAS = weakref.WeakKeyDictionary()
+
+
+def _frame_inertias(model: VehicleModel) -> np.ndarray:
+    I_frame = _FRAME_INERTIAS.get(model)
+    if I_frame is None:
+        I_frame = _FRAME_INERTIAS.setdefault(model, model_frame_inertias(model))
+    return I_frame
+
+
 def _predict_loop(model: VehicleModel, terrain: Terrain, a: _PredictionInputs, dt: float, *,
                   fidelity: str, integrator: str, gravity: float, liftoff_threshold: float,
                   tipover_margin: float, warm_start: bool) -> Prediction:
@@ -356,7 +370,7 @@ def _predict_loop(model: VehicleModel, terrain: Terrain, a: _PredictionInputs, d
     tip = float(tipover_margin) if assess else -math.inf
     m, t = model.kinematic_arrays(), terrain.kernel_args()
     o = L.prediction_options(
-        known, dt, sigma, kin_api.INTEGRATORS[integrator], I_frame=model_frame_inertias(model),
+        known, dt, sigma, kin_api.INTEGRATORS[integrator], I_frame=_frame_inertias(model),
         gravity=np.array([0.0, 0.0, -float(gravity)]), slip_axes=axes, Qprime=Q,
         enhanced=fidelity == "enhanced", assess=assess, propagate=propagate,
         warm_contact=bool(warm_start), every=k, tipover_margin=tip,

@@ -407,8 +407,12 @@ class VehicleModel:
 
     @property
     def actuated_joints(self) -> np.ndarray:
-        """Joint indices (0..nj-1) of actuated joints."""
-        return np.flatnonzero(self.actuated[1:])
+        """Joint indices (0..nj-1) of actuated joints (read-only; computed once per model)."""
+        act = self.__dict__.get("_actuated_joints")
+        if act is None:  # the model is immutable: derived values are kept in its __dict__
+            act = _ro(np.flatnonzero(self.actuated[1:]))
+            self.__dict__["_actuated_joints"] = act
+        return act
 
     @property
     def passive_joints(self) -> np.ndarray:
@@ -455,7 +459,10 @@ class VehicleModel:
         As a tuple: ``(parent, joint_type, axis, T0, wheel_frame, wheel_radius, A_joint,
         joint_offset, loop_closure, track_frame, track_drive, track_path, track_act)``.
         """
-        return KernelModel(
+        rec = self.__dict__.get("_kernel_model")
+        if rec is not None:  # built once per model (its arrays are read-only)
+            return rec
+        rec = KernelModel(
             self.parent,
             self.joint_type,
             self.axis,
@@ -470,6 +477,8 @@ class VehicleModel:
             self.track_path,
             self.track_act,
         )
+        self.__dict__["_kernel_model"] = rec
+        return rec
 
 
 def _default_activation() -> np.ndarray:

@@ -1,0 +1,118 @@
+"""What simulate() and predict() keep between calls to cut their fixed cost (issue 22).
+
+Per model they keep the options record of recent simulations, the frame inertias the
+prediction loop reads, the kernel record, the actuated joint indices, and the address of a
+vehicle's specialized solve once it is ready. Kept values must never change a result: a
+simulation is bit-identical whether its options were kept or built afresh (another model
+object of the same vehicle), calls with other options in between do not leak into it, and the
+kept values go away with their model. The cheaper symmetry check of covariance inputs must
+decide exactly as ``np.allclose`` did.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+from wmr_model._jit import JIT_ENABLED
+from wmr_model.errors import ParameterError
+from wmr_model.experiments import kinematic as ex
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.kinematics import api as kin
+from wmr_model.kinematics import specialized as SP
+from wmr_model.kinematics.specialized import GENERIC, model_solve, specialized_solve
+from wmr_model.kinematics.uncertainty import check_covariance
+from wmr_model.prediction import predict as P
+from wmr_model.prediction.controllers import straight_wheel_rates
+from wmr_model.terrain.surface import rough
+
+
+@pytest.fixture(scope="module")
+def terrain():
+    return rough(0.1, 0.5, seed=4, x_range=(-3, 6), y_range=(-3, 3))
+
+
+def _start(model, terrain):
+    q = model.neutral_state()
+    q[6] = float(terrain.height(0.0, 0.0)) + float(model.wheel_radius.max()) + 0.3
+    return kin.initialize_contact(model, terrain, q)[0]
+
+
+def test_kept_options_do_not_change_results(terrain) -> None:
+    model = load_vehicle("zoe")
+    q0 = _start(model, terrain)
+    u = np.tile(straight_wheel_rates(model, 0.8), (40, 1))
+    runs = [(0.04, 0.3, "euler", True), (0.1, 0.5, "rk4", True), (0.04, 0.3, "euler", False),
+            (0.04, 0.3, "euler", True)]
+    kept = [kin.simulate(model, terrain, q0, u[: round(1.6 / dt)], dt, stabilization=s,
+                         integrator=i, warm_start=w) for dt, s, i, w in runs]
+    for (dt, s, i, w), got in zip(runs, kept):
+        fresh_model = load_vehicle("zoe")  # a new model object: nothing kept for it yet
+        want = kin.simulate(fresh_model, terrain, q0, u[: round(1.6 / dt)], dt,
+                            stabilization=s, integrator=i, warm_start=w)
+        assert np.array_equal(got.q, want.q)
+        assert np.array_equal(got.dz, want.dz)
+    # the first and the last run have the same options: the same trajectory
+    assert np.array_equal(kept[0].q, kept[3].q)
+    # warm and cold collision search are different computations (kept apart by the key)
+    assert not np.array_equal(kept[0].dz, kept[2].dz)
+
+
+def test_kept_values_go_with_their_model(terrain) -> None:
+    model = load_vehicle("zoe")
+    q0 = _start(model, terrain)
+    u = np.tile(straight_wheel_rates(model, 0.8), (3, 1))
+    kin.simulate(model, terrain, q0, u, 0.04)
+    P.predict(model, terrain, q0, u, 0.04, fidelity="enhanced", slip_params=ex.BATCH_SLIP)
+    assert model in kin._SIMULATION_OPTIONS and model in P._FRAME_INERTIAS
+    ref = weakref.ref(model)
+    n_opts, n_inertias = len(kin._SIMULATION_OPTIONS), len(P._FRAME_INERTIAS)
+    del model
+    gc.collect()
+    assert ref() is None
+    assert len(kin._SIMULATION_OPTIONS) == n_opts - 1
+    assert len(P._FRAME_INERTIAS) == n_inertias - 1
+
+
+def test_model_keeps_derived_values_read_only() -> None:
+    model = load_vehicle("zoe")
+    act = model.actuated_joints
+    assert np.array_equal(act, np.flatnonzero(model.actuated[1:]))
+    assert act is model.actuated_joints and not act.flags.writeable
+    assert model.kinematic_arrays() is model.kinematic_arrays()
+    with pytest.raises(ValueError):
+        act[0] = 3
+
+
+@pytest.mark.skipif(not JIT_ENABLED, reason="specialized kernels need numba")
+def test_model_solve_remembers_only_ready_kernels() -> None:
+    model = load_vehicle("zoe")
+    m = model.kinematic_arrays()
+    known = kin.simulation_known(model)
+    rows = 3 * model.nc + model.nhc
+    address = model_solve(m, known, wait=True)
+    assert address != GENERIC and address == specialized_solve(rows, known)
+    assert SP._solves[(rows, known.tobytes())] == address
+    everything = np.ones(model.nv, dtype=bool)  # nothing to solve: always the generic path
+    assert model_solve(m, everything) == GENERIC
+    assert (rows, everything.tobytes()) not in SP._solves
+
+
+def test_symmetry_check_decides_as_allclose() -> None:
+    rng = np.random.default_rng(7)
+    for k in range(400):
+        B = rng.normal(size=(6, 6)) * 10.0 ** rng.integers(-14, 4)
+        S = B @ B.T
+        E = rng.normal(size=(6, 6)) * 10.0 ** rng.uniform(-18, -3) * np.abs(S).max()
+        M = S + (E if k % 2 else np.triu(E, 1))
+        scale = max(1.0, float(np.abs(M).max()))
+        symmetric = np.allclose(M, M.T, atol=1e-12 * scale)
+        try:
+            check_covariance(M, "Q")
+            accepted = True
+        except ParameterError as exc:
+            accepted = "symmetric" not in str(exc)  # PSD failures are another check
+        assert accepted == symmetric, k
