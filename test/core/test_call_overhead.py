@@ -116,3 +116,35 @@ def test_symmetry_check_decides_as_allclose() -> None:
         except ParameterError as exc:
             accepted = "symmetric" not in str(exc)  # PSD failures are another check
         assert accepted == symmetric, k
+
+
+def test_kept_dynamics_follow_options_and_model_options(terrain) -> None:
+    from wmr_model.dynamics import model as DM
+    from wmr_model.dynamics.simulate import simulate_dynamics
+
+    model = load_vehicle("zoe")
+    q0 = _start(model, terrain)
+    qd0 = np.zeros(model.nv)
+    u = np.tile(straight_wheel_rates(model, 0.8), (15, 1))
+
+    def run(m, **kw):
+        return simulate_dynamics(m, terrain, q0, qd0, u, 0.04, **kw).q
+
+    first = run(model, contact_model="pacejka")
+    other = run(model, contact_model="piecewise_linear")  # another key in between
+    assert np.array_equal(run(model, contact_model="pacejka"), first)
+    assert np.array_equal(run(load_vehicle("zoe"), contact_model="pacejka"), first)
+    assert not np.array_equal(other, first)
+    # unhashable options (a dict of contact parameters) are compiled at every call
+    params = {"mu": 0.6}
+    a = run(model, contact_model="pacejka", contact_params=params)
+    params["mu"] = 0.3
+    b = run(model, contact_model="pacejka", contact_params=params)
+    assert not np.array_equal(a, b)
+    # model.options is part of the key: changing it in place is seen at the next call
+    model.options["contact_model"] = "piecewise_linear"
+    try:
+        assert np.array_equal(run(model), other)
+    finally:
+        del model.options["contact_model"]
+    assert model in DM._COMPILED

@@ -13,6 +13,7 @@ record (:class:`~wmr_model.terrain.surface.TerrainArrays`) and ``d`` the workspa
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
@@ -257,6 +258,44 @@ def track_data(model: VehicleModel, friction_directions: str = "belt",
                      np.ascontiguousarray(model.track_of, dtype=np.int64),
                      max(len(model.track_names), 1), radius, joint, np.ascontiguousarray(imap),
                      icr)
+
+
+# Per model, its recently compiled dynamics: compiling them (contact, actuator and track
+# setup, inertias) costs more than a short run's steps. Weak keys: they go with the model.
+_COMPILED: weakref.WeakKeyDictionary[VehicleModel, dict[Any, tuple[DynamicsModel,
+                                                                   tuple[str, ...]]]]
+_COMPILED = weakref.WeakKeyDictionary()
+_COMPILED_KEPT = 16
+
+
+def kept_dynamics(model: VehicleModel, dt: float, options: DynamicsOptions | None = None
+                  ) -> tuple[DynamicsModel, tuple[str, ...]]:
+    """:func:`compile_dynamics`, kept with the model for the same ``dt``, ``options`` and
+    ``model.options`` (compared by value; options holding unhashable values, e.g. a dict of
+    contact parameters, are compiled at every call). A result whose specialized elimination
+    is still being compiled in the background is not kept, so the next call picks it up."""
+    o = DynamicsOptions() if options is None else options
+    text = repr(model.options)
+    try:
+        key = (float(dt), o, text)
+        hash(key)
+    except TypeError:
+        return compile_dynamics(model, dt, o)
+    if "..." in text:  # a summarized array: its repr does not identify it
+        return compile_dynamics(model, dt, o)
+    kept = _COMPILED.get(model)
+    if kept is None:
+        kept = _COMPILED.setdefault(model, {})
+    hit = kept.get(key)
+    if hit is not None:
+        return hit
+    compiled = compile_dynamics(model, dt, o)
+    st = compiled[0].opt
+    if not (st.acceleration and st.elimination == NO_KERNEL):
+        if len(kept) >= _COMPILED_KEPT:
+            kept.clear()
+        kept[key] = compiled
+    return compiled
 
 
 def compile_dynamics(model: VehicleModel, dt: float, options: DynamicsOptions | None = None

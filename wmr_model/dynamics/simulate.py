@@ -44,6 +44,7 @@ from wmr_model.dynamics.model import (
     DynamicsOptions,
     compile_dynamics,
     joint_spring_dampers,
+    kept_dynamics,
 )
 from wmr_model.dynamics.rnea import bias_force_fused, bias_force_into
 from wmr_model.dynamics.track_contact import (
@@ -719,7 +720,7 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
             both.
     """
     q0, qdot0, U = check_dynamics_inputs(model, q0, qdot0, commands, dt)
-    dm, names = compile_dynamics(model, dt, DynamicsOptions.of(options, keywords))
+    dm, names = kept_dynamics(model, dt, DynamicsOptions.of(options, keywords))
     run = _run_batch(model, dm, terrain.kernel_args(), names, q0[None], qdot0[None], U[None],
                      dt)
     return DynamicsTrajectory(run.t, run.q[0], run.qdot[0], run.iterations[0], run.cost[0],
@@ -785,7 +786,7 @@ def simulate_dynamics_batch(model: VehicleModel, terrain: Terrain, q0: np.ndarra
     check_dynamics_inputs(model, q0[0], qdot0[0], U[0], dt)
     if feedback is not None:
         check_feedback(feedback, len(model.actuated_joints), U.shape[1], N)
-    dm, names = compile_dynamics(model, dt, DynamicsOptions.of(options, keywords))
+    dm, names = kept_dynamics(model, dt, DynamicsOptions.of(options, keywords))
     return _run_batch(model, dm, terrain.kernel_args(), names, q0, qdot0, U, float(dt),
                       feedback)
 
