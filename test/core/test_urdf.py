@@ -333,3 +333,18 @@ def test_sidecar_yaml_errors_name_the_file(tmp_path):
         load_sidecar(p)
     with pytest.raises(ModelError, match=r"nothere\.yaml: sidecar file not found"):
         load_sidecar(tmp_path / "nothere.yaml")
+
+
+def test_huge_numbers_give_a_unit_axis_or_a_clear_error():
+    """Numbers near the float limit: an axis is normalized without overflowing (its direction
+    is what counts), and inertials whose combination overflows are refused by name instead of
+    turning into inf (numpy's overflow warnings are errors here)."""
+    with np.errstate(all="raise"):
+        spec = load_urdf(FIXED_URDF.replace('<axis xyz="0 1 0"/>', '<axis xyz="0 1e300 0"/>'))
+        wheel = next(f for f in spec.frames if f.name == "wheel_joint")
+        np.testing.assert_allclose(wheel.axis, [0.0, 1.0, 0.0])
+        huge = FIXED_URDF.replace(f'<mass value="{_M1}"/>', '<mass value="1e300"/>', 1)
+        huge = huge.replace(f'<origin xyz="{_v(_C1)}"/>', '<origin xyz="1e300 0 0"/>', 1)
+        with pytest.raises(ModelError, match=r"<string>: the <inertial> of the links on frame "
+                                             r"'base_link' overflow"):
+            load_urdf(huge)

@@ -351,7 +351,8 @@ def _joint_frame(j: Any, parent: str, T_pj: np.ndarray, label: str) -> dict[str,
     axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=float)
     if not np.all(np.isfinite(axis)):
         raise ModelError(f"{where}: axis must be finite, got {axis.tolist()}")
-    na = float(np.linalg.norm(axis))
+    big = float(np.abs(axis).max())  # scaled first: the norm of (1e200, 1e200, 0) is finite
+    na = big * float(np.linalg.norm(axis / big)) if big > 0.0 else 0.0
     if na < 1e-9:
         raise ModelError(f"{where}: axis must be nonzero, got {axis.tolist()}")
     lower, upper = -math.inf, math.inf
@@ -459,7 +460,15 @@ def _host_inertias(tree: _Tree) -> dict[str, tuple[float, np.ndarray, np.ndarray
         T = tree.T_host[ln] @ _finite_T(lk.inertial.origin, where)
         R = T[:3, :3]
         parts.setdefault(tree.host[ln], []).append((m, T[:3, 3].copy(), R @ I_link @ R.T))
-    return {h: combine_inertias(p) for h, p in parts.items()}
+    out = {}
+    for h, p in parts.items():
+        with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+            m, c, I_host = combine_inertias(p)
+        if not (math.isfinite(m) and np.isfinite(c).all() and np.isfinite(I_host).all()):
+            raise ModelError(f"{tree.label}: the <inertial> of the links on frame {h!r} overflow "
+                             f"when combined (mass, inertia or origin out of any physical range)")
+        out[h] = (m, c, I_host)
+    return out
 
 
 def _actuated_joints(sc: Sidecar, tree: _Tree,
