@@ -148,3 +148,35 @@ def test_kept_dynamics_follow_options_and_model_options(terrain) -> None:
     finally:
         del model.options["contact_model"]
     assert model in DM._COMPILED
+
+
+def test_batch_shares_one_folded_tree_with_per_trajectory_results(terrain, monkeypatch) -> None:
+    """predict_range folds the body inertia's tree once per range and shares it; each
+    candidate must still equal its run with a workspace folded for it alone (kernel_data with
+    fold, the per-trajectory path)."""
+    from wmr_model.kinematics import loops as L
+    from wmr_model.kinematics.data import kernel_data
+
+    model = load_vehicle("zoe")
+    q0 = _start(model, terrain)
+    rng = np.random.default_rng(5)
+    cmds = straight_wheel_rates(model, 0.8) * rng.uniform(0.5, 1.5, (3, 25, 4))
+    seen = []
+    real = P.run_ranges
+
+    def recording(kernel, n, chunks, *args):  # the real call, its arguments kept
+        seen.append(args)
+        return real(kernel, n, chunks, *args)
+
+    monkeypatch.setattr(P, "run_ranges", recording)
+    batch = P.predict(model, terrain, q0, cmds, 0.04, fidelity="enhanced",
+                      slip_params=ex.BATCH_SLIP, Qprime=ex.BATCH_QPRIME)
+    m, t, o, X, Y = seen[-1]
+    for n in range(3):
+        q_alone = np.empty_like(Y.q_traj[n])
+        y = Y._replace(q_traj=q_alone[None], P_traj=np.empty_like(Y.P_traj[n])[None])
+        x, y1 = L._candidate(X._replace(q0=X.q0[n:n + 1], qdot_cmd=X.qdot_cmd[n:n + 1]), y, 0)
+        d = kernel_data(m, o.known, o.I_frame, True, o.warm_contact, False)
+        L.predict_trajectory(m, t, d, o, x, y1)
+        assert np.array_equal(q_alone, batch.q[n])
+        assert np.array_equal(y1.P_traj, batch.covariance[n])

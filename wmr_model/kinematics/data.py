@@ -23,7 +23,7 @@ from wmr_model.kinematics.solve import solve_workspace
 from wmr_model.kinematics.uncertainty import covariance_workspace
 from wmr_model.kinematics.wheel_collision import CONTACT_WS_WIDTH
 
-__all__ = ["KernelData", "kernel_data", "constraint_rows"]
+__all__ = ["KernelData", "kernel_data", "kernel_data_with", "constraint_rows"]
 
 
 class KernelData(NamedTuple):
@@ -86,15 +86,23 @@ def kernel_data(m, known, I_frame, fold, warm_contact, residual):
     workspace (else zero rows, a cold search every call). ``residual``: the velocity solves
     return ``|A qdot - v|`` (else NaN, cheaper).
     """
+    if fold:
+        enhanced_ws = E.folded_enhanced_workspace(m.parent, m.jtype, m.axis, m.T0, I_frame)
+    else:
+        enhanced_ws = E.enhanced_workspace()
+    return kernel_data_with(m, known, enhanced_ws, warm_contact, residual)
+
+
+@njit
+def kernel_data_with(m, known, enhanced_ws, warm_contact, residual):
+    """:func:`kernel_data` with the enhanced-kinematics scratch ``enhanced_ws`` given (e.g. one
+    of :func:`~wmr_model.kinematics.enhanced.folded_workspace_of` on a tree folded once per
+    batch)."""
     nf = m.parent.shape[0]
     nw = m.wheel_frame.shape[0]
     nc = nw + m.track_frame.shape[0]
     nv = nf + 5
     nr = constraint_rows(m)
-    if fold:
-        enhanced_ws = E.folded_enhanced_workspace(m.parent, m.jtype, m.axis, m.T0, I_frame)
-    else:
-        enhanced_ws = E.enhanced_workspace()
     return KernelData(
         np.zeros((nf, 4, 4)), np.zeros((nc, 4, 4)), np.zeros(nc), np.zeros(nc),
         np.zeros((nr, nv)), np.zeros(nr), np.zeros(nv),

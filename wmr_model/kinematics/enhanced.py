@@ -308,6 +308,14 @@ def folded_enhanced_workspace(parent, jtype, axis, T0, I_frame):
     from the reduced tree (:func:`wmr_model.vehicles.inertia.body_composite_inertia`; equal to
     round-off) and ``Ic`` is not written. The simulation loops make one per trajectory."""
     keep, parent_k, I_k = fold_spinning_leaves(parent, jtype, axis, T0, I_frame)
+    return folded_workspace_of(keep, parent_k, I_k)
+
+
+@njit
+def folded_workspace_of(keep, parent_k, I_k):
+    """:func:`folded_enhanced_workspace` on a reduced tree ``(keep, parent_k, I_k)`` already
+    folded (:func:`wmr_model.vehicles.inertia.fold_spinning_leaves`): fresh scratch, the tree's
+    arrays shared (the kernels only read them), so a batch folds its model once."""
     nk = keep.shape[0]
     return (composite_workspace(), np.zeros(6), np.empty(6), np.empty(6), np.empty(6), keep,
             parent_k, I_k, np.empty((nk, 4, 4)), np.empty((nk, 6, 6)))

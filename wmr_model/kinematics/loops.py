@@ -33,7 +33,7 @@ import numpy as np
 import wmr_model.kinematics.enhanced as E
 from wmr_model._jit import njit
 from wmr_model.kinematics.constraints import contact_velocity_norms, project_loop_closures
-from wmr_model.kinematics.data import kernel_data
+from wmr_model.kinematics.data import kernel_data, kernel_data_with
 from wmr_model.kinematics.feedback import FeedbackInputs, FeedbackLaw, feedback_command, no_feedback
 from wmr_model.kinematics.initialize import initialize_terrain_contact
 from wmr_model.kinematics.integrate import (
@@ -46,6 +46,7 @@ from wmr_model.kinematics.solve import joint_space_velocity
 from wmr_model.kinematics.specialized import GENERIC
 from wmr_model.kinematics.uncertainty import propagate_pose_covariance
 from wmr_model.spatial import euler_from_quat, quat_from_euler, quat_mul, quat_to_rot
+from wmr_model.vehicles.inertia import fold_spinning_leaves
 
 EULER = 0
 RK4 = 1
@@ -420,11 +421,18 @@ def predict_range(lo, hi, m, t, o, X, Y):
     ``q0``, ``qdot_cmd`` and every output (``flags`` (N, S) included); leading N, or 1 for a
     value shared by all candidates, in ``vc_xy``, ``slip_p``, ``body_noise`` (N or 1, T or 0,
     6), ``P0`` (N or 1, 6, 6), ``attitude`` (N or 1, T+1 or 0, 2). The options ``o`` are
-    shared. Each candidate is independent (own workspace), so the result does not depend on
-    the thread count or the ranges.
+    shared. Each candidate is independent (own workspace; the reduced tree of the folded body
+    inertia, computed once per range, is only read), so the result does not depend on the
+    thread count or the ranges.
     """
+    fold = o.enhanced or o.assess
+    if fold:  # the reduced tree of the body composite inertia: once, shared (read only)
+        tree = fold_spinning_leaves(m.parent, m.jtype, m.axis, m.T0, o.I_frame)
+    else:
+        tree = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.empty((0, 6, 6)))
     for n in range(lo, hi):
-        d = kernel_data(m, o.known, o.I_frame, o.enhanced or o.assess, o.warm_contact, False)
+        ews = E.folded_workspace_of(*tree) if fold else E.enhanced_workspace()
+        d = kernel_data_with(m, o.known, ews, o.warm_contact, False)
         x, y = _candidate(X, Y, n)
         predict_trajectory(m, t, d, o, x, y)
 
