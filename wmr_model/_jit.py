@@ -313,6 +313,8 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
         ``set_background_compilation(False)`` (the command line); :func:`wait_for_kernels`
         waits for those under way (benchmarks, ``wmr compile``). The thread is a daemon: a
         process that exits first (or is stopped) leaves the kernel for a later one."""
+        if _config.DISABLE_JIT:  # numba's own switch: nothing compiles, nothing to call
+            return NO_KERNEL
         compiled: Any = _kernels.get(key, False)
         if compiled is False:
             with _kernels_lock:

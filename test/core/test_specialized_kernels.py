@@ -239,3 +239,44 @@ def test_a_specialized_kernel_compiles_in_the_background_once_then_loads_from_di
     generated = list((tmp_path / "wmr_model" / "specialized").glob("wmr_specialized_*.py"))
     assert len(generated) == 1
     assert list((tmp_path / "wmr_model" / "specialized" / "__pycache__").glob("*.nbi"))
+
+
+_PURE_PYTHON = """
+import json
+import numpy as np
+from wmr_model.dynamics.joint_acceleration import specialized_elimination
+from wmr_model.io.vehicles import load_vehicle
+from wmr_model.kinematics import api as kin
+from wmr_model.kinematics.specialized import model_solve
+from wmr_model.prediction.controllers import straight_wheel_rates
+from wmr_model.terrain.surface import rough
+m = load_vehicle("zoe")
+t = rough(0.1, 0.5, seed=2, x_range=(-2, 3), y_range=(-2, 2))
+q0 = kin.initialize_contact(m, t)[0]
+tr = kin.simulate(m, t, q0, np.tile(straight_wheel_rates(m, 1.0), (3, 1)), 0.04)
+print(json.dumps({"solve": model_solve(m.kinematic_arrays(), kin.simulation_known(m)),
+                  "elimination": specialized_elimination(9), "q": tr.q[-1].tolist()}))
+"""
+
+
+def test_numbas_own_disable_jit_runs_the_generic_kernels():
+    """With numba's NUMBA_DISABLE_JIT the kernels run as Python: no specialized kernel can be
+    called there, so none is handed out, and a simulation gives the compiled one's states."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", _PURE_PYTHON],
+                         env=dict(os.environ, NUMBA_DISABLE_JIT="1"), capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["solve"] == SP.GENERIC and out["elimination"] == NO_KERNEL
+    m = load_vehicle("zoe")
+    t = rough(0.1, 0.5, seed=2, x_range=(-2, 3), y_range=(-2, 2))
+    q0 = kin.initialize_contact(m, t)[0]
+    from wmr_model.prediction.controllers import straight_wheel_rates
+
+    tr = kin.simulate(m, t, q0, np.tile(straight_wheel_rates(m, 1.0), (3, 1)), 0.04)
+    np.testing.assert_allclose(out["q"], tr.q[-1], rtol=0, atol=1e-9)
