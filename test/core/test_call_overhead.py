@@ -173,10 +173,12 @@ def test_batch_shares_one_folded_tree_with_per_trajectory_results(terrain, monke
                       slip_params=ex.BATCH_SLIP, Qprime=ex.BATCH_QPRIME)
     m, t, o, X, Y = seen[-1]
     for n in range(3):
-        q_alone = np.empty_like(Y.q_traj[n])
-        y = Y._replace(q_traj=q_alone[None], P_traj=np.empty_like(Y.P_traj[n])[None])
-        x, y1 = L._candidate(X._replace(q0=X.q0[n:n + 1], qdot_cmd=X.qdot_cmd[n:n + 1]), y, 0)
+        alone = L.PredictOutputs(*(np.empty_like(a[:1]) for a in Y))  # its own outputs
+        x, y = L._candidate(X._replace(q0=X.q0[n:n + 1], qdot_cmd=X.qdot_cmd[n:n + 1]),
+                            alone, 0)
         d = kernel_data(m, o.known, o.I_frame, True, o.warm_contact, False)
-        L.predict_trajectory(m, t, d, o, x, y1)
-        assert np.array_equal(q_alone, batch.q[n])
-        assert np.array_equal(y1.P_traj, batch.covariance[n])
+        L.predict_trajectory(m, t, d, o, x, y)
+        assert np.array_equal(y.q_traj, batch.q[n])
+        assert np.array_equal(y.P_traj, batch.covariance[n])
+        assert np.array_equal(y.slip_traj, batch.slip[n])
+        assert np.array_equal(y.margin_traj, batch.stability_margin[n])
