@@ -43,7 +43,10 @@ def test_play_delivers_the_bag_in_order_with_clock(ros, short_bag):
     t0 = time.monotonic()
     proc = subprocess.Popen([str(BIN / "wmr"), "play", str(short_bag), "--rate", "2",
                              "--topics", "/joint_states", "--remap",
-                             "/joint_states:=/renamed/joints", "--wait-for", "/renamed/joints"],
+                             "/joint_states:=/renamed/joints", "--wait-for", "/renamed/joints",
+                             # the first /clock samples are asserted on: wait for that reader too
+                             # (under load it can be matched later than the joints' one)
+                             "--wait-for", "/clock"],
                             env=ros.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     while proc.poll() is None and time.monotonic() - t0 < 120:
