@@ -366,6 +366,16 @@ def test_kernel_args_usable_in_compiled_loop() -> None:
         assert math.isclose(total, float(np.sum(h + n[:, 2])), rel_tol=1e-12)
 
 
+def test_unknown_kind_raises_in_compiled_callers_too() -> None:
+    # terrain_height_normal is inlined into its compiled callers: the analytic kinds and the
+    # error for an unknown kind must survive that, as they do in a direct call
+    grid = VECTOR_TERRAINS["grid"]
+    for call in (T.terrain_height_normal, _sum_heights_in_loop):
+        xs = np.zeros(1) if call is _sum_heights_in_loop else 0.0
+        with pytest.raises(ValueError, match="unknown terrain kind"):
+            call(7, grid.params, grid.grid, xs, xs)
+
+
 def test_terrain_is_immutable_data() -> None:
     t = _small_grid()
     assert not t.params.flags.writeable and not t.grid.flags.writeable

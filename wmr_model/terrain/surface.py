@@ -190,6 +190,26 @@ def _node_slope(grid: Any, i: int, j: int, dx: float, dy: float) -> tuple[float,
 
 
 @njit(refcount=False)
+def _grid_nodal_slopes(grid: Any, i: int, j: int, dx: float, dy: float, fx: float, fy: float,
+                       in_x: bool, in_y: bool) -> tuple[float, float]:
+    """Slopes (dh/dx, dh/dy) in cell (i, j) at fractions (fx, fy): the nodal slopes of its four
+    corners interpolated bilinearly (:data:`GRID_NORMALS` "nodal"); 0 along an axis the point
+    is clamped on."""
+    gx = 1.0 - fx
+    gy = 1.0 - fy
+    sx00, sy00 = _node_slope(grid, i, j, dx, dy)
+    sx10, sy10 = _node_slope(grid, i + 1, j, dx, dy)
+    sx01, sy01 = _node_slope(grid, i, j + 1, dx, dy)
+    sx11, sy11 = _node_slope(grid, i + 1, j + 1, dx, dy)
+    dhdx = gy * (gx * sx00 + fx * sx10) + fy * (gx * sx01 + fx * sx11) if in_x else 0.0
+    dhdy = gy * (gx * sy00 + fx * sy10) + fy * (gx * sy01 + fx * sy11) if in_y else 0.0
+    return dhdx, dhdy
+
+
+# Inlined where it is called (numba inline="always"): a grid lookup is a few dozen instructions,
+# and an out-of-line call passes each array as 7-9 scalars and keeps the callers' searches
+# from sharing loads; the rarer nodal-slope branch stays a call to keep the inlined body small.
+@njit(refcount=False, inline="always")
 def _grid(params: Any, grid: Any, x: float, y: float) -> tuple[float, float, float, float]:
     """GRID: bilinear interpolation, edge-clamped outside the grid; normal per
     :data:`GRID_NORMALS`."""
@@ -207,12 +227,7 @@ def _grid(params: Any, grid: Any, x: float, y: float) -> tuple[float, float, flo
     gy = 1.0 - fy
     h = gy * (gx * h00 + fx * h10) + fy * (gx * h01 + fx * h11)
     if params.shape[0] > 4 and params[4] == _NODAL:  # nodal slopes, bilinearly interpolated
-        sx00, sy00 = _node_slope(grid, i, j, dx, dy)
-        sx10, sy10 = _node_slope(grid, i + 1, j, dx, dy)
-        sx01, sy01 = _node_slope(grid, i, j + 1, dx, dy)
-        sx11, sy11 = _node_slope(grid, i + 1, j + 1, dx, dy)
-        dhdx = gy * (gx * sx00 + fx * sx10) + fy * (gx * sx01 + fx * sx11) if in_x else 0.0
-        dhdy = gy * (gx * sy00 + fx * sy10) + fy * (gx * sy01 + fx * sy11) if in_y else 0.0
+        dhdx, dhdy = _grid_nodal_slopes(grid, i, j, dx, dy, fx, fy, in_x, in_y)
     else:
         dhdx = (gy * (h10 - h00) + fy * (h11 - h01)) / dx if in_x else 0.0
         dhdy = (gx * (h01 - h00) + fx * (h11 - h10)) / dy if in_y else 0.0
@@ -221,6 +236,18 @@ def _grid(params: Any, grid: Any, x: float, y: float) -> tuple[float, float, flo
 
 
 @njit(refcount=False)
+def _analytic_height_normal(kind: int, params: Any, x: float,
+                            y: float) -> tuple[float, float, float, float]:
+    """:func:`terrain_height_normal` of the analytic kinds (PLANE, PROFILE)."""
+    if kind == PLANE:
+        return _plane(params, x, y)
+    if kind == PROFILE:
+        return _profile(params, x, y)
+    raise ValueError("terrain_height_normal: unknown terrain kind (expected 0, 1 or 2)")
+
+
+# Inlined where it is called (see _grid): the grid path in line, the analytic kinds a call.
+@njit(refcount=False, inline="always")
 def terrain_height_normal(
     kind: int, params: Any, grid: Any, x: float, y: float
 ) -> tuple[float, float, float, float]:
@@ -247,13 +274,9 @@ def terrain_height_normal(
     h, nx, ny, nz : float
         Height [m] and unit normal (nz > 0). NaN for NaN input.
     """
-    if kind == PLANE:
-        return _plane(params, x, y)
-    if kind == PROFILE:
-        return _profile(params, x, y)
     if kind == GRID:
         return _grid(params, grid, x, y)
-    raise ValueError("terrain_height_normal: unknown terrain kind (expected 0, 1 or 2)")
+    return _analytic_height_normal(kind, params, x, y)
 
 
 @njit
