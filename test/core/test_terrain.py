@@ -367,8 +367,8 @@ def test_kernel_args_usable_in_compiled_loop() -> None:
 
 
 def test_unknown_kind_raises_in_compiled_callers_too() -> None:
-    # terrain_height_normal is inlined into its compiled callers: the analytic kinds and the
-    # error for an unknown kind must survive that, as they do in a direct call
+    # terrain_height_normal is inlined into its compiled callers (the analytic kinds stay a
+    # call): the error for an unknown kind must survive that, as it does in a direct call
     grid = VECTOR_TERRAINS["grid"]
     for call in (T.terrain_height_normal, _sum_heights_in_loop):
         xs = np.zeros(1) if call is _sum_heights_in_loop else 0.0
