@@ -5,9 +5,14 @@ import pytest
 
 from wmr_model import kinematics as kin
 from wmr_model.errors import ShapeError
-from wmr_model.spatial import quat_from_euler, skew
+from wmr_model.spatial import quat_from_euler, quat_to_rot, skew, spatial_inertia
 from wmr_model.vehicles.generators import random_tree_spec, skid_steer_spec
-from wmr_model.vehicles.inertia import composite_inertia, inertia_mass_com, model_frame_inertias
+from wmr_model.vehicles.inertia import (
+    add_child_inertia,
+    composite_inertia,
+    inertia_mass_com,
+    model_frame_inertias,
+)
 from wmr_model.vehicles.model import compile_vehicle
 
 
@@ -54,6 +59,39 @@ def test_composite_inertia_equals_direct_sum(seed):
     mass, com = inertia_mass_com(Ic)
     assert mass == pytest.approx(M, rel=1e-14)
     np.testing.assert_allclose(com, c, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_child_inertia_in_structured_form_is_the_6x6_product(seed):
+    """Alg. 3 line 3 as evaluated (``add_child_inertia``: the structure of a spatial inertia)
+    against the 6 x 6 product with the force transform (B.12) built here from R and t: the same
+    to round-off (the bound the README states), for children of any mass, centre of mass,
+    inertia and placement, added to a parent that already holds an inertia."""
+    rng = np.random.default_rng(seed)
+    Ic = np.empty((2, 6, 6))
+    RA, g = np.empty((3, 3)), np.empty(3)
+    worst = 0.0
+    for _ in range(200):
+        L = rng.normal(size=(3, 3))
+        child = spatial_inertia(rng.uniform(0.1, 200.0), rng.normal(scale=0.5, size=3),
+                                L @ L.T + 0.01 * np.eye(3))
+        L = rng.normal(size=(3, 3))
+        parent = spatial_inertia(rng.uniform(0.1, 200.0), rng.normal(scale=0.5, size=3),
+                                 L @ L.T + 0.01 * np.eye(3))
+        quat = rng.normal(size=4)
+        R = quat_to_rot(quat / np.linalg.norm(quat))
+        t = rng.normal(scale=1.5, size=3)
+        Xf = np.zeros((6, 6))
+        Xf[:3, :3] = R
+        Xf[3:, 3:] = R
+        Xf[:3, 3:] = skew(t) @ R
+        expected = parent + Xf @ child @ Xf.T
+        Ic[0], Ic[1] = parent, child
+        add_child_inertia(Ic, 1, 0, R, t, RA, g)
+        worst = max(worst, np.abs(Ic[0] - expected).max() / np.abs(expected).max())
+        np.testing.assert_array_equal(Ic[0], Ic[0].T)  # symmetric by construction
+        np.testing.assert_array_equal(Ic[1], child)  # the child is only read
+    assert worst < 1e-14
 
 
 def test_composite_inertia_is_symmetric_psd_and_independent_of_body_pose():

@@ -38,6 +38,7 @@ __all__ = [
     "body_composite_inertia",
     "body_composite_inertia_into",
     "composite_inertias_into",
+    "add_child_inertia",
     "relative_transform",
     "inertia_mass_com",
     "mass_com_into",
@@ -81,9 +82,9 @@ def relative_transform(T_world, p, i, R, t):
 
 @njit
 def composite_workspace():
-    """Scratch of :func:`composite_inertias` (``Xf`` (6, 6), ``XI`` (6, 6), ``R`` (3, 3), ``t``
-    (3,), a row accumulator (6,)), created once per trajectory by the simulation loops."""
-    return (np.zeros((6, 6)), np.empty((6, 6)), np.empty((3, 3)), np.empty(3), np.empty(6))
+    """Scratch of :func:`composite_inertias` (``R`` (3, 3), ``t`` (3,), ``RA`` (3, 3), ``g``
+    (3,)), created once per trajectory by the simulation loops."""
+    return (np.empty((3, 3)), np.empty(3), np.empty((3, 3)), np.empty(3))
 
 
 @njit
@@ -93,7 +94,8 @@ def composite_inertias(parent, I_frame, T_world, Ic, ws=None):
     .. math:: I_{p(i)}^c \\leftarrow I_{p(i)}^c + (X_{p(i)}^i)^T I_i^c X_{p(i)}^i
 
     ``(X_{p(i)}^i)^T`` is the force transform from frame *i* to its parent (B.12), built from
-    :math:`T_i^{p(i)} = (T_{p(i)}^w)^{-1} T_i^w`.
+    :math:`T_i^{p(i)} = (T_{p(i)}^w)^{-1} T_i^w`; the product is evaluated for the structure
+    of a spatial inertia (:func:`add_child_inertia`).
 
     Args:
         parent: (nf,) parent indices, ``parent[i] < i``.
@@ -115,53 +117,75 @@ def composite_inertias(parent, I_frame, T_world, Ic, ws=None):
 @njit(refcount=False)
 def composite_inertias_into(parent, I_frame, T_world, Ic, ws):
     """:func:`composite_inertias` with its scratch ``ws``, writing ``Ic`` only."""
-    Xf, XI, R, t, acc = ws
+    R, t, RA, g = ws
     nf = parent.shape[0]
     for i in range(nf):
         for r in range(6):
             for c in range(6):
                 Ic[i, r, c] = I_frame[i, r, c]
-    for r in range(3):
-        for c in range(3):
-            Xf[3 + r, c] = 0.0
     for i in range(nf - 1, 0, -1):
         p = parent[i]
-        # Xf = [[R, skew(t) R], [0, R]] (B.12) of T_i^p = [R, t; 0, 1], formed in place
         relative_transform(T_world, p, i, R, t)
-        for r in range(3):
-            for c in range(3):
-                Xf[r, c] = R[r, c]
-                Xf[3 + r, 3 + c] = R[r, c]
+        add_child_inertia(Ic, i, p, R, t, RA, g)
+
+
+@njit(refcount=False)
+def add_child_inertia(Ic, i, p, R, t, RA, g):
+    """``Ic[p] += (X_p^i)^T Ic[i] X_p^i`` for child frame *i* at ``[R, t; 0, 1]`` in frame *p*'s
+    coordinates (Alg. 3 line 3 with the force transform (B.12)), written for the structure of a
+    spatial inertia instead of as a 6 x 6 product.
+
+    A spatial inertia about a frame's origin is ``[[A, [h]x], [[h]x^T, m 1]]`` (B.13: ``A`` the
+    rotational inertia about the origin, ``h = m c`` the first moment). With the rotation ``R``
+    orthonormal the product is again one, with mass ``m``, first moment ``g = R h + m t`` and
+
+    .. math:: A' = R A R^T - (R h) t^T - t (R h)^T - m t t^T
+              + (2 t \\cdot R h + m t \\cdot t) 1
+
+    (from ``[a]x [b]x = b a^T - (a . b) 1``): about 100 multiply-adds against about 320 for the
+    6 x 6 product, and ``A'`` is symmetric by construction (its upper triangle is mirrored).
+    ``m``, ``h`` and ``A`` are read from ``Ic[i]`` (the top-left block and the upper-right
+    ``[h]x``), so it must have that structure, as every inertia of the model has (B.13 and
+    these sums). It differs from the 6 x 6 product by round-off (``R R^T = 1`` is used exactly;
+    ``test_inertia.py`` bounds the difference). ``RA`` (3, 3) and ``g`` (3,) are scratch.
+    """
+    m = Ic[i, 3, 3]
+    h0 = Ic[i, 2, 4]
+    h1 = Ic[i, 0, 5]
+    h2 = Ic[i, 1, 3]
+    for r in range(3):  # R h, R A
+        g[r] = R[r, 0] * h0 + R[r, 1] * h1 + R[r, 2] * h2
         for c in range(3):
-            Xf[0, 3 + c] = t[1] * R[2, c] - t[2] * R[1, c]
-            Xf[1, 3 + c] = t[2] * R[0, c] - t[0] * R[2, c]
-            Xf[2, 3 + c] = t[0] * R[1, c] - t[1] * R[0, c]
-        # XI = Xf Ic_i, then Ic_p += XI Xf^T, each entry summed from +0.0 over k ascending.
-        # The terms with Xf's zero lower-left block are skipped: adding the exact zeros 0 * x
-        # (x finite) would leave a sum that started at +0.0 unchanged, so the result is the
-        # full product's bit for bit. Loops run k outside and columns c inside (contiguous rows,
-        # the per-entry order of additions unchanged).
-        for r in range(6):
-            k0 = 0 if r < 3 else 3
-            for c in range(6):
-                XI[r, c] = 0.0
-            for k in range(k0, 6):
-                x = Xf[r, k]
-                for c in range(6):
-                    XI[r, c] += x * Ic[i, k, c]
-        for r in range(6):
-            for c in range(6):
-                acc[c] = 0.0
-            for k in range(3):
-                x = XI[r, k]
-                for c in range(3):
-                    acc[c] += x * Xf[c, k]
-            for k in range(3, 6):
-                x = XI[r, k]
-                for c in range(6):
-                    acc[c] += x * Xf[c, k]
-            for c in range(6):
-                Ic[p, r, c] += acc[c]
+            RA[r, c] = R[r, 0] * Ic[i, 0, c] + R[r, 1] * Ic[i, 1, c] + R[r, 2] * Ic[i, 2, c]
+    t0, t1, t2 = t[0], t[1], t[2]
+    diag = 2.0 * (t0 * g[0] + t1 * g[1] + t2 * g[2]) + m * (t0 * t0 + t1 * t1 + t2 * t2)
+    for r in range(3):
+        for c in range(r, 3):
+            a = (RA[r, 0] * R[c, 0] + RA[r, 1] * R[c, 1] + RA[r, 2] * R[c, 2]
+                 - (g[r] * t[c] + t[r] * g[c]) - m * t[r] * t[c])
+            if r == c:
+                Ic[p, r, r] += a + diag
+            else:
+                Ic[p, r, c] += a
+                Ic[p, c, r] += a
+    for r in range(3):  # g = R h + m t: the first moment about p's origin
+        g[r] += m * t[r]
+    # [g]x in the upper-right block, its transpose in the lower-left, m 1 in the lower-right
+    Ic[p, 0, 4] -= g[2]
+    Ic[p, 0, 5] += g[1]
+    Ic[p, 1, 3] += g[2]
+    Ic[p, 1, 5] -= g[0]
+    Ic[p, 2, 3] -= g[1]
+    Ic[p, 2, 4] += g[0]
+    Ic[p, 4, 0] -= g[2]
+    Ic[p, 5, 0] += g[1]
+    Ic[p, 3, 1] += g[2]
+    Ic[p, 5, 1] -= g[0]
+    Ic[p, 3, 2] -= g[1]
+    Ic[p, 4, 2] += g[0]
+    Ic[p, 3, 3] += m
+    Ic[p, 4, 4] += m
+    Ic[p, 5, 5] += m
 
 
 # A frame's spatial inertia counts as unchanged by its joint's rotation when every entry of the
