@@ -170,22 +170,16 @@ def add_child_inertia(Ic, i, p, R, t, RA, g):
                 Ic[p, c, r] += a
     for r in range(3):  # g = R h + m t: the first moment about p's origin
         g[r] += m * t[r]
-    # [g]x in the upper-right block, its transpose in the lower-left, m 1 in the lower-right
-    Ic[p, 0, 4] -= g[2]
-    Ic[p, 0, 5] += g[1]
-    Ic[p, 1, 3] += g[2]
-    Ic[p, 1, 5] -= g[0]
-    Ic[p, 2, 3] -= g[1]
-    Ic[p, 2, 4] += g[0]
-    Ic[p, 4, 0] -= g[2]
-    Ic[p, 5, 0] += g[1]
-    Ic[p, 3, 1] += g[2]
-    Ic[p, 5, 1] -= g[0]
-    Ic[p, 3, 2] -= g[1]
-    Ic[p, 4, 2] += g[0]
-    Ic[p, 3, 3] += m
-    Ic[p, 4, 4] += m
-    Ic[p, 5, 5] += m
+    # [g]x in the upper-right block (row r: -g[k] in column j, +g[j] in column k, for the
+    # cyclic successors j, k of r), its transpose in the lower-left, m 1 in the lower-right
+    for r in range(3):
+        j = (r + 1) % 3
+        k = (r + 2) % 3
+        Ic[p, r, 3 + j] -= g[k]
+        Ic[p, r, 3 + k] += g[j]
+        Ic[p, 3 + j, r] -= g[k]
+        Ic[p, 3 + k, r] += g[j]
+        Ic[p, 3 + r, 3 + r] += m
 
 
 # A frame's spatial inertia counts as unchanged by its joint's rotation when every entry of the
