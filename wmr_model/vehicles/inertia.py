@@ -190,19 +190,12 @@ FOLD_RTOL = 1e-12
 @njit
 def _child_inertia_in_parent(I_child, R, t, ws):
     """``(X_p^i)^T I_child X_p^i`` (6, 6) for a child frame at ``[R, t; 0, 1]`` in its parent's
-    coordinates: :func:`composite_inertias` of the two-frame tree (massless parent, child)."""
-    parent = np.array([-1, 0])
-    I2 = np.zeros((2, 6, 6))
-    I2[1] = I_child
-    T2 = np.zeros((2, 4, 4))
-    for r in range(4):
-        T2[0, r, r] = 1.0
-    T2[1, 3, 3] = 1.0
-    for r in range(3):
-        T2[1, r, 3] = t[r]
-        for c in range(3):
-            T2[1, r, c] = R[r, c]
-    return composite_inertias(parent, I2, T2, np.empty((2, 6, 6)), ws).copy()
+    coordinates: :func:`add_child_inertia` into a massless parent (``ws`` from
+    :func:`composite_workspace`)."""
+    Ic = np.zeros((2, 6, 6))
+    Ic[1] = I_child
+    add_child_inertia(Ic, 1, 0, R, t, ws[2], ws[3])
+    return Ic[0].copy()
 
 
 @njit
