@@ -5,7 +5,13 @@ import pytest
 
 from wmr_model import kinematics as kin
 from wmr_model.errors import ShapeError
-from wmr_model.spatial import quat_from_euler, quat_to_rot, skew, spatial_inertia
+from wmr_model.spatial import (
+    plucker_force_from_transform,
+    quat_from_euler,
+    quat_to_rot,
+    skew,
+    spatial_inertia,
+)
 from wmr_model.vehicles.generators import random_tree_spec, skid_steer_spec
 from wmr_model.vehicles.inertia import (
     add_child_inertia,
@@ -64,7 +70,7 @@ def test_composite_inertia_equals_direct_sum(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_child_inertia_in_structured_form_is_the_6x6_product(seed):
     """Alg. 3 line 3 as evaluated (``add_child_inertia``: the structure of a spatial inertia)
-    against the 6 x 6 product with the force transform (B.12) built here from R and t: the same
+    against the 6 x 6 product with the force transform (B.12) of ``[R, t; 0, 1]``: the same
     to round-off (the bound the README states), for children of any mass, centre of mass,
     inertia and placement, added to a parent that already holds an inertia."""
     rng = np.random.default_rng(seed)
@@ -81,10 +87,10 @@ def test_child_inertia_in_structured_form_is_the_6x6_product(seed):
         quat = rng.normal(size=4)
         R = quat_to_rot(quat / np.linalg.norm(quat))
         t = rng.normal(scale=1.5, size=3)
-        Xf = np.zeros((6, 6))
-        Xf[:3, :3] = R
-        Xf[3:, 3:] = R
-        Xf[:3, 3:] = skew(t) @ R
+        T = np.eye(4)
+        T[:3, :3] = R
+        T[:3, 3] = t
+        Xf = plucker_force_from_transform(T)
         expected = parent + Xf @ child @ Xf.T
         Ic[0], Ic[1] = parent, child
         add_child_inertia(Ic, 1, 0, R, t, RA, g)
