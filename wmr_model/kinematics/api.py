@@ -20,13 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from wmr_model._jit import njit, run_ranges
+from wmr_model._jit import njit, num_threads, run_ranges
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.kinematics import constraints, solve
 from wmr_model.kinematics import loops as L
 from wmr_model.kinematics.constraints import project_loop_closures
 from wmr_model.kinematics.data import KernelData, kernel_data
-from wmr_model.kinematics.feedback import no_feedback_inputs
+from wmr_model.kinematics.feedback import FeedbackInputs
 from wmr_model.kinematics.initialize import initialize_terrain_contact
 from wmr_model.kinematics.solve import solve_workspace
 from wmr_model.kinematics.specialized import GENERIC, model_solve
@@ -447,11 +447,51 @@ def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, 
     return BatchInputs(N=N, T=u.shape[1], sigma=sigma, q0=q0a, rates=u)
 
 
-# The inputs a kinematic simulation leaves empty (slip parameters, process noise, initial
-# covariance, measured attitude, feedback): the compiled loop only reads them, so one set serves
-# every call.
-_NO_MEASURED_INPUTS = (np.zeros((1, 6)), np.zeros((1, 0, 6)), np.zeros((1, 6, 6)),
-                       np.zeros((1, 0, 2)), no_feedback_inputs())
+@njit
+def _simulation_io(q0, rates, act, nv, nc, vc_xy):
+    """The :class:`~wmr_model.kinematics.loops.PredictInputs` and fresh
+    :class:`~wmr_model.kinematics.loops.PredictOutputs` of a kinematic simulation of N runs.
+
+    ``q0`` (N, nq); ``rates`` (1 or N, T, na) the actuated joints' rates, written to the
+    columns ``6 + act`` of the commanded velocities (N, T, nv) (the other entries zero);
+    ``vc_xy`` (1 or N, T, nc, 2) contact slip velocities, or no rows for none (one shared
+    zero array). The inputs a kinematic simulation leaves empty (slip parameters, process noise,
+    initial covariance, measured attitude, feedback) and the outputs it does not write have no
+    rows. Built in one compiled call: its arrays are small and many, and the two records cross
+    into the loop as they are.
+    """
+    N = q0.shape[0]
+    T = rates.shape[1]
+    shared = rates.shape[0] == 1
+    qdot_cmd = np.zeros((N, T, nv))
+    for n in range(N):
+        r = 0 if shared else n
+        for s in range(T):
+            for k in range(act.shape[0]):
+                qdot_cmd[n, s, 6 + act[k]] = rates[r, s, k]
+    vc = vc_xy if vc_xy.shape[0] > 0 else np.zeros((1, T, nc, 2))
+    none = np.zeros((1, 0, 0))
+    X = L.PredictInputs(q0, qdot_cmd, vc, np.zeros((1, 6)), np.zeros((1, 0, 6)),
+                        np.zeros((1, 6, 6)), np.zeros((1, 0, 2)),
+                        FeedbackInputs(none, none.copy(), none.copy()))
+    Y = L.PredictOutputs(np.empty((N, T + 1, q0.shape[1])), np.empty((N, T, nv)),
+                         np.empty((N, T, nc)), np.empty((N, T + 1, nc)), np.zeros((N, 0, 6)),
+                         np.zeros((N, 0, nc, 2)), np.zeros((N, 0)), np.zeros((N, 0, 6, 6)),
+                         np.zeros((N, 0), np.uint8))
+    return X, Y
+
+
+@njit
+def _simulate_serial(m, t, o, q0, rates, act, nv, nc, vc_xy):
+    """A kinematic simulation of the runs of :func:`_simulation_io` one after another, in one
+    compiled call (no records cross back into Python): returns ``(q, qdot, vc_norm, dz)``."""
+    X, Y = _simulation_io(q0, rates, act, nv, nc, vc_xy)
+    L.predict_range(0, q0.shape[0], m, t, o, X, Y)
+    return Y.q_traj, Y.qdot_traj, Y.vc_norm, Y.dz_traj
+
+
+# vc_xy of a simulation without contact slip (no rows: see _simulation_io)
+_NO_SLIP = np.zeros((0, 1, 1, 2))
 
 # Per model, the options of its recent simulations (known mask, step, gains, solver address):
 # building them costs more than a short simulation's steps. Weak keys: they go with the model.
@@ -508,12 +548,10 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
     batched = np.ndim(joint_rates) == 3 or np.ndim(q0) == 2
     act = model.actuated_joints
     b = prepare_batch(model, q0, joint_rates, dt, integrator, stabilization, n_actuated=len(act))
-    N, T, sigma, q0a = b.N, b.T, b.sigma, b.q0
-    qdot_cmd = np.zeros((N, T, model.nv))
-    qdot_cmd[:, :, 6 + act] = b.rates  # (1 or N, T, na), broadcast over N
+    N, T = b.N, b.T
     nc = model.nc
     if vc_xy is None:
-        vc = np.zeros((1, T, nc, 2))  # shared by the batch (leading 1, see PredictInputs)
+        vc = _NO_SLIP  # no rows: zeros shared by the batch
     else:
         vc = np.asarray(vc_xy, dtype=float)
         if vc.ndim == 3:
@@ -521,17 +559,17 @@ def simulate(model: VehicleModel, terrain: Terrain, q0: np.ndarray, joint_rates:
         if vc.shape[1:] != (T, nc, 2) or vc.shape[0] not in (1, N):
             raise ShapeError(f"vc_xy: expected ({T}, {nc}, 2) or (N, {T}, {nc}, 2), "
                              f"got {np.shape(vc_xy)}")
-        vc = np.ascontiguousarray(np.broadcast_to(vc, (N, T, nc, 2)))
-    q_traj = np.empty((N, T + 1, model.nq))
-    qdot_traj = np.empty((N, T, model.nv))
-    vcn = np.empty((N, T, nc))
-    dz = np.empty((N, T + 1, nc))
+        vc = np.array(np.broadcast_to(vc, (N, T, nc, 2)), order="C")  # writable, C
     m, t = model.kinematic_arrays(), terrain.kernel_args()
-    o = _simulation_options(model, dt, sigma, integrator, bool(warm_start))
-    X = L.PredictInputs(q0a, qdot_cmd, vc, *_NO_MEASURED_INPUTS)
-    Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, np.zeros((N, 0, 6)), np.zeros((N, 0, nc, 2)),
-                         np.zeros((N, 0)), np.zeros((N, 0, 6, 6)), np.zeros((N, 0), np.uint8))
-    run_ranges(L.predict_range, N, N, m, t, o, X, Y)
+    o = _simulation_options(model, dt, b.sigma, integrator, bool(warm_start))
+    rates = np.ascontiguousarray(b.rates)
+    if N == 1 or num_threads() == 1:
+        q_traj, qdot_traj, vcn, dz = _simulate_serial(m, t, o, b.q0, rates, act, model.nv, nc,
+                                                      vc)
+    else:
+        X, Y = _simulation_io(b.q0, rates, act, model.nv, nc, vc)
+        run_ranges(L.predict_range, N, N, m, t, o, X, Y)
+        q_traj, qdot_traj, vcn, dz = Y.q_traj, Y.qdot_traj, Y.vc_norm, Y.dz_traj
     if not batched:
         return Trajectory(float(dt), q_traj[0], qdot_traj[0], vcn[0], dz[0])
     return Trajectory(float(dt), q_traj, qdot_traj, vcn, dz)
