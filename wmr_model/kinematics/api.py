@@ -16,6 +16,7 @@ import math
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -355,9 +356,9 @@ class Trajectory:
         return self.q[..., 7:]
 
 
-@dataclass(frozen=True)
-class BatchInputs:
-    """Validated inputs shared by :func:`simulate` and :func:`wmr_model.prediction.predict.predict`.
+class BatchInputs(NamedTuple):
+    """Validated inputs shared by :func:`simulate` and :func:`wmr_model.prediction.predict.predict`
+    (a named tuple: built on every call, where a frozen dataclass costs several times more).
 
     Attributes:
         N: batch size (largest of the inputs' batch sizes).
@@ -427,11 +428,13 @@ def prepare_batch(model: VehicleModel, q0: np.ndarray, joint_rates: np.ndarray, 
         q0a = q0a[None]
     if q0a.ndim != 2 or q0a.shape[1] != model.nq:
         raise ShapeError(f"q0: expected shape ({model.nq},) or (N, {model.nq}), got {np.shape(q0)}")
-    sizes = {rates_name: u.shape[0], "q0": q0a.shape[0], **(other_batch_sizes or {})}
-    N = max(sizes.values())
-    for name, n in sizes.items():
-        if n not in (1, N):
-            raise ShapeError(f"{name}: batch size {n} does not match N = {N}")
+    N = max(u.shape[0], q0a.shape[0])
+    if other_batch_sizes or u.shape[0] != q0a.shape[0]:
+        sizes = {rates_name: u.shape[0], "q0": q0a.shape[0], **(other_batch_sizes or {})}
+        N = max(sizes.values())
+        for name, n in sizes.items():
+            if n not in (1, N):
+                raise ShapeError(f"{name}: batch size {n} does not match N = {N}")
     # the checks of _state for every row in one compiled pass; _state names a failing row
     # (and decides a norm at the tolerance to round-off: then the scan goes on)
     bad = _first_invalid_state(q0a, _UNIT_QUATERNION_TOL, 0)
