@@ -104,18 +104,13 @@ def _copy_state(s, TW, TC, DZ, ANG, d):
 
 
 @njit(cache=False)
-def _time_state_copies(m, Q, TW, TC, DZ, ANG, sigma, vc, d):
+def _time_constraints(m, Q, TW, TC, DZ, ANG, sigma, vc, d, build):
     for s in range(Q.shape[0]):
+        # the workspace of state s (its frames and contacts), d's A and v written; with build
+        # False only the copies run (timed alone and subtracted)
         _copy_state(s, TW, TC, DZ, ANG, d)
-
-
-@njit(cache=False)
-def _time_constraints(m, Q, TW, TC, DZ, ANG, sigma, vc, d):
-    for s in range(Q.shape[0]):
-        # the workspace of state s (its frames and contacts), d's A and v written; the copies
-        # are timed alone (_time_state_copies) and subtracted
-        _copy_state(s, TW, TC, DZ, ANG, d)
-        constraint_system(m, d, Q[s], sigma, vc)
+        if build:
+            constraint_system(m, d, Q[s], sigma, vc)
 
 
 @njit(cache=False)
@@ -195,8 +190,8 @@ def kernel_profile(quick: bool, dt: float = 0.04) -> dict:
             "wheel_contact (warm)": _best(_time_contact, m, t, TW, d.T_contact, d.dz,
                                           d.contact_angle, ws),
             "constraint_system": (
-                _best(_time_constraints, m, Q, TW, TC, DZ, ANG, sigma, vc, d.kernel)
-                - _best(_time_state_copies, m, Q, TW, TC, DZ, ANG, sigma, vc, d.kernel)),
+                _best(_time_constraints, m, Q, TW, TC, DZ, ANG, sigma, vc, d.kernel, True)
+                - _best(_time_constraints, m, Q, TW, TC, DZ, ANG, sigma, vc, d.kernel, False)),
             "solve_partitioned": _best(_time_solve, AA, VV, known, qk, d.qdot, sws),
             "solve + resolve_partitioned": _best(_time_solve_resolve, AA, VV, known, qk, d.qdot,
                                                  sws),

@@ -109,26 +109,16 @@ def _copy_state(TW, TC, dz, ang, d):
 
 
 @njit(cache=False)
-def _state_copies(reps, a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc, d):
+def _constraints(reps, a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc, d, build):
     s = 0.0
     for _ in range(reps):
         for n in range(Q.shape[0]):
             for t in range(Q.shape[1] - 1):
+                # the recorded state (n, t) copied into d (with build False only the copies
+                # run: timed alone and subtracted); d's A and v written
                 _copy_state(T_worlds[n, t], T_contacts[n, t], dzs[n, t], angs[n, t], d)
-                s += d.dz[0]
-    return s
-
-
-@njit(cache=False)
-def _constraints(reps, a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc, d):
-    s = 0.0
-    for _ in range(reps):
-        for n in range(Q.shape[0]):
-            for t in range(Q.shape[1] - 1):
-                # the recorded state (n, t) copied into d (the copies are timed alone by
-                # _state_copies and subtracted); d's A and v written
-                _copy_state(T_worlds[n, t], T_contacts[n, t], dzs[n, t], angs[n, t], d)
-                constraint_system(a, d, Q[n, t], sigma, vc)
+                if build:
+                    constraint_system(a, d, Q[n, t], sigma, vc)
                 s += d.A[0, 0]
     return s
 
@@ -361,11 +351,9 @@ def main(n: int = 16, reps: int = 4, quiet: bool = False) -> dict:
     us["fk + wheel_contact cold"] = _per_step(_contact, states, a, tg, Q, *ws, False)
     us["wheel_contact warm"] = us["fk + wheel_contact warm"] - us["forward_kinematics"]
     us["wheel_contact cold"] = us["fk + wheel_contact cold"] - us["forward_kinematics"]
-    us["constraint_system"] = (
-        _per_step(_constraints, states, a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc,
-                  d.kernel)
-        - _per_step(_state_copies, states, a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc,
-                    d.kernel))
+    rows_args = (a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc, d.kernel)
+    us["constraint_system"] = (_per_step(_constraints, states, *rows_args, True)
+                               - _per_step(_constraints, states, *rows_args, False))
     us["solve_partitioned"] = _per_step(_solve, states, As, vs, known, qcmd, d.qdot,
                                         solve_workspace(mrows, known))
     sws = solve_workspace(mrows, known)
