@@ -89,26 +89,14 @@ def _time_contact(m, t, TW, T_contact, dz, ang, ws):
 
 
 @njit(cache=False)
-def _copy_state(s, TW, TC, DZ, ANG, d):
-    """Copy state s's frames and contacts into the workspace ``d`` (element by element)."""
-    for i in range(TW.shape[1]):
-        for r in range(4):
-            for c in range(4):
-                d.T_world[i, r, c] = TW[s, i, r, c]
-    for k in range(TC.shape[1]):
-        for r in range(4):
-            for c in range(4):
-                d.T_contact[k, r, c] = TC[s, k, r, c]
-        d.dz[k] = DZ[s, k]
-        d.contact_angle[k] = ANG[s, k]
-
-
-@njit(cache=False)
 def _time_constraints(m, Q, TW, TC, DZ, ANG, sigma, vc, d, build):
     for s in range(Q.shape[0]):
         # the workspace of state s (its frames and contacts), d's A and v written; with build
         # False only the copies run (timed alone and subtracted)
-        _copy_state(s, TW, TC, DZ, ANG, d)
+        d.T_world[:] = TW[s]
+        d.T_contact[:] = TC[s]
+        d.dz[:] = DZ[s]
+        d.contact_angle[:] = ANG[s]
         if build:
             constraint_system(m, d, Q[s], sigma, vc)
 

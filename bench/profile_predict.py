@@ -94,21 +94,6 @@ def _contact(reps, a, tg, Q, T_world, T_contact, dz, ang, warm):
 
 
 @njit(cache=False)
-def _copy_state(TW, TC, dz, ang, d):
-    """Copy a recorded state's frames and contacts into the workspace ``d``."""
-    for i in range(TW.shape[0]):
-        for r in range(4):
-            for c in range(4):
-                d.T_world[i, r, c] = TW[i, r, c]
-    for k in range(TC.shape[0]):
-        for r in range(4):
-            for c in range(4):
-                d.T_contact[k, r, c] = TC[k, r, c]
-        d.dz[k] = dz[k]
-        d.contact_angle[k] = ang[k]
-
-
-@njit(cache=False)
 def _constraints(reps, a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc, d, build):
     s = 0.0
     for _ in range(reps):
@@ -116,7 +101,10 @@ def _constraints(reps, a, Q, T_worlds, T_contacts, dzs, angs, sigma, vc, d, buil
             for t in range(Q.shape[1] - 1):
                 # the recorded state (n, t) copied into d (with build False only the copies
                 # run: timed alone and subtracted); d's A and v written
-                _copy_state(T_worlds[n, t], T_contacts[n, t], dzs[n, t], angs[n, t], d)
+                d.T_world[:] = T_worlds[n, t]
+                d.T_contact[:] = T_contacts[n, t]
+                d.dz[:] = dzs[n, t]
+                d.contact_angle[:] = angs[n, t]
                 if build:
                     constraint_system(a, d, Q[n, t], sigma, vc)
                 s += d.A[0, 0]
