@@ -8,8 +8,13 @@ Zoë at 1 m/s straight over the rough wmrde benchmark terrains, dt 0.04, 10 s (t
 loop (best of the repeats, per step): forward kinematics, CRBA (which includes forward
 kinematics), cold collision, bias force (Alg. 4 or 2.89), holonomic + stacked constraint rows,
 independent rows (the thesis' solver only, ``--solver thesis``); "force balance and rest" is the
-compiled loop's whole step less those. ``--solver`` picks the force balance (default: the
-default one, :data:`wmr_model.dynamics.model.DEFAULT_SOLVER`).
+compiled loop's whole step less those. Within it (joint-acceleration solver): one evaluation of
+the error and its Jacobian (:func:`~wmr_model.dynamics.joint_acceleration
+.joint_acceleration_error` at each state's next velocities; five evaluations per state less
+one, over four) and, of that, the contact models' forces and Jacobians alone (Pacejka, every
+wheel, at the same rows' velocities), with the evaluations per step (Newton iterations + 1).
+``--solver`` picks the force balance (default: the default one,
+:data:`wmr_model.dynamics.model.DEFAULT_SOLVER`).
 Also printed: the Newton iterations and the ``simulate_dynamics`` call (with its Python set-up)
 per step and as a real-time factor. Numbers are printed, never asserted.
 """
@@ -23,6 +28,7 @@ import time
 import numpy as np
 
 from wmr_model._jit import njit
+from wmr_model.contact.models import contact_force
 from wmr_model.dynamics.constraints import (
     assemble_constraints,
     independent_rows_into,
@@ -30,6 +36,7 @@ from wmr_model.dynamics.constraints import (
 )
 from wmr_model.dynamics.crba import crba_into, crba_workspace, relative_transforms
 from wmr_model.dynamics.data import create_step_data
+from wmr_model.dynamics.joint_acceleration import AccelArgs, joint_acceleration_error
 from wmr_model.dynamics.model import (
     DEFAULT_SOLVER,
     SOLVERS,
@@ -38,6 +45,9 @@ from wmr_model.dynamics.model import (
 )
 from wmr_model.dynamics.rnea import bias_force_fused, bias_force_into, rnea_workspace
 from wmr_model.dynamics.simulate import (
+    _model_forces,
+    _row_flags,
+    _step_kinematics,
     create_rollout,
     dynamics_step,
     simulate_dynamics,
@@ -126,6 +136,43 @@ def _setup_loop(dm, ter, d, Q, QD, U, q_next, qd_next):
         dynamics_step(dm, ter, d, Q[t], QD[t], U[t], q_next, qd_next)
 
 
+@njit
+def _eval_loop(dm, ter, d, Q, QD, X, U, reps):
+    """Each recorded state's step kinematics and row flags, then ``reps`` evaluations of the
+    joint-acceleration error and Jacobian at the recorded next velocities ``X``."""
+    nw = dm.kin.wheel_frame.shape[0]
+    for t in range(Q.shape[0]):
+        _step_kinematics(dm, ter, d, Q[t], QD[t], U[t])
+        _row_flags(dm, d, nw)
+        a = AccelArgs(d.M, d.c, QD[t], _model_forces(dm, d, U[t], d.dz, d.A, d.eye))
+        for _ in range(reps):
+            joint_acceleration_error(X[t], a, d.Minv_tc, d.Lm, d.fmodel, d.fb)
+
+
+@njit
+def _force_inputs(dm, ter, d, Q, QD, X, U, Y, RW, DZN):
+    """The contact models' inputs at each recorded state's next velocities, as
+    :func:`~wmr_model.dynamics.force_balance.contact_terms` forms them: row velocities ``Y``
+    (T, nw, 3), ``R w`` ``RW`` (T, nw) and the next step's contact height error ``DZN``."""
+    nw = dm.kin.wheel_frame.shape[0]
+    for t in range(Q.shape[0]):
+        _step_kinematics(dm, ter, d, Q[t], QD[t], U[t])
+        v = d.A @ X[t]
+        for k in range(nw):
+            for r in range(3):
+                Y[t, k, r] = v[3 * k + r]
+            RW[t, k] = dm.trk.contact_radius[k] * X[t, 6 + dm.trk.contact_joint[k]]
+            DZN[t, k] = d.dz[k] + dm.opt.dt * Y[t, k, 2]
+
+
+@njit
+def _force_loop(dm, Y, RW, DZN, fc, J):
+    for t in range(Y.shape[0]):
+        for k in range(Y.shape[1]):
+            contact_force(dm.ckinds[k], dm.cparams[k], dm.ctables[k], dm.caxes[k], Y[t, k],
+                          RW[t, k], DZN[t, k], fc, J)
+
+
 def _warm_started(d, v_prev: np.ndarray):
     """``d`` with the row velocities of the first step's warm start."""
     d.v_prev[:] = v_prev
@@ -179,6 +226,10 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
         cols[6 + act[k]] = False
     out = create_rollout(model, 1, T)
     one = type(out)(*(a[0] for a in out))
+    X = np.ascontiguousarray(tr.qdot[1:])  # each step's next velocities
+    de = create_step_data(dm, nv)
+    Y, RW, DZN = np.empty((T, nw, 3)), np.empty((T, nw)), np.empty((T, nw))
+    _force_inputs(dm, ta, de, Q, QD, X, U, Y, RW, DZN)
     # no iteration, and no rescue of the unconverged step by the thesis' solver
     dm0 = dm._replace(opt=dm.opt._replace(single_step=True, max_iter=0))
     d0 = create_step_data(dm0, nv)
@@ -192,6 +243,9 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
         "bias": lambda: _bias_loop(dm, Q, QD, TW, RU, PU, Ic, c, rnea_workspace(nf, nv)),
         "rows": lambda: _rows_loop(dm, Q, TW, TC, c_hol, J_hol, AA),
         "indep": lambda: _indep_loop(AA, active, cols, forced, indep),
+        "eval1": lambda: _eval_loop(dm, ta, de, Q, QD, X.copy(), U, 1),
+        "eval5": lambda: _eval_loop(dm, ta, de, Q, QD, X.copy(), U, 5),
+        "forces": lambda: _force_loop(dm, Y, RW, DZN, np.empty(3), np.empty((3, 5))),
         "setup": lambda: _setup_loop(dm0, ta, _warm_started(d0, AA[0] @ QD[0]), Q, QD, U,
                                      np.empty(model.nq), np.empty(nv)),
         "step": lambda: simulate_loop(dm, ta, q0, qd0, U, one, no_feedback(),
@@ -211,8 +265,8 @@ def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold",
     u = sc.straight_wheel_rates(model, 1.0)
     T = round(DURATION / DT)
     U = np.tile(u, (T, 1))
-    keys = ("fk", "crba", "contact", "contact_warm", "rel", "bias", "rows", "indep", "setup",
-            "step", "call")
+    keys = ("fk", "crba", "contact", "contact_warm", "rel", "bias", "rows", "indep", "eval1",
+            "eval5", "forces", "setup", "step", "call")
     acc = {k: 0.0 for k in keys}
     iters = []
     for ter in terrains:
@@ -227,6 +281,7 @@ def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold",
     out = {"us_per_step": acc, "force_balance_and_rest": acc["step"] - parts,
            "newton_iterations": acc["step"] - acc["setup"],
            "mean_iterations": float(np.mean(iters)),
+           "error_evaluation": (acc["eval5"] - acc["eval1"]) / 4.0,
            "real_time_factor_call": DT / (acc["call"] * 1e-6),
            "real_time_factor_loop": DT / (acc["step"] * 1e-6), "terrains": len(terrains),
            "solver": solver}
@@ -260,6 +315,13 @@ def main() -> None:
     print(f"  {'force balance and rest':36s} {r['force_balance_and_rest']:7.2f}")
     print(f"    {'of which Newton iterations':34s} {r['newton_iterations']:7.2f}  (step less "
           "the step with max_iter 0)")
+    if ns.solver != "thesis":
+        ev = r["error_evaluation"]
+        n_ev = r["mean_iterations"] + 1.0
+        print(f"    {'one error + Jacobian evaluation':34s} {ev:7.2f}  (x {n_ev:.2f} per step = "
+              f"{ev * n_ev:.2f})")
+        print(f"      {'of which the tyre forces':32s} {us['forces']:7.2f}  (x {n_ev:.2f} = "
+              f"{us['forces'] * n_ev:.2f})")
     print(f"  {'whole compiled step':36s} {us['step']:7.2f}  ({r['real_time_factor_loop']:,.0f}x"
           " real time)")
     print(f"  {'simulate_dynamics call':36s} {us['call']:7.2f}  ({r['real_time_factor_call']:,.0f}x"
