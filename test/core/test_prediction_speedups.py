@@ -4,6 +4,9 @@
   the cold fan search: state by state along a whole rough-terrain run, and whole runs of the
   compiled loop with the warm start on and off.
 * The parallel batch is each candidate's serial run, bit for bit.
+* A plain kinematic simulation runs the loop's specialization (``plain_trajectory``): every
+  output bit for bit the general loop's, for wheels, tracks and a rocker-bogie, with contact
+  slip velocities.
 * ``predict(attitude=..., known_angular_velocity=...)``: defaults unchanged; the imposed
   attitude is the measured one; the known gyro rate is the one integrated; the compiled
   attitude input equals the per-step Python oracle (predict one step, impose, repeat).
@@ -19,7 +22,7 @@ from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import loops as L
 from wmr_model.kinematics.feedback import no_feedback_inputs
 from wmr_model.kinematics.wheel_collision import contact_workspace, wheel_contact
-from wmr_model.prediction.controllers import straight_wheel_rates
+from wmr_model.prediction.controllers import straight_wheel_rates, track_rates
 from wmr_model.prediction.predict import predict
 from wmr_model.spatial import quats_to_euler
 from wmr_model.terrain import surface as tr
@@ -121,6 +124,33 @@ def test_parallel_batch_is_each_candidates_serial_run(zoe, rough):
         for name in ("q", "qdot", "dz", "slip", "stability_margin", "covariance"):
             assert np.array_equal(getattr(batch, name)[n], getattr(one, name)[0],
                                   equal_nan=True), name
+
+
+@pytest.mark.parametrize("name", ["zoe", "absolem", "rocky7"])
+def test_plain_simulation_loop_is_the_general_loop(name, rough):
+    m = load_vehicle(name)
+    q0, _ = kin.initialize_contact(m, rough)
+    rng = np.random.default_rng(11)
+    T = 60
+    speed = rng.uniform(0.5, 1.1, T)
+    rates = (track_rates(m, speed, speed) if name == "absolem"
+             else straight_wheel_rates(m, 1.0) * speed[:, None])
+    vc = rng.normal(0.0, 0.02, (T, m.nc, 2))  # contact slip velocities (enhanced kinematics)
+    sim = kin.simulate(m, rough, q0, rates, DT, vc_xy=vc)
+    # the general loop on the same inputs: the records kin.simulate hands its loop
+    b = kin.prepare_batch(m, q0, rates, DT, "euler", kin.DEFAULT_STABILIZATION)
+    o = kin._simulation_options(m, DT, b.sigma, "euler", True)
+    X, Y = kin._simulation_io(b.q0, np.ascontiguousarray(b.rates), m.actuated_joints, m.nv,
+                              m.nc, np.ascontiguousarray(vc[None]))
+    x, y = L._candidate(X, Y, 0)
+    ma = m.kinematic_arrays()
+    assert L.is_plain_simulation(ma, o, x, y) == (ma.loop_closure.shape[0] == 0)
+    d = kin.create_data(m, o.known, warm_contact=True, residual=False).kernel
+    L.predict_trajectory(ma, rough.kernel_args(), d, o, x, y)
+    for got, want in ((sim.q, Y.q_traj[0]), (sim.qdot, Y.qdot_traj[0]),
+                      (sim.contact_speed, Y.vc_norm[0]), (sim.dz, Y.dz_traj[0])):
+        assert np.array_equal(got, want)
+    assert np.hypot(*(sim.q[-1, 4:6] - q0[4:6])) > 1.0  # it drove over the bumps
 
 
 @pytest.fixture(scope="module")
