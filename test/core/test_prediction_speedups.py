@@ -4,9 +4,10 @@
   the cold fan search: state by state along a whole rough-terrain run, and whole runs of the
   compiled loop with the warm start on and off.
 * The parallel batch is each candidate's serial run, bit for bit.
-* A plain kinematic simulation runs the loop's specialization (``plain_trajectory``): every
-  output bit for bit the general loop's, for wheels, tracks and a rocker-bogie, with contact
-  slip velocities.
+* The Euler specialization of the loop (``euler_trajectory``) gives every output of the
+  general loop bit for bit: kinematic simulations of wheels, tracks and a rocker-bogie with
+  contact slip velocities, and planner batches (enhanced, stability flags, covariance, every
+  sample or end states only).
 * ``predict(attitude=..., known_angular_velocity=...)``: defaults unchanged; the imposed
   attitude is the measured one; the known gyro rate is the one integrated; the compiled
   attitude input equals the per-step Python oracle (predict one step, impose, repeat).
@@ -15,13 +16,16 @@
 import numpy as np
 import pytest
 
+from wmr_model._jit import njit
 from wmr_model.errors import ParameterError, ShapeError
 from wmr_model.io.terrain_files import load_wmrde_benchmark_terrains
 from wmr_model.io.vehicles import load_vehicle
 from wmr_model.kinematics import api as kin
 from wmr_model.kinematics import loops as L
+from wmr_model.kinematics.data import kernel_data
 from wmr_model.kinematics.feedback import no_feedback_inputs
 from wmr_model.kinematics.wheel_collision import contact_workspace, wheel_contact
+from wmr_model.prediction import predict as prediction_module
 from wmr_model.prediction.controllers import straight_wheel_rates, track_rates
 from wmr_model.prediction.predict import predict
 from wmr_model.spatial import quats_to_euler
@@ -127,7 +131,7 @@ def test_parallel_batch_is_each_candidates_serial_run(zoe, rough):
 
 
 @pytest.mark.parametrize("name", ["zoe", "absolem", "rocky7"])
-def test_plain_simulation_loop_is_the_general_loop(name, rough):
+def test_euler_loop_simulation_is_the_general_loop(name, rough):
     m = load_vehicle(name)
     q0, _ = kin.initialize_contact(m, rough)
     rng = np.random.default_rng(11)
@@ -144,13 +148,47 @@ def test_plain_simulation_loop_is_the_general_loop(name, rough):
                               m.nc, np.ascontiguousarray(vc[None]))
     x, y = L._candidate(X, Y, 0)
     ma = m.kinematic_arrays()
-    assert L.is_plain_simulation(ma, o, x, y) == (ma.loop_closure.shape[0] == 0)
+    assert L.takes_euler_loop(ma, o, x) == (ma.loop_closure.shape[0] == 0)
     d = kin.create_data(m, o.known, warm_contact=True, residual=False).kernel
     L.predict_trajectory(ma, rough.kernel_args(), d, o, x, y)
     for got, want in ((sim.q, Y.q_traj[0]), (sim.qdot, Y.qdot_traj[0]),
                       (sim.contact_speed, Y.vc_norm[0]), (sim.dz, Y.dz_traj[0])):
         assert np.array_equal(got, want)
     assert np.hypot(*(sim.q[-1, 4:6] - q0[4:6])) > 1.0  # it drove over the bumps
+
+
+@njit
+def _general_range(lo, hi, m, t, o, X, Y):
+    """predict_range with every candidate in the general loop (the oracle)."""
+    for n in range(lo, hi):
+        d = kernel_data(m, o.known, o.I_frame, o.enhanced or o.assess, o.warm_contact, False)
+        x, y = L._candidate(X, Y, n)
+        L.predict_trajectory(m, t, d, o, x, y)
+
+
+@pytest.mark.parametrize("every", [1, 7, 20])
+def test_euler_loop_batch_is_the_general_loop(zoe, rough, every, monkeypatch):
+    m = zoe
+    q0, _ = kin.initialize_contact(m, rough)
+    rng = np.random.default_rng(5)
+    cmds = straight_wheel_rates(m, 1.0) * rng.uniform(0.3, 1.6, (5, 20, len(m.actuated_joints)))
+    kw = dict(fidelity="enhanced", slip_params=[0.05, -0.03, 0.4, 0.2, 0.0, -0.1],
+              Qprime=np.diag([1e-4, 1e-4, 4e-3, 1e-2, 2e-3, 1e-4]), tipover_margin=0.79,
+              liftoff_threshold=3e-3, every=every)
+    fast = predict(m, rough, q0, cmds, DT, **kw)
+    seen = []
+
+    def general(kernel, n, chunks, m_, t_, o_, X, Y):
+        seen.append(all(L.takes_euler_loop(m_, o_, L._candidate(X, Y, k)[0]) for k in range(n)))
+        _general_range(0, n, m_, t_, o_, X, Y)
+
+    monkeypatch.setattr(prediction_module, "run_ranges", general)
+    ref = predict(m, rough, q0, cmds, DT, **kw)
+    assert seen == [True]  # the fast run took the Euler loop: not general against general
+    assert ref.flags.any() and (ref.flags == 0).any()  # flags raised and not
+    for name in ("q", "qdot", "contact_speed", "dz", "slip", "wheel_slip", "stability_margin",
+                 "covariance", "flags"):
+        assert np.array_equal(getattr(fast, name), getattr(ref, name), equal_nan=True), name
 
 
 @pytest.fixture(scope="module")

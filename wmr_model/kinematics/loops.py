@@ -7,8 +7,9 @@ compose the per-step kernels of the stage modules (:mod:`.solve`,
 :mod:`wmr_model.kinematics.enhanced` and the covariance step of
 :mod:`wmr_model.kinematics.uncertainty`, and contain no physics of their own.
 :func:`predict_trajectory` is the one prediction loop; a kinematic simulation is it with the
-enhanced, stability and covariance options off (:func:`simulation_options`), run by its
-bit-identical specialization :func:`plain_trajectory` (faster, nothing else).
+enhanced, stability and covariance options off (:func:`simulation_options`). Trajectories
+without RK4 stages and per-step extras run its bit-identical specialization
+:func:`euler_trajectory` (faster, nothing else).
 
 The loops read ``f(m, t, d, o, x, y)``: the model ``m`` (:class:`~wmr_model.vehicles.model
 .KernelModel`), the terrain ``t`` (:class:`~wmr_model.terrain.surface.TerrainArrays`), the
@@ -190,8 +191,8 @@ def predict_trajectory(m, t, d, o, x, y):
     .kernel_data` for ``o.known``), options ``o`` (:class:`PredictOptions`), inputs ``x``
     (:class:`PredictInputs`) and outputs ``y`` (:class:`PredictOutputs`).
 
-    (A plain kinematic simulation, :func:`is_plain_simulation`, runs its specialization
-    :func:`plain_trajectory` instead, bit for bit the same.)
+    (Euler without the per-step extras, :func:`takes_euler_loop`, runs its specialization
+    :func:`euler_trajectory` instead, bit for bit the same.)
 
     Each step: the joint-space velocity, plain kinematics (2.38) or enhanced (2.44)-(2.52),
     with the process noise ``x.body_noise`` (Monte Carlo samples, or none) added to the body
@@ -288,44 +289,65 @@ def predict_trajectory(m, t, d, o, x, y):
 
 
 @njit(refcount=False)
-def is_plain_simulation(m, o, x, y):
-    """True when :func:`plain_trajectory` computes what :func:`predict_trajectory` would for
-    these options, inputs and outputs: plain kinematics (neither enhanced nor assessed, no
-    covariance), Euler, every sample written, no flags, process noise, imposed attitude,
-    closed-loop law or loop closure."""
-    return (not (o.enhanced or o.assess or o.propagate) and o.integrator == EULER
-            and o.every == 1 and o.feedback.kind == 0 and y.flags.shape[0] == 0
-            and x.body_noise.shape[0] == 0 and x.attitude.shape[0] == 0
-            and m.loop_closure.shape[0] == 0)
+def takes_euler_loop(m, o, x):
+    """True when :func:`euler_trajectory` runs a trajectory instead of
+    :func:`predict_trajectory`: the Euler integrator, and none of a closed-loop law, process
+    noise, imposed attitude or loop closures."""
+    return (o.integrator == EULER and o.feedback.kind == 0 and x.body_noise.shape[0] == 0
+            and x.attitude.shape[0] == 0 and m.loop_closure.shape[0] == 0)
 
 
 @njit
-def plain_trajectory(m, t, d, o, x, y):
-    """:func:`predict_trajectory` specialized to a plain kinematic simulation
-    (:func:`is_plain_simulation`): each step the joint-space velocity (2.38), the sample
-    written, the Euler step (2.39); the final state's velocity gives its contact errors.
+def euler_trajectory(m, t, d, o, x, y):
+    """:func:`predict_trajectory` specialized to the Euler integrator without a closed-loop
+    law, process noise, imposed attitude or loop closures (:func:`takes_euler_loop`): the
+    kinematic simulation and the planner's candidates. Each step: the joint-space velocity,
+    plain (2.38) or enhanced (2.44)-(2.52); the stability margin and flags; the sample
+    writes; the covariance step (3.22)-(3.24); the Euler step (2.39).
 
-    The same kernels in the same order with the same arguments, so the outputs are bit for
-    bit those of :func:`predict_trajectory` (``test/core/test_prediction_speedups.py``). It
-    exists for speed alone: as its own compiled function, without the branches of the other
-    options, the step's kernels are laid out for this one path and a step costs 6-8 % less
+    The same kernels in the same order with the same arguments, so every output is bit for
+    bit that of :func:`predict_trajectory` (``test/core/test_prediction_speedups.py``). It
+    exists for speed alone: as its own compiled function, without the stage loop and the
+    branches of the other options, the step's kernels are laid out for this path, 7-8 % less
+    per step of a kinematic simulation and ~5 % per candidate-step of the planner's batch
     (README, "Kinematic step"); the general loop stays the reference.
     """
     nsteps = x.qdot_cmd.shape[0]
+    stats = o.enhanced or o.assess
+    s = E.BodySlip(o.I_frame, o.gravity, x.slip_p, o.slip_axes, o.enhanced)
+    P = x.P0.copy()
     q = x.q0.copy()
     qn = np.empty(q.shape[0])
     qdot = d.qdot
+    has_flags = y.flags.shape[0] > 0
+    fl = 0
+    margin = np.nan
     for step in range(nsteps + 1):
-        tc = nsteps - 1 if step == nsteps else step  # the final state keeps the last commands
-        joint_space_velocity(m, t, d, q, o.known, x.qdot_cmd[tc], o.sigma, x.vc_xy[tc], qdot,
-                             o.solver)
-        if step == nsteps:
+        final = step == nsteps
+        tc = nsteps - 1 if final else step  # the final state keeps the last step's commands
+        if stats:
+            E.enhanced_joint_space_velocity(m, t, d, q, o.known, x.qdot_cmd[tc], o.sigma,
+                                            x.vc_xy[tc], qdot, s, o.solver)
+            margin = E.stability_margin(d.T_world, d.T_contact, d.cg, d.f_cg, d.margin_ws)
+        else:
+            joint_space_velocity(m, t, d, q, o.known, x.qdot_cmd[tc], o.sigma, x.vc_xy[tc],
+                                 qdot, o.solver)
+        if final:
             break
-        _record_sample(o, d, y, step, q, qdot, np.nan, x.P0)
+        if has_flags:
+            fl |= _state_flags(margin, d.dz, m.wheel_frame.shape[0], o.tipover_margin,
+                               o.liftoff_threshold)
+        if step % o.every == 0:  # sample: state t and step t
+            _record_sample(o, d, y, step // o.every, q, qdot, margin, P)
+            if has_flags:
+                y.flags[step // o.every] = fl
+                fl = 0
+        if o.propagate:
+            propagate_pose_covariance(P, d.T_world[0, :3, :3], qdot[3:6], o.Qprime, o.dt, P,
+                                      d.cov_ws)
         integrate_euler(q, qdot, o.dt, qn)
         q, qn = qn, q  # the new state (no copy)
-    _record_final(m, o, d, y, nsteps, q, np.nan, x.P0, 0)
-
+    _record_final(m, o, d, y, nsteps, q, margin, P, fl)
 
 @njit(refcount=False)
 def _stage_state(q, k, h, qs):
@@ -467,8 +489,8 @@ def predict_range(lo, hi, m, t, o, X, Y):
     6), ``P0`` (N or 1, 6, 6), ``attitude`` (N or 1, T+1 or 0, 2). The options ``o`` are
     shared. Each candidate is independent (own workspace; the reduced tree of the folded body
     inertia, computed once per range, is only read), so the result does not depend on the
-    thread count or the ranges. A plain kinematic simulation (:func:`is_plain_simulation`)
-    runs :func:`plain_trajectory`, the others :func:`predict_trajectory`.
+    thread count or the ranges. Where :func:`takes_euler_loop` says so a candidate runs
+    :func:`euler_trajectory`, else :func:`predict_trajectory`.
     """
     fold = o.enhanced or o.assess
     if fold:  # the reduced tree of the body composite inertia: once, shared (read only)
@@ -479,8 +501,8 @@ def predict_range(lo, hi, m, t, o, X, Y):
         ews = E.folded_workspace_of(*tree) if fold else E.enhanced_workspace()
         d = kernel_data_with(m, o.known, ews, o.warm_contact, False)
         x, y = _candidate(X, Y, n)
-        if is_plain_simulation(m, o, x, y):
-            plain_trajectory(m, t, d, o, x, y)
+        if takes_euler_loop(m, o, x):
+            euler_trajectory(m, t, d, o, x, y)
         else:
             predict_trajectory(m, t, d, o, x, y)
 
