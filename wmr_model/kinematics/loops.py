@@ -229,7 +229,6 @@ def predict_trajectory(m, t, d, o, x, y):
     ks = (np.empty(nq), np.empty(nq), np.empty(nq), np.empty(nq))  # RK4 stage derivatives
     qs = np.empty(nq)
     qd_s = np.empty(nq - 1)
-    has_flags = y.flags.shape[0] > 0
     fl = 0
     margin = np.nan
     control = o.feedback.kind != 0
@@ -263,17 +262,7 @@ def predict_trajectory(m, t, d, o, x, y):
                                                 d.margin_ws)
                 if final:
                     break
-                if has_flags:
-                    fl |= _state_flags(margin, d.dz, m.wheel_frame.shape[0], o.tipover_margin,
-                                       o.liftoff_threshold)
-                if step % o.every == 0:  # sample: state t and step t
-                    _record_sample(o, d, y, step // o.every, q, qdot, margin, P)
-                    if has_flags:
-                        y.flags[step // o.every] = fl
-                        fl = 0
-                if o.propagate:  # error_dynamics + propagate_covariance, structure used
-                    propagate_pose_covariance(P, d.T_world[0, :3, :3], qdot[3:6], o.Qprime,
-                                              o.dt, P, d.cov_ws)
+                fl = _state_outputs(m, o, d, y, step, q, qdot, margin, P, fl)
             if nstages > 1:
                 state_derivative(qv, qd, ks[stage])
         if final:
@@ -319,7 +308,6 @@ def euler_trajectory(m, t, d, o, x, y):
     q = x.q0.copy()
     qn = np.empty(q.shape[0])
     qdot = d.qdot
-    has_flags = y.flags.shape[0] > 0
     fl = 0
     margin = np.nan
     for step in range(nsteps + 1):
@@ -334,20 +322,32 @@ def euler_trajectory(m, t, d, o, x, y):
                                  qdot, o.solver)
         if final:
             break
-        if has_flags:
-            fl |= _state_flags(margin, d.dz, m.wheel_frame.shape[0], o.tipover_margin,
-                               o.liftoff_threshold)
-        if step % o.every == 0:  # sample: state t and step t
-            _record_sample(o, d, y, step // o.every, q, qdot, margin, P)
-            if has_flags:
-                y.flags[step // o.every] = fl
-                fl = 0
-        if o.propagate:
-            propagate_pose_covariance(P, d.T_world[0, :3, :3], qdot[3:6], o.Qprime, o.dt, P,
-                                      d.cov_ws)
+        fl = _state_outputs(m, o, d, y, step, q, qdot, margin, P, fl)
         integrate_euler(q, qdot, o.dt, qn)
         q, qn = qn, q  # the new state (no copy)
     _record_final(m, o, d, y, nsteps, q, margin, P, fl)
+
+@njit(refcount=False)
+def _state_outputs(m, o, d, y, step, q, qdot, margin, P, fl):
+    """What the loops do with state ``step`` (not the final one) once its velocity ``qdot`` and
+    ``margin`` are known: its flags OR-ed into ``fl``; at a sample (``step`` a multiple of
+    ``o.every``) the writes (:func:`_record_sample`) and the flags since the last sample;
+    then the covariance step (3.22)-(3.24) on ``P`` (error_dynamics + propagate_covariance,
+    structure used). Returns the flags carried to the next sample."""
+    has_flags = y.flags.shape[0] > 0
+    if has_flags:
+        fl |= _state_flags(margin, d.dz, m.wheel_frame.shape[0], o.tipover_margin,
+                           o.liftoff_threshold)
+    if step % o.every == 0:  # sample: state t and step t
+        _record_sample(o, d, y, step // o.every, q, qdot, margin, P)
+        if has_flags:
+            y.flags[step // o.every] = fl
+            fl = 0
+    if o.propagate:
+        propagate_pose_covariance(P, d.T_world[0, :3, :3], qdot[3:6], o.Qprime, o.dt, P,
+                                  d.cov_ws)
+    return fl
+
 
 @njit(refcount=False)
 def _stage_state(q, k, h, qs):
