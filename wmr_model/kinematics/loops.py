@@ -327,6 +327,7 @@ def euler_trajectory(m, t, d, o, x, y):
         q, qn = qn, q  # the new state (no copy)
     _record_final(m, o, d, y, nsteps, q, margin, P, fl)
 
+
 @njit(refcount=False)
 def _state_outputs(m, o, d, y, step, q, qdot, margin, P, fl):
     """What the loops do with state ``step`` (not the final one) once its velocity ``qdot`` and
