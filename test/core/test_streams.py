@@ -184,15 +184,59 @@ def test_a_stream_lagging_another_by_seconds_is_not_a_time_jump():
     assert len(out) == 450 and [r.stamp for r in out] == sorted(r.stamp for r in out)
 
 
+def _polls(buf, t0, t1, period=0.05):
+    """The node's poll timer: ``poll`` every ``period`` s of receive time in (t0, t1]."""
+    out = []
+    k = 1
+    while t0 + k * period <= t1 + 1e-12:
+        out += buf.poll(now=t0 + k * period)
+        k += 1
+    return out
+
+
 def test_a_pause_of_every_stream_releases_nothing_early_and_the_tail_leaves_at_last():
     buf = OrderedInput(["imu", "encoders"], window=0.5, idle=0.1)
     buf.push("imu", 1.0, None, now=0.0)
     buf.push("encoders", 1.0, None, now=0.0)
-    out = buf.push("encoders", 1.02, "e", now=0.001)  # waits for the IMU's 1.01 .. 1.02
-    assert buf.poll(now=0.3) == [] and buf.pending == 1  # everyone silent: a pause
+    out = buf.push("encoders", 1.02, "e", now=0.0)  # waits for the IMU's 1.01 .. 1.02
+    assert _polls(buf, 0.0, 0.3) == [] and buf.pending == 1  # everyone silent: a pause
     out += buf.push("encoders", 1.04, "e2", now=0.35)  # after the pause the encoders come first
     assert buf.poll(now=0.36) == [] and buf.pending == 2
     out += buf.push("imu", 1.01, "i", now=0.37)
     assert [r.item for r in out if r.item] == ["i"]
-    tail = buf.poll(now=0.37 + 5 * 0.1 + 0.01)  # the end of the bag: all silent for 5 idle
+    tail = _polls(buf, 0.37, 0.37 + 5 * 0.1 + 0.06)  # the end of the bag: all silent for 5 idle
     assert [r.item for r in tail] == ["e", "e2"] and buf.stats["late"] == 0
+    assert buf.stats["stalls"] == 0
+
+
+def test_a_stall_of_the_consumer_is_not_silence_of_its_streams():
+    # 4x replay on a loaded machine: the IMU queue lags the encoders by seconds of stamp time,
+    # both flow, the merge holds the encoders; then the node itself gets no CPU for 0.8 s
+    buf = OrderedInput(["imu", "encoders"], window=600.0, idle=0.1)
+    now, out = 0.0, []
+    for k in range(200):  # encoders 0..4 s of stamps, the IMU only 0..1 s: 3 s held
+        now += 0.002
+        out += buf.push("encoders", 100.0 + 0.02 * k, ("e", k), now=now)
+        out += buf.push("imu", 100.0 + 0.005 * k, ("i", k), now=now)
+        if k % 25 == 0:
+            out += buf.poll(now=now)
+    held = buf.pending
+    assert held > 140
+    now += 0.8  # stalled: no call at all; then the poll timer is served first
+    assert buf.poll(now=now) == [] and buf.pending == held and buf.stats["stalls"] == 1
+    now += 0.01  # the queued encoder message, then the rest of the IMU backlog
+    out += buf.push("encoders", 104.0, ("e", 200), now=now)
+    for k in range(200, 800):
+        now += 0.0005
+        out += buf.push("imu", 100.0 + 0.005 * k, ("i", k), now=now)
+        if k % 100 == 0:
+            out += buf.poll(now=now)
+    out += buf.flush()
+    assert buf.stats["late"] == 0 and buf.stats["released_idle"] == 0
+    assert [r.stamp for r in out] == sorted(r.stamp for r in out) and len(out) == 1001
+    # a stream that really stops is still given up after idle while the other flows
+    for k in range(20):
+        now += 0.02
+        out = buf.push("encoders", 104.02 + 0.02 * k, ("e", 201 + k), now=now)
+        out += buf.poll(now=now)
+    assert buf.stats["released_idle"] > 0 and buf.pending <= 1

@@ -26,7 +26,13 @@ function each:
      or from the end of a pause of every stream); its next message makes it live again. When *every*
      stream is silent (a paused player, the end of a bag) nothing is given up until
      ``ALL_SILENT_FACTOR * idle``, then the held tail leaves: a pause common to all streams
-     must not release one stream ahead of the other. Without receive times (``now`` None)
+     must not release one stream ahead of the other. Nor is the consumer's own stall: when
+     neither :meth:`push` nor :meth:`poll` was called for more than :data:`STALL_GAP` seconds
+     (a descheduled process on a loaded machine, a long callback), no stream could be heard
+     meanwhile, so silence is counted from the end of that gap (``stalls`` counts them);
+     otherwise the first poll after it would give up on a stream whose messages are queued
+     behind the stall and release the others ahead of it, and that stream's backlog would
+     then arrive late. Without receive times (``now`` None)
      every stream heard from is live. Liveness by receive time is what makes a replay at
      several times real time lossless: an executor that serves one queue per turn lets one
      stream lag the other by a backlog's worth of stamp time, yet both stay live and the merge
@@ -47,7 +53,8 @@ Counters (:attr:`OrderedInput.stats`): ``stray_stamp`` (messages dropped by the 
 ``time_base_changes`` (confirmed jumps), ``late`` (released behind an already released stamp:
 the window was too short for that message; the consumer decides, e.g. rejects it as late),
 ``non_finite_stamp`` (passed through at once for the consumer to reject), ``released_idle``
-(released by :meth:`poll` because a stream fell silent).
+(released by :meth:`poll` because a stream fell silent), ``stalls`` (gaps in the consumer's own
+calls longer than :data:`STALL_GAP`, not counted as silence).
 """
 
 from __future__ import annotations
@@ -82,6 +89,9 @@ __all__ = [
 
 #: Every stream silent this many ``idle`` periods: the held tail is released.
 ALL_SILENT_FACTOR = 5.0
+#: [s] a gap longer than this between the consumer's own calls (push or poll) is a stall of
+#: the consumer, not silence of its streams (the nodes poll every 0.05 s).
+STALL_GAP = 0.1
 #: Consecutive messages that confirm a new time base (bag loop, clock reset, long dropout).
 DEFAULT_CONFIRM_COUNT = 3
 #: [rad/s] gyro rate gate: the full scale of common MEMS gyros (2000 deg/s).
@@ -157,6 +167,8 @@ class OrderedInput:
         self._now: float | None = None  # newest receive time seen
         self._dead: set[str] = set()  # streams no longer waited for (decided by poll)
         self._active_since = math.nan  # receive time the streams resumed after a common pause
+        self._last_call = math.nan  # receive time of the consumer's last push or poll
+        self._resumed = -math.inf  # end of the consumer's last stall (silence counts from it)
 
     # ---- configuration ------------------------------------------------------------------------
     def set_window(self, window: float) -> list[Released]:
@@ -191,6 +203,7 @@ class OrderedInput:
         if stream not in self.priority:
             raise ParameterError(f"stream: expected one of {list(self.priority)}, got {stream!r}")
         if now is not None:
+            self._note_call(float(now))
             self._now = float(now)
             if not self._recv or self._now - max(self._recv.values()) > self.idle:
                 self._active_since = self._now  # first message after a pause of every stream
@@ -234,17 +247,19 @@ class OrderedInput:
         """Stop waiting for streams silent for ``idle`` seconds (receive time ``now``) while
         another delivered, release what they held back; release everything once all streams
         are silent for ``ALL_SILENT_FACTOR * idle``. Call periodically (e.g. from a timer)."""
+        self._note_call(float(now))
         self._now = now = float(now)
         if not self._recv:
             return []
-        active = {s for s, r in self._recv.items() if now - r <= self.idle}
+        heard = self._resumed  # nothing could be heard during the consumer's last stall
+        active = {s for s, r in self._recv.items() if now - max(r, heard) <= self.idle}
         if active:
             for s in self.priority:
-                r = max(self._recv.get(s, self._first_recv), self._active_since)
+                r = max(self._recv.get(s, self._first_recv), self._active_since, heard)
                 if s not in active and now - r > self.idle:
                     self._dead.add(s)
             out = self._release(final=False)
-        elif now - max(self._recv.values()) > ALL_SILENT_FACTOR * self.idle:
+        elif now - max(max(self._recv.values()), heard) > ALL_SILENT_FACTOR * self.idle:
             out = self._release(final=True)
         else:
             return []
@@ -256,6 +271,14 @@ class OrderedInput:
         return self._release(final=True)
 
     # ---- internals ----------------------------------------------------------------------------
+    def _note_call(self, now: float) -> None:
+        """Record a call of the consumer at receive time ``now``; a gap since its previous
+        call longer than :data:`STALL_GAP` was its own stall: silence counts from ``now``."""
+        if math.isfinite(self._last_call) and now - self._last_call > STALL_GAP:
+            self._resumed = now
+            self.stats["stalls"] += 1
+        self._last_call = now
+
     def _drop_candidates(self, stream: str, why: str) -> None:
         cands = self._candidates[stream]
         n, t = len(cands), cands[0][0]

@@ -377,6 +377,7 @@ class OdometryNode(Node):
             KeyValue(key="reorder max hold [s]", value=f"{self.input.max_hold:.4f}"),
             KeyValue(key="reorder late", value=str(self.input.stats["late"])),
             KeyValue(key="reorder released idle", value=str(self.input.stats["released_idle"])),
+            KeyValue(key="reorder stalls", value=str(self.input.stats["stalls"])),
         ]
         if self.input.stats["stray_stamp"]:
             level = max(level, DiagnosticStatus.WARN)
