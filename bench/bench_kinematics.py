@@ -192,6 +192,8 @@ def kernel_profile(quick: bool, dt: float = 0.04) -> dict:
         ws = contact_workspace(model.nc)
         sws = solve_workspace(d.A.shape[0], known)
         u = np.tile(ex.straight_wheel_rates(model, 1.0), (S, 1))
+        bare_ws = d.kernel._replace(contact_ws=ws, solve_ws=solve_workspace(d.A.shape[0], known,
+                                                                            False))
         times = {
             "forward_kinematics": _best(_time_fk, m, Q, d.T_world),
             "wheel_contact (warm)": _best(_time_contact, m, t, TW, d.T_contact, d.dz,
@@ -207,15 +209,11 @@ def kernel_profile(quick: bool, dt: float = 0.04) -> dict:
                 _time_step, m, t, Q, known, qk, sigma, vc,
                 d.kernel._replace(contact_ws=ws, solve_ws=sws)),
             "bare loop (step + Euler, nothing recorded)": _best(
-                _time_bare_loop, m, t, Q[0], S, known, qk, sigma, vc, dt,
-                d.kernel._replace(contact_ws=ws, solve_ws=solve_workspace(d.A.shape[0], known,
-                                                                           False)),
-                solver, qn, repeats=15),
+                _time_bare_loop, m, t, Q[0], S, known, qk, sigma, vc, dt, bare_ws, solver, qn,
+                repeats=15),
             "kin.simulate (whole run, per step)": _best(
                 kin.simulate, model, terrain, Q[0], u, dt, repeats=15),
         }
-        bare_ws = d.kernel._replace(contact_ws=ws, solve_ws=solve_workspace(d.A.shape[0], known,
-                                                                            False))
         end = _time_bare_loop(m, t, Q[0], S, known, qk, sigma, vc, dt, bare_ws, solver, qn)
         same_end &= bool(np.array_equal(end, kin.simulate(model, terrain, Q[0], u, dt).q[-1]))
         for name, v in times.items():
