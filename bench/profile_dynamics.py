@@ -9,10 +9,12 @@ loop (best of the repeats, per step): forward kinematics, CRBA (which includes f
 kinematics), cold collision, bias force (Alg. 4 or 2.89), holonomic + stacked constraint rows,
 independent rows (the thesis' solver only, ``--solver thesis``); "force balance and rest" is the
 compiled loop's whole step less those. Within it (joint-acceleration solver): one evaluation of
-the error and its Jacobian (:func:`~wmr_model.dynamics.joint_acceleration
-.joint_acceleration_error` at each state's next velocities; five evaluations per state less
-one, over four) and, of that, the contact models' forces and Jacobians alone (Pacejka, every
-wheel, at the same rows' velocities), with the evaluations per step (Newton iterations + 1).
+the error (:func:`~wmr_model.dynamics.joint_acceleration.acceleration_error` at each state's
+next velocities; five evaluations per state less one, over four) and, of that, the contact
+models' forces and Jacobians alone (Pacejka, every wheel, at the same rows' velocities), with
+the evaluations per step (Newton iterations + 1); one Jacobian
+(:func:`~wmr_model.dynamics.joint_acceleration.acceleration_jacobian`, the same difference
+with it after each error), taken once per Newton iteration.
 ``--solver`` picks the force balance (default: the default one,
 :data:`wmr_model.dynamics.model.DEFAULT_SOLVER`).
 Also printed: the Newton iterations and the ``simulate_dynamics`` call (with its Python set-up)
@@ -36,7 +38,11 @@ from wmr_model.dynamics.constraints import (
 )
 from wmr_model.dynamics.crba import crba_into, crba_workspace, relative_transforms
 from wmr_model.dynamics.data import create_step_data
-from wmr_model.dynamics.joint_acceleration import AccelArgs, joint_acceleration_error
+from wmr_model.dynamics.joint_acceleration import (
+    AccelArgs,
+    acceleration_error,
+    acceleration_jacobian,
+)
 from wmr_model.dynamics.model import (
     DEFAULT_SOLVER,
     SOLVERS,
@@ -137,16 +143,20 @@ def _setup_loop(dm, ter, d, Q, QD, U, q_next, qd_next):
 
 
 @njit
-def _eval_loop(dm, ter, d, Q, QD, X, U, reps):
+def _eval_loop(dm, ter, d, Q, QD, X, U, reps, jacobian):
     """Each recorded state's step kinematics and row flags, then ``reps`` evaluations of the
-    joint-acceleration error and Jacobian at the recorded next velocities ``X``."""
+    joint-acceleration error (with its Jacobian if ``jacobian``) at the recorded next
+    velocities ``X``, as Newton's method runs them."""
     nw = dm.kin.wheel_frame.shape[0]
     for t in range(Q.shape[0]):
         _step_kinematics(dm, ter, d, Q[t], QD[t], U[t])
         _row_flags(dm, d, nw)
-        a = AccelArgs(d.M, d.c, QD[t], _model_forces(dm, d, U[t], d.dz, d.A, d.eye))
+        a = AccelArgs(d.M, d.c, QD[t], _model_forces(dm, d, U[t], d.dz, d.A, d.eye),
+                      d.contact_jac)
         for _ in range(reps):
-            joint_acceleration_error(X[t], a, d.Minv_tc, d.Lm, d.fmodel, d.fb)
+            acceleration_error(X[t], a, d.Minv_tc, d.fmodel, d.fb)
+            if jacobian:
+                acceleration_jacobian(X[t], a, d.Lm, d.fb)
 
 
 @njit
@@ -243,8 +253,10 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
         "bias": lambda: _bias_loop(dm, Q, QD, TW, RU, PU, Ic, c, rnea_workspace(nf, nv)),
         "rows": lambda: _rows_loop(dm, Q, TW, TC, c_hol, J_hol, AA),
         "indep": lambda: _indep_loop(AA, active, cols, forced, indep),
-        "eval1": lambda: _eval_loop(dm, ta, de, Q, QD, X, U, 1),
-        "eval5": lambda: _eval_loop(dm, ta, de, Q, QD, X, U, 5),
+        "eval1": lambda: _eval_loop(dm, ta, de, Q, QD, X, U, 1, False),
+        "eval5": lambda: _eval_loop(dm, ta, de, Q, QD, X, U, 5, False),
+        "jac1": lambda: _eval_loop(dm, ta, de, Q, QD, X, U, 1, True),
+        "jac5": lambda: _eval_loop(dm, ta, de, Q, QD, X, U, 5, True),
         "forces": lambda: _force_loop(dm, Y, RW, DZN, np.empty(3), np.empty((3, 5))),
         "setup": lambda: _setup_loop(dm0, ta, _warm_started(d0, AA[0] @ QD[0]), Q, QD, U,
                                      np.empty(model.nq), np.empty(nv)),
@@ -266,7 +278,7 @@ def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold",
     T = round(DURATION / DT)
     U = np.tile(u, (T, 1))
     keys = ("fk", "crba", "contact", "contact_warm", "rel", "bias", "rows", "indep", "eval1",
-            "eval5", "forces", "setup", "step", "call")
+            "eval5", "jac1", "jac5", "forces", "setup", "step", "call")
     acc = {k: 0.0 for k in keys}
     iters = []
     for ter in terrains:
@@ -282,6 +294,8 @@ def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold",
            "newton_iterations": acc["step"] - acc["setup"],
            "mean_iterations": float(np.mean(iters)),
            "error_evaluation": (acc["eval5"] - acc["eval1"]) / 4.0,
+           "jacobian_evaluation": ((acc["jac5"] - acc["jac1"]) - (acc["eval5"] - acc["eval1"]))
+           / 4.0,
            "real_time_factor_call": DT / (acc["call"] * 1e-6),
            "real_time_factor_loop": DT / (acc["step"] * 1e-6), "terrains": len(terrains),
            "solver": solver}
@@ -316,12 +330,15 @@ def main() -> None:
     print(f"    {'of which Newton iterations':34s} {r['newton_iterations']:7.2f}  (step less "
           "the step with max_iter 0)")
     if ns.solver != "thesis":
-        ev = r["error_evaluation"]
+        ev, jv = r["error_evaluation"], r["jacobian_evaluation"]
         n_ev = r["mean_iterations"] + 1.0
-        print(f"    {'one error + Jacobian evaluation':34s} {ev:7.2f}  (x {n_ev:.2f} per step = "
+        n_j = r["mean_iterations"]
+        print(f"    {'one error evaluation':34s} {ev:7.2f}  (x {n_ev:.2f} per step = "
               f"{ev * n_ev:.2f})")
         print(f"      {'of which the tyre forces':32s} {us['forces']:7.2f}  (x {n_ev:.2f} = "
               f"{us['forces'] * n_ev:.2f})")
+        print(f"    {'one Jacobian (Newton steps only)':34s} {jv:7.2f}  (x {n_j:.2f} per step = "
+              f"{jv * n_j:.2f})")
     print(f"  {'whole compiled step':36s} {us['step']:7.2f}  ({r['real_time_factor_loop']:,.0f}x"
           " real time)")
     print(f"  {'simulate_dynamics call':36s} {us['call']:7.2f}  ({r['real_time_factor_call']:,.0f}x"

@@ -9,9 +9,14 @@ import pytest
 
 from wmr_model._jit import njit
 from wmr_model.dynamics import simulate as S
+from wmr_model.dynamics.actuators import IDEAL
 from wmr_model.dynamics.data import create_step_data
+from wmr_model.dynamics.force_balance import WOLFE_C1
 from wmr_model.dynamics.joint_acceleration import (
     AccelArgs,
+    acceleration_error,
+    acceleration_jacobian,
+    joint_acceleration_balance,
     joint_acceleration_error,
     solve_in_place,
 )
@@ -62,7 +67,8 @@ def test_error_jacobian_matches_finite_differences(contact: str) -> None:
     checked = 0
     for i in (10, 25, 39):
         dz = _setup(dm, ta, d, run.q[i], run.qdot[i], U[i])
-        a = AccelArgs(d.M, d.c, run.qdot[i], S._model_forces(dm, d, U[i], dz, d.A, d.eye))
+        a = AccelArgs(d.M, d.c, run.qdot[i], S._model_forces(dm, d, U[i], dz, d.A, d.eye),
+                      d.contact_jac)
         x = run.qdot[i + 1].copy()
         e, Je = np.empty(nv), np.empty((nv, nv))
         joint_acceleration_error(x, a, e, Je, np.empty(nc), d.fb)
@@ -138,3 +144,95 @@ def test_solver_defaults_and_bad_choices() -> None:
         compile_dynamics(hmmwv, DT, DynamicsOptions(solver="joint_acceleration"))
     with pytest.raises(ParameterError, match="solver must be one of"):
         DynamicsOptions(solver="newton")
+
+
+@njit
+def _reference_balance(x, a, free, max_iter, tol, e, Je, fmodel, work):
+    """Newton's method with the Armijo halving of :func:`joint_acceleration_balance`, written
+    plainly on the reference evaluation (error and full Jacobian at every trial) and the
+    generic elimination: the oracle of the split evaluation."""
+    nF = free.shape[0]
+    L = joint_acceleration_error(x, a, e, Je, fmodel, work)
+    it = 0
+    while it < max_iter and np.sqrt(L) > tol:
+        R, b = np.empty((nF, nF)), np.empty(nF)
+        for i in range(nF):
+            b[i] = -e[free[i]]
+            for j in range(nF):
+                R[i, j] = Je[free[i], free[j]]
+        R0 = R.copy()
+        if not solve_in_place(R, b):
+            b = np.linalg.lstsq(R0, -e[free])[0]
+        p = np.zeros_like(x)
+        p[free] = b
+        x0, L0 = x.copy(), L
+        alpha, accepted = 1.0, False
+        for _ in range(30):
+            x[:] = x0 + alpha * p
+            L = joint_acceleration_error(x, a, e, Je, fmodel, work)
+            if L <= (1.0 - 2.0 * WOLFE_C1 * alpha) * L0:
+                accepted = True
+                break
+            alpha *= 0.5
+        it += 1
+        if not accepted:
+            x[:] = x0
+            L = joint_acceleration_error(x, a, e, Je, fmodel, work)
+            break
+    return it, L
+
+
+@pytest.mark.parametrize("name, options", [
+    ("zoe", {"contact_model": "pacejka"}),
+    ("zoe", {"contact_model": "ishigami"}),
+    ("zoe", {"contact_model": "piecewise_linear"}),
+    ("rocky7", {}),  # holonomic spring-damper rows (2.74)
+    ("landtamer", {"actuator": "p"}),  # non-ideal actuators (2.73)
+    ("landtamer", {"actuator": "dc_motor",  # a torque-speed limit that binds
+                   "actuator_params": {"tau_stall": 400.0, "w_noload": 8.0}}),
+])
+def test_split_evaluation_is_the_reference_bit_for_bit(name: str, options: dict) -> None:
+    """What Newton's method runs (the error alone, the Jacobian from the kept contact
+    derivatives, only where a step follows) against the reference evaluation of the error and
+    full Jacobian: equal values of e, L, the model forces and every entry of Je at recorded
+    states and at points off the solution; and the product's balance against a plain Newton
+    loop on the reference from the same start: the same iterations, cost and velocities."""
+    model = load_vehicle(name)
+    ter = tr.rough(0.05, 1.0, seed=4, x_range=(-10, 10), y_range=(-10, 10))
+    q0, qd0 = sc._moving_start(model, ter, 1.0)
+    U = np.tile(sc.straight_wheel_rates(model, 1.0), (40, 1))
+    run = S.simulate_dynamics(model, ter, q0, qd0, U, DT, **options)
+    dm, _ = compile_dynamics(model, DT, DynamicsOptions(**options))
+    assert dm.opt.acceleration
+    d = create_step_data(dm, model.nv)
+    ta = ter.kernel_args()
+    nv, nc = model.nv, d.A.shape[0]
+    rng = np.random.default_rng(7)
+    iterated = 0
+    for i in (5, 20, 39):
+        dz = _setup(dm, ta, d, run.q[i], run.qdot[i], U[i])
+        a = AccelArgs(d.M, d.c, run.qdot[i], S._model_forces(dm, d, U[i], dz, d.A, d.eye),
+                      d.contact_jac)
+        for x in (run.qdot[i + 1], run.qdot[i + 1] + rng.normal(scale=0.05, size=nv)):
+            e1, Je1, f1 = np.empty(nv), np.empty((nv, nv)), np.empty(nc)
+            e2, Je2, f2 = np.empty(nv), np.full((nv, nv), np.nan), np.empty(nc)
+            L1 = joint_acceleration_error(x.copy(), a, e1, Je1, f1, d.fb)
+            L2 = acceleration_error(x.copy(), a, e2, f2, d.fb)
+            acceleration_jacobian(x.copy(), a, Je2, d.fb)
+            assert L1 == L2
+            assert np.array_equal(e1, e2) and np.array_equal(f1, f2)
+            assert np.array_equal(Je1, Je2)
+        start = run.qdot[i].copy()
+        for k in range(dm.act_joints.shape[0]):
+            if dm.akinds[k] == IDEAL:
+                start[6 + dm.act_joints[k]] = U[i, k]
+        want, got = start.copy(), start.copy()
+        it1, L1 = _reference_balance(want, a, d.free, dm.opt.max_iter, dm.opt.tol,
+                                     np.empty(nv), np.empty((nv, nv)), np.empty(nc), d.fb)
+        it2, L2 = joint_acceleration_balance(got, a, d.free, dm.opt.max_iter, dm.opt.tol, False,
+                                             np.empty(nv), np.empty((nv, nv)), np.empty(nc),
+                                             d.fb, dm.opt.elimination)
+        assert (it1, L1) == (it2, L2)
+        assert np.array_equal(want, got)
+        iterated += it1
+    assert iterated >= 3  # the balances took Newton steps (the Jacobian was used)

@@ -52,7 +52,8 @@ class StepData(NamedTuple):
     ``share``, ``dz_model`` (ncon,) are the track patches' load shares and sinkage
     (:func:`~wmr_model.dynamics.track_contact.track_shares`; 1 and 0 for wheels). The
     joint-acceleration solver (:mod:`wmr_model.dynamics.joint_acceleration`) uses ``Minv_tc``
-    as its error and ``Lm`` as its Jacobian.
+    as its error and ``Lm`` as its Jacobian, and ``contact_jac`` as the ``jc`` of its
+    :class:`~wmr_model.dynamics.joint_acceleration.AccelArgs`.
     """
 
     T_world: np.ndarray  #: (nf, 4, 4) frame-to-world transforms
@@ -86,6 +87,7 @@ class StepData(NamedTuple):
     dz_model: np.ndarray
     eye: np.ndarray  #: (nv, nv) identity: the input map of the joint-acceleration solver
     free: np.ndarray  #: (nF,) int: joint-space columns not set by an ideal actuator
+    contact_jac: np.ndarray  #: (ncon, 3, 5) each contact's model-force Jacobian (last error)
 
 
 @njit
@@ -109,7 +111,8 @@ def create_step_data(dm, nv):
         np.empty(nv), np.empty(nfl), np.empty(4 * nc, dtype=np.int64), workspace(nv, max(nc, nv)),
         crba_workspace(nf), rnea_workspace(nf, nv), rows_workspace(nc, nv),
         np.zeros((nwarm, CONTACT_WS_WIDTH)), np.zeros((nwarm, 7, 3)), np.ones(ncon),
-        np.zeros(ncon), np.eye(nv), free_columns(dm, nv))
+        np.zeros(ncon), np.eye(nv), free_columns(dm, nv),
+        np.zeros((ncon, 3, 5)))
 
 
 @njit

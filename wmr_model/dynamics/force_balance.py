@@ -46,8 +46,9 @@ from wmr_model.dynamics.actuators import IDEAL, actuator_force
 from wmr_model.kinematics.solve import cholesky_factor, cholesky_solve
 
 __all__ = ["BalanceArgs", "ModelForces", "StepCache", "WOLFE_C1", "WOLFE_C2", "input_maps",
-           "remove_component", "contact_terms", "actuator_joint_terms", "force_balance_error",
-           "workspace", "strong_wolfe", "gauss_newton_direction", "force_balance"]
+           "remove_component", "contact_model_force", "contact_terms", "actuator_joint_terms",
+           "force_balance_error", "workspace", "strong_wolfe", "gauss_newton_direction",
+           "force_balance"]
 
 #: Strong Wolfe constants (D.2), (D.4), the example values of App. D.
 WOLFE_C1 = 1e-4
@@ -216,13 +217,39 @@ def _affine_state(x, args_cache, vI, lam, e, Je, qdn):
 
 
 @njit(refcount=False)
+def contact_model_force(b, k, qdn, fc, Jc, y):
+    """The model force (2.71) ``fc`` (3,) of contact ``k`` at the next step's joint-space
+    velocities ``qdn`` (nv,), scaled by its load share, and its Jacobian ``Jc`` (3, 5) over the
+    contact model's inputs ``(v_x, v_y, v_z, R w, dz)`` (``y`` (3,): scratch, left holding the
+    row velocities ``A_k qdn``); ``b`` a :class:`ModelForces`. Both solvers' force terms
+    (:func:`contact_terms`, the joint-acceleration solver's) evaluate the contacts here."""
+    A = b.A
+    nv = A.shape[1]
+    y[0] = 0.0
+    y[1] = 0.0
+    y[2] = 0.0
+    for j in range(nv):
+        qj = qdn[j]
+        y[0] += A[3 * k, j] * qj
+        y[1] += A[3 * k + 1, j] * qj
+        y[2] += A[3 * k + 2, j] * qj
+    Rw = b.contact_radius[k] * qdn[6 + b.contact_joint[k]]
+    dzn = b.dz[k] + b.dt * y[2]
+    contact_force(b.ckinds[k], b.cparams[k], b.ctables[k], b.caxes[k], y, Rw, dzn, fc, Jc)
+    sk = b.share[k]
+    if sk != 1.0:
+        for rr in range(3):
+            fc[rr] *= sk
+            for i in range(5):
+                Jc[rr, i] *= sk
+
+
+@njit(refcount=False)
 def contact_terms(b, e, Je, qdn, fmodel, work):
     """Contact forces (2.71) at the next step's velocities into ``fmodel``, and ``-A^T f`` and
     its Jacobian ``-A^T (df/dqdot'[i+1]) Gx`` into ``e``, ``Je``; ``b`` a :class:`ModelForces`
     (the joint-acceleration solver's has ``Gx = I``)."""
-    ctx_f, A, dz, contact_radius, contact_joint, share = (b.ctx_f, b.A, b.dz, b.contact_radius,
-                                                          b.contact_joint, b.share)
-    ckinds, cparams, ctables, caxes = b.ckinds, b.cparams, b.ctables, b.caxes
+    ctx_f, A, contact_radius, contact_joint = b.ctx_f, b.A, b.contact_radius, b.contact_joint
     dt, AG, Gx = b.dt, b.AG, b.Gx
     dfx, fc, Jc, y = work[2], work[3], work[4], work[5]
     nv = A.shape[1]
@@ -231,24 +258,8 @@ def contact_terms(b, e, Je, qdn, fmodel, work):
     for k in range(nw):
         if not ctx_f[3 * k]:
             continue
-        y[0] = 0.0
-        y[1] = 0.0
-        y[2] = 0.0
-        for j in range(nv):
-            qj = qdn[j]
-            y[0] += A[3 * k, j] * qj
-            y[1] += A[3 * k + 1, j] * qj
-            y[2] += A[3 * k + 2, j] * qj
         wj = 6 + contact_joint[k]
-        Rw = contact_radius[k] * qdn[wj]
-        dzn = dz[k] + dt * y[2]
-        contact_force(ckinds[k], cparams[k], ctables[k], caxes[k], y, Rw, dzn, fc, Jc)
-        sk = share[k]
-        if sk != 1.0:
-            for rr in range(3):
-                fc[rr] *= sk
-                for i in range(5):
-                    Jc[rr, i] *= sk
+        contact_model_force(b, k, qdn, fc, Jc, y)
         for rr in range(3):
             fmodel[3 * k + rr] = fc[rr]
         # df/dqdot' = Jc[:, 0:3] A_k + Jc[:, 3] R e_wj + Jc[:, 4] dt A_k[2]
@@ -381,7 +392,9 @@ def workspace(nv, n):
     """Scratch of :func:`force_balance` and :func:`force_balance_error` for up to ``n``
     independent rows and ``nv`` joint-space velocities, allocated once per run: ``(vI,
     lambda, df/dx (n,), f_c (3,), J_c (3, 5), v_c (3,), x trial, g, p (n,), Je p (nv,),
-    flat (2 n^2,))``; ``flat`` holds the Gauss-Newton Hessian and its factor."""
+    flat (2 n^2,))``; ``flat`` holds the Gauss-Newton Hessian and its factor. The
+    joint-acceleration solver (``n >= nv``) takes ``Je p`` for its velocity change, the head of
+    ``flat`` for its Newton system and the tail (3 nv) for a contact's force derivatives."""
     return (np.empty(n), np.empty(n), np.empty(n), np.empty(3), np.empty((3, 5)),
             np.empty(3), np.empty(n), np.empty(n), np.empty(n), np.empty(nv),
             np.empty(2 * n * n))

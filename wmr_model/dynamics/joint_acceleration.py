@@ -35,7 +35,14 @@ The contact and actuator terms are those of the thesis' solver
 (:func:`~wmr_model.dynamics.force_balance.contact_terms`,
 :func:`~wmr_model.dynamics.force_balance.actuator_joint_terms`, one
 :class:`~wmr_model.dynamics.force_balance.ModelForces` record) with the identity for its input
-maps (``Gx = I``, ``AG = A``): the same code evaluates the same forces and Jacobians.
+maps (``Gx = I``, ``AG = A``): :func:`joint_acceleration_error` evaluates the error and its
+Jacobian with them, the reference. Newton's method runs the same numbers split in two
+(issue 22): :func:`acceleration_error` (the error, each contact's model force from the same
+:func:`~wmr_model.dynamics.force_balance.contact_model_force`) and
+:func:`acceleration_jacobian` (the Jacobian from the contacts' force derivatives it kept), the
+latter only where another Newton step follows: not at the converged point, where one of the
+~4 evaluations per step ends, nor at rejected trials. The tests hold both to the reference,
+bit for bit.
 """
 
 from __future__ import annotations
@@ -46,16 +53,18 @@ from typing import NamedTuple
 import numpy as np
 
 from wmr_model._jit import NO_KERNEL, call_specialized, njit, specialized_kernel
-from wmr_model.dynamics.actuators import IDEAL
+from wmr_model.dynamics.actuators import IDEAL, actuator_force
 from wmr_model.dynamics.force_balance import (
     WOLFE_C1,
     ModelForces,
     actuator_joint_terms,
+    contact_model_force,
     contact_terms,
 )
 
 __all__ = ["AccelArgs", "solve_in_place", "elimination_source", "specialized_elimination",
-           "eliminate", "MAX_SPECIALIZED_ELIMINATION", "joint_acceleration_error", "newton_step",
+           "eliminate", "MAX_SPECIALIZED_ELIMINATION", "joint_acceleration_error",
+           "acceleration_error", "acceleration_jacobian", "newton_step",
            "joint_acceleration_balance"]
 
 #: Halvings of the step length before the line search gives up (2^-30 of the Newton step).
@@ -69,6 +78,8 @@ class AccelArgs(NamedTuple):
     c: np.ndarray  #: (nv,) bias force (Alg. 4 or 2.89)
     qdot: np.ndarray  #: (nv,) joint-space velocity at the start of the step
     f: ModelForces  #: the model forces, with ``Gx`` the identity and ``AG`` = A
+    #: (ncon, 3, 5) per contact, its model-force Jacobian at the last :func:`acceleration_error`
+    jc: np.ndarray
 
 
 @njit(refcount=False)
@@ -202,6 +213,147 @@ def joint_acceleration_error(x, a, e, Je, fmodel, work):
 
 
 @njit(refcount=False)
+def acceleration_error(x, a, e, fmodel, work):
+    """The error ``e`` (nv,) and ``L = e^T e`` of :func:`joint_acceleration_error`, the same
+    numbers by the same operations, without the Jacobian: each active contact's model-force
+    Jacobian is kept in ``a.jc`` for :func:`acceleration_jacobian` at the same ``x``, which
+    Newton's method asks for only where it takes another step (not at the converged point,
+    nor at a rejected trial of the line search)."""
+    M, c, qdot, f, jc = a.M, a.c, a.qdot, a.f, a.jc
+    A, ctx_f = f.A, f.ctx_f
+    fc, Jc, y, dx = work[3], work[4], work[5], work[9]
+    nv = x.shape[0]
+    idt = 1.0 / f.dt
+    for j in range(nv):
+        dx[j] = x[j] - qdot[j]
+    for i in range(nv):
+        s = 0.0
+        for j in range(nv):
+            s += M[i, j] * dx[j]
+        e[i] = s * idt + c[i]
+    for r in range(fmodel.shape[0]):
+        fmodel[r] = 0.0
+    for k in range(jc.shape[0]):
+        if not ctx_f[3 * k]:
+            continue
+        contact_model_force(f, k, x, fc, Jc, y)
+        for rr in range(3):
+            fmodel[3 * k + rr] = fc[rr]
+            for i in range(5):
+                jc[k, rr, i] = Jc[rr, i]
+        for rr in range(3):
+            row_f = 3 * k + rr
+            for j in range(nv):
+                arj = A[row_f, j]
+                if arj != 0.0:
+                    e[j] -= arj * fc[rr]
+    _actuator_errors(f, e, x, fmodel)
+    for k in range(f.act_joints.shape[0]):
+        if f.akinds[k] == IDEAL:
+            e[6 + f.act_joints[k]] = 0.0
+    L = 0.0
+    for i in range(nv):
+        L += e[i] * e[i]
+    return L
+
+
+@njit(refcount=False)
+def _actuator_errors(b, e, qdn, fmodel):
+    """The error part of :func:`~wmr_model.dynamics.force_balance.actuator_joint_terms` (same
+    operations), for :func:`acceleration_error`."""
+    ctx_f, A, u, akinds, aparams, act_joints = b.ctx_f, b.A, b.u, b.akinds, b.aparams, b.act_joints
+    jK, jD, dt = b.jK, b.jD, b.dt
+    nv = A.shape[1]
+    nw = b.contact_radius.shape[0]
+    na = act_joints.shape[0]
+    for a in range(na):
+        r = 3 * nw + a
+        if akinds[a] == IDEAL or not ctx_f[r]:
+            continue
+        j = 6 + act_joints[a]
+        f, _ = actuator_force(akinds[a], aparams[a], qdn[j], u[a])
+        fmodel[r] = f
+        e[j] -= f
+    for rj in range(b.cjoint.shape[0]):
+        r = 3 * nw + na + rj
+        cd = 0.0
+        for j in range(nv):
+            cd += A[r, j] * qdn[j]
+        f = -jK[rj] * (b.cjoint[rj] + dt * cd) - jD[rj] * cd
+        fmodel[r] = f
+        for j in range(nv):
+            arj = A[r, j]
+            if arj != 0.0:
+                e[j] -= arj * f
+
+
+@njit(refcount=False)
+def acceleration_jacobian(x, a, Je, work):
+    """The Jacobian ``Je`` (nv, nv) of :func:`joint_acceleration_error` at the ``x`` of the
+    last :func:`acceleration_error` (its contacts' Jacobians ``a.jc``): the same values. A
+    contact's three rows update ``Je`` in one pass (``Je[j] - a0 d0 - a1 d1 - a2 d2``, the
+    full Jacobian's order of subtraction; a zero ``a_r`` subtracts a zero where the full one
+    skips the row, so only the sign of a zero can differ), and ``-A^T d`` of an actuator's
+    unit row is its diagonal entry alone (``Gx = I``)."""
+    M, f, jc = a.M, a.f, a.jc
+    A, ctx_f, contact_radius, contact_joint = f.A, f.ctx_f, f.contact_radius, f.contact_joint
+    dt = f.dt
+    nv = M.shape[0]
+    flat = work[10]  # its tail: Newton's step takes its head (R, nF x nF) after this
+    D = flat[flat.shape[0] - 3 * nv:]  # (3 nv,) d f_k / d qdot' of the three rows (dfx)
+    idt = 1.0 / dt
+    for i in range(nv):
+        for j in range(nv):
+            Je[i, j] = M[i, j] * idt
+    for k in range(jc.shape[0]):
+        if not ctx_f[3 * k]:
+            continue
+        wj = 6 + contact_joint[k]
+        for rr in range(3):
+            c0 = jc[k, rr, 0]
+            c1 = jc[k, rr, 1]
+            c2 = jc[k, rr, 2] + jc[k, rr, 4] * dt
+            c3 = jc[k, rr, 3] * contact_radius[k]
+            for i in range(nv):
+                D[rr * nv + i] = c0 * A[3 * k, i] + c1 * A[3 * k + 1, i] + c2 * A[3 * k + 2, i]
+            D[rr * nv + wj] += c3
+        for j in range(nv):
+            a0 = A[3 * k, j]
+            a1 = A[3 * k + 1, j]
+            a2 = A[3 * k + 2, j]
+            if a0 != 0.0 or a1 != 0.0 or a2 != 0.0:
+                for i in range(nv):
+                    Je[j, i] = Je[j, i] - a0 * D[i] - a1 * D[nv + i] - a2 * D[2 * nv + i]
+    _actuator_jacobian(f, Je, x)
+
+
+@njit(refcount=False)
+def _actuator_jacobian(b, Je, qdn):
+    """The Jacobian part of :func:`~wmr_model.dynamics.force_balance.actuator_joint_terms`
+    with ``Gx = I`` and ``AG = A``, for :func:`acceleration_jacobian`."""
+    ctx_f, A, u, akinds, aparams, act_joints = b.ctx_f, b.A, b.u, b.akinds, b.aparams, b.act_joints
+    jK, jD, dt = b.jK, b.jD, b.dt
+    nv = A.shape[1]
+    nw = b.contact_radius.shape[0]
+    na = act_joints.shape[0]
+    for a in range(na):
+        r = 3 * nw + a
+        if akinds[a] == IDEAL or not ctx_f[r]:
+            continue
+        j = 6 + act_joints[a]
+        _, df = actuator_force(akinds[a], aparams[a], qdn[j], u[a])
+        Je[j, j] -= df
+    for rj in range(b.cjoint.shape[0]):
+        r = 3 * nw + na + rj
+        g = -(jK[rj] * dt + jD[rj])
+        for j in range(nv):
+            arj = A[r, j]
+            if arj != 0.0:
+                for i in range(nv):
+                    Je[j, i] -= arj * g * A[r, i]
+
+
+@njit(refcount=False)
 def _gather(free, e, Je, R, b):
     """``R = J_FF`` and ``b = -e_F`` over the columns ``free``."""
     nF = free.shape[0]
@@ -253,9 +405,10 @@ def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fm
     p = work[8][:nv]
     b = work[7][:nF]
     R = work[10][:nF * nF].reshape((nF, nF))
-    L = joint_acceleration_error(x, a, e, Je, fmodel, work)
+    L = acceleration_error(x, a, e, fmodel, work)
     it = 0
     while it < max_iter and math.sqrt(L) > tol:
+        acceleration_jacobian(x, a, Je, work)  # at x: its last evaluation
         newton_step(free, e, Je, R, b, p, elimination)
         for i in range(nv):
             x0[i] = x[i]
@@ -265,7 +418,7 @@ def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fm
         for _ in range(_MAX_HALVINGS):
             for i in range(nv):
                 x[i] = x0[i] + alpha * p[i]
-            L = joint_acceleration_error(x, a, e, Je, fmodel, work)
+            L = acceleration_error(x, a, e, fmodel, work)
             if L <= (1.0 - 2.0 * WOLFE_C1 * alpha) * L0:  # Armijo: dL/dalpha(0) = -2 L0
                 accepted = True
                 break
@@ -274,7 +427,7 @@ def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fm
         if not accepted:
             for i in range(nv):
                 x[i] = x0[i]
-            L = joint_acceleration_error(x, a, e, Je, fmodel, work)
+            L = acceleration_error(x, a, e, fmodel, work)
             break
         if single_step:
             break

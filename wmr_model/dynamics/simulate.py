@@ -510,7 +510,7 @@ def _acceleration_balance(dm, d, qdot, u, dz_model, qdot_next):
     (:mod:`wmr_model.dynamics.joint_acceleration`) from zero acceleration with the ideal
     actuators' rates set to their commands; writes ``qdot_next``, returns (iterations, L)."""
     opt = dm.opt
-    a = AccelArgs(d.M, d.c, qdot, _model_forces(dm, d, u, dz_model, d.A, d.eye))
+    a = AccelArgs(d.M, d.c, qdot, _model_forces(dm, d, u, dz_model, d.A, d.eye), d.contact_jac)
     nv = qdot.shape[0]
     for j in range(nv):  # start at zero acceleration (see SOLVERS)
         qdot_next[j] = qdot[j]
