@@ -281,9 +281,11 @@ def contact_terms(b, e, Je, qdn, fmodel, work):
 
 
 @njit(refcount=False)
-def actuator_joint_terms(b, e, Je, qdn, fmodel):
+def actuator_joint_terms(b, e, Je, qdn, fmodel, errors=True, jacobian=True):
     """Actuator forces (2.73) of the non-ideal actuators and the spring-dampers (2.74) of the
-    holonomic rows (from ``c + ċ Δt`` and ``ċ``) into ``fmodel``, ``e`` and ``Je``."""
+    holonomic rows (from ``c + ċ Δt`` and ``ċ``) into ``fmodel``, ``e`` and ``Je``.
+    ``errors=False`` leaves ``e`` and ``fmodel`` alone, ``jacobian=False`` ``Je`` (the
+    joint-acceleration solver's error and Jacobian are computed apart)."""
     ctx_f, A, u, cjoint, contact_radius = b.ctx_f, b.A, b.u, b.cjoint, b.contact_radius
     akinds, aparams, act_joints, jK, jD, dt = b.akinds, b.aparams, b.act_joints, b.jK, b.jD, b.dt
     AG, Gx = b.AG, b.Gx
@@ -297,24 +299,29 @@ def actuator_joint_terms(b, e, Je, qdn, fmodel):
             continue
         j = 6 + act_joints[a]
         f, df = actuator_force(akinds[a], aparams[a], qdn[j], u[a])
-        fmodel[r] = f
-        e[j] -= f
-        for i in range(nx):
-            Je[j, i] -= df * Gx[j, i]
+        if errors:
+            fmodel[r] = f
+            e[j] -= f
+        if jacobian:
+            for i in range(nx):
+                Je[j, i] -= df * Gx[j, i]
     for rj in range(cjoint.shape[0]):
         r = 3 * nw + na + rj
         cd = 0.0
         for j in range(nv):
             cd += A[r, j] * qdn[j]
         f = -jK[rj] * (cjoint[rj] + dt * cd) - jD[rj] * cd
-        fmodel[r] = f
         g = -(jK[rj] * dt + jD[rj])
+        if errors:
+            fmodel[r] = f
         for j in range(nv):
             arj = A[r, j]
             if arj != 0.0:
-                e[j] -= arj * f
-                for i in range(nx):
-                    Je[j, i] -= arj * g * AG[r, i]
+                if errors:
+                    e[j] -= arj * f
+                if jacobian:
+                    for i in range(nx):
+                        Je[j, i] -= arj * g * AG[r, i]
 
 
 @njit(refcount=False)

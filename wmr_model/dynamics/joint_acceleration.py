@@ -53,7 +53,7 @@ from typing import NamedTuple
 import numpy as np
 
 from wmr_model._jit import NO_KERNEL, call_specialized, njit, specialized_kernel
-from wmr_model.dynamics.actuators import IDEAL, actuator_force
+from wmr_model.dynamics.actuators import IDEAL
 from wmr_model.dynamics.force_balance import (
     WOLFE_C1,
     ModelForces,
@@ -178,6 +178,19 @@ def eliminate(J, b, elimination):
 
 
 @njit(refcount=False)
+def _ideal_rows_cost(f, e):
+    """Zero the rows of ``e`` that ideal actuators set (their torque is whatever the joint
+    needs) and return ``L = e^T e``."""
+    for k in range(f.act_joints.shape[0]):
+        if f.akinds[k] == IDEAL:
+            e[6 + f.act_joints[k]] = 0.0
+    L = 0.0
+    for i in range(e.shape[0]):
+        L += e[i] * e[i]
+    return L
+
+
+@njit(refcount=False)
 def joint_acceleration_error(x, a, e, Je, fmodel, work):
     """Error ``e`` (nv,) of the equation of motion (2.65) with the model forces at the next
     step's velocities ``x`` (nv,) and its Jacobian ``Je`` (nv, nv) (see the module docstring);
@@ -203,13 +216,7 @@ def joint_acceleration_error(x, a, e, Je, fmodel, work):
     f = a.f
     contact_terms(f, e, Je, x, fmodel, work)
     actuator_joint_terms(f, e, Je, x, fmodel)
-    for k in range(f.act_joints.shape[0]):
-        if f.akinds[k] == IDEAL:
-            e[6 + f.act_joints[k]] = 0.0
-    L = 0.0
-    for i in range(nv):
-        L += e[i] * e[i]
-    return L
+    return _ideal_rows_cost(f, e)
 
 
 @njit(refcount=False)
@@ -247,44 +254,8 @@ def acceleration_error(x, a, e, fmodel, work):
                 arj = A[row_f, j]
                 if arj != 0.0:
                     e[j] -= arj * fc[rr]
-    _actuator_errors(f, e, x, fmodel)
-    for k in range(f.act_joints.shape[0]):
-        if f.akinds[k] == IDEAL:
-            e[6 + f.act_joints[k]] = 0.0
-    L = 0.0
-    for i in range(nv):
-        L += e[i] * e[i]
-    return L
-
-
-@njit(refcount=False)
-def _actuator_errors(b, e, qdn, fmodel):
-    """The error part of :func:`~wmr_model.dynamics.force_balance.actuator_joint_terms` (same
-    operations), for :func:`acceleration_error`."""
-    ctx_f, A, u, akinds, aparams, act_joints = b.ctx_f, b.A, b.u, b.akinds, b.aparams, b.act_joints
-    jK, jD, dt = b.jK, b.jD, b.dt
-    nv = A.shape[1]
-    nw = b.contact_radius.shape[0]
-    na = act_joints.shape[0]
-    for a in range(na):
-        r = 3 * nw + a
-        if akinds[a] == IDEAL or not ctx_f[r]:
-            continue
-        j = 6 + act_joints[a]
-        f, _ = actuator_force(akinds[a], aparams[a], qdn[j], u[a])
-        fmodel[r] = f
-        e[j] -= f
-    for rj in range(b.cjoint.shape[0]):
-        r = 3 * nw + na + rj
-        cd = 0.0
-        for j in range(nv):
-            cd += A[r, j] * qdn[j]
-        f = -jK[rj] * (b.cjoint[rj] + dt * cd) - jD[rj] * cd
-        fmodel[r] = f
-        for j in range(nv):
-            arj = A[r, j]
-            if arj != 0.0:
-                e[j] -= arj * f
+    actuator_joint_terms(f, e, M, x, fmodel, True, False)  # errors only: M is not written
+    return _ideal_rows_cost(f, e)
 
 
 @njit(refcount=False)
@@ -293,8 +264,7 @@ def acceleration_jacobian(x, a, Je, work):
     last :func:`acceleration_error` (its contacts' Jacobians ``a.jc``): the same values. A
     contact's three rows update ``Je`` in one pass (``Je[j] - a0 d0 - a1 d1 - a2 d2``, the
     full Jacobian's order of subtraction; a zero ``a_r`` subtracts a zero where the full one
-    skips the row, so only the sign of a zero can differ), and ``-A^T d`` of an actuator's
-    unit row is its diagonal entry alone (``Gx = I``)."""
+    skips the row, so only the sign of a zero can differ)."""
     M, f, jc = a.M, a.f, a.jc
     A, ctx_f, contact_radius, contact_joint = f.A, f.ctx_f, f.contact_radius, f.contact_joint
     dt = f.dt
@@ -324,33 +294,9 @@ def acceleration_jacobian(x, a, Je, work):
             if a0 != 0.0 or a1 != 0.0 or a2 != 0.0:
                 for i in range(nv):
                     Je[j, i] = Je[j, i] - a0 * D[i] - a1 * D[nv + i] - a2 * D[2 * nv + i]
-    _actuator_jacobian(f, Je, x)
-
-
-@njit(refcount=False)
-def _actuator_jacobian(b, Je, qdn):
-    """The Jacobian part of :func:`~wmr_model.dynamics.force_balance.actuator_joint_terms`
-    with ``Gx = I`` and ``AG = A``, for :func:`acceleration_jacobian`."""
-    ctx_f, A, u, akinds, aparams, act_joints = b.ctx_f, b.A, b.u, b.akinds, b.aparams, b.act_joints
-    jK, jD, dt = b.jK, b.jD, b.dt
-    nv = A.shape[1]
-    nw = b.contact_radius.shape[0]
-    na = act_joints.shape[0]
-    for a in range(na):
-        r = 3 * nw + a
-        if akinds[a] == IDEAL or not ctx_f[r]:
-            continue
-        j = 6 + act_joints[a]
-        _, df = actuator_force(akinds[a], aparams[a], qdn[j], u[a])
-        Je[j, j] -= df
-    for rj in range(b.cjoint.shape[0]):
-        r = 3 * nw + na + rj
-        g = -(jK[rj] * dt + jD[rj])
-        for j in range(nv):
-            arj = A[r, j]
-            if arj != 0.0:
-                for i in range(nv):
-                    Je[j, i] -= arj * g * A[r, i]
+    # the actuators' and spring-dampers' part only (the error scratch and the model forces
+    # are not written)
+    actuator_joint_terms(f, work[9], Je, x, work[9], False, True)
 
 
 @njit(refcount=False)
