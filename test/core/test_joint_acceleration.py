@@ -187,6 +187,7 @@ def _reference_balance(x, a, free, max_iter, tol, e, Je, fmodel, work):
     ("zoe", {"contact_model": "ishigami"}),
     ("zoe", {"contact_model": "piecewise_linear"}),
     ("rocky7", {}),  # holonomic spring-damper rows (2.74)
+    ("absolem", {}),  # track patches: contacts after the wheels, with load shares
     ("landtamer", {"actuator": "p"}),  # non-ideal actuators (2.73)
     ("landtamer", {"actuator": "dc_motor",  # a torque-speed limit that binds
                    "actuator_params": {"tau_stall": 400.0, "w_noload": 8.0}}),

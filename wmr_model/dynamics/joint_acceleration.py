@@ -240,7 +240,7 @@ def acceleration_error(x, a, e, fmodel, work):
         e[i] = s * idt + c[i]
     for r in range(fmodel.shape[0]):
         fmodel[r] = 0.0
-    for k in range(jc.shape[0]):
+    for k in range(f.contact_radius.shape[0]):  # contacts: wheels, then track patches
         if not ctx_f[3 * k]:
             continue
         contact_model_force(f, k, x, fc, Jc, y)
@@ -275,7 +275,7 @@ def acceleration_jacobian(x, a, Je, work):
     for i in range(nv):
         for j in range(nv):
             Je[i, j] = M[i, j] * idt
-    for k in range(jc.shape[0]):
+    for k in range(f.contact_radius.shape[0]):  # contacts: wheels, then track patches
         if not ctx_f[3 * k]:
             continue
         wj = 6 + contact_joint[k]
