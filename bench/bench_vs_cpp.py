@@ -3,9 +3,12 @@
 The C++ figures (``wmr bench``'s "C++ here" column, PROVENANCE.md of the benchmark terrains)
 were measured once, on one machine of this class, interleaved with ``wmr bench`` of the package
 as it then was: main at :data:`ANCHOR_COMMIT`, whose figures that day were
-:data:`ANCHOR_THEN` (issue 22's table). Machines of this class differ from day to day by up to
-2x (seen across sessions), so today's figure set against that day's C++ figure says as much
-about the machine as about the code. This script measures the day's machine with the anchor
+:data:`ANCHOR_THEN` (issue 22's table). That the table came from this commit is inferred, not
+recorded: it is the last commit before the day of the rebuild, and on 2026-11-28 its five
+figures ran at 0.96-0.99 of the table's, one factor for kinematics and dynamics alike.
+Machines of this class differ from day to day by more than 2x (seen across sessions), so
+today's figure set against that day's C++ figure says as much about the machine as about the
+code. This script measures the day's machine with the anchor
 itself: it checks :data:`ANCHOR_COMMIT` out into a temporary git worktree and runs its ``wmr
 bench --only kinematic,dynamic --json`` and this tree's, alternately, ``--rounds`` times (after
 one warm-up run each that compiles). Per figure (Zoë, ten terrains, 10 s, Euler; real-time
