@@ -307,13 +307,14 @@ def actuator_joint_terms(b, e, Je, qdn, fmodel, errors=True, jacobian=True):
                 Je[j, i] -= df * Gx[j, i]
     for rj in range(cjoint.shape[0]):
         r = 3 * nw + na + rj
-        cd = 0.0
-        for j in range(nv):
-            cd += A[r, j] * qdn[j]
-        f = -jK[rj] * (cjoint[rj] + dt * cd) - jD[rj] * cd
-        g = -(jK[rj] * dt + jD[rj])
-        if errors:
+        f = 0.0
+        if errors:  # the force needs the row's velocity; its derivative g does not
+            cd = 0.0
+            for j in range(nv):
+                cd += A[r, j] * qdn[j]
+            f = -jK[rj] * (cjoint[rj] + dt * cd) - jD[rj] * cd
             fmodel[r] = f
+        g = -(jK[rj] * dt + jD[rj])
         for j in range(nv):
             arj = A[r, j]
             if arj != 0.0:
