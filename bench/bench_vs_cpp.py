@@ -73,10 +73,9 @@ def run_bench(tree: Path, shared: Path) -> dict[tuple[str, float], float]:
     return figures(json.loads(done.stdout))
 
 
-def compare(rounds: int, anchor: str = ANCHOR_COMMIT) -> dict:
-    """Run the anchor and this tree alternately; the table's numbers (see the module doc).
-    ``anchor`` is for a copy of the anchor's history (a rewritten hash); its figures that day
-    stay :data:`ANCHOR_THEN`, so it must be the same tree."""
+def compare(rounds: int) -> dict:
+    """Run the anchor and this tree alternately; the table's numbers (see the module doc)."""
+    anchor = ANCHOR_COMMIT
     with tempfile.TemporaryDirectory(prefix="wmr-anchor-") as tmp:
         tree = Path(tmp) / "anchor"
         made = subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), anchor],
