@@ -17,8 +17,8 @@ itself, with the model forces in place of the multipliers:
 over the joint-space rows not set by an ideal actuator (an ideal actuator's torque is whatever
 its joint needs, so its row of (2.65) carries no error and its rate is the command). ``J`` is
 square, so Newton's step is ``p = -J^{-1} e`` (Gaussian elimination with partial pivoting),
-with a backtracking (Armijo) line search on ``L = e^T e`` [N^2]; the tolerance is the thesis'
-one on ``|e|`` [N].
+with a backtracking (Armijo) line search on ``L = e^T e`` [N^2], nonmonotone once it stalls
+(:func:`joint_acceleration_balance`); the tolerance is the thesis' one on ``|e|`` [N].
 
 Against the thesis' formulation ((2.75)-(2.88), :mod:`wmr_model.dynamics.force_balance`) this
 needs no independent rows (2.66), no ``C = A_I M^{-1} A_I^T`` and no factor of M per step. Where
@@ -65,10 +65,15 @@ from wmr_model.dynamics.force_balance import (
 __all__ = ["AccelArgs", "solve_in_place", "elimination_source", "specialized_elimination",
            "eliminate", "MAX_SPECIALIZED_ELIMINATION", "joint_acceleration_error",
            "acceleration_error", "acceleration_jacobian", "newton_step",
-           "joint_acceleration_balance"]
+           "joint_acceleration_balance", "STALL_STEP"]
 
 #: Halvings of the step length before the line search gives up (2^-30 of the Newton step).
 _MAX_HALVINGS = 30
+
+#: An accepted step shorter than this fraction of Newton's step marks the monotone line search
+#: as stalled: from then on, within the time step, a trial is also accepted against the largest
+#: of the last four costs (:func:`joint_acceleration_balance`). 2^-8: eight halvings.
+STALL_STEP = 2.0 ** -8
 
 
 class AccelArgs(NamedTuple):
@@ -344,6 +349,16 @@ def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fm
     the address of a specialized elimination for nF (:func:`specialized_elimination`) or 0.
     Returns ``(iterations, L)``, iterations 0 when the start already meets ``|e| <= tol``. A
     step along which ``L`` does not decrease ends the iterations at the current point.
+
+    Line search: Armijo's condition on ``L`` against the current cost, until the search stalls
+    (it accepts a step shorter than :data:`STALL_STEP` of Newton's). From then on a trial is
+    also accepted when ``L <= max(L_k, ..., L_k-3) - 2 c1 alpha L_k`` over the costs of the
+    last four iterates, the nonmonotone rule of Grippo, Lampariello and Lucidi (SIAM J. Numer.
+    Anal. 23(4), 1986). On a kink of a piecewise model (the corners of the piecewise-linear
+    friction pyramid, C.7-C.8) the monotone search takes ever shorter steps toward the same
+    Newton target, ~17 halvings each, until it gives up and the thesis' solver redoes the step;
+    the nonmonotone rule lets the iterate cross the kink. A balance that never stalls (Pacejka
+    on the Zoë benchmark) takes the same steps as with Armijo alone.
     """
     nv = x.shape[0]
     nF = free.shape[0]
@@ -353,12 +368,15 @@ def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fm
     R = work[10][:nF * nF].reshape((nF, nF))
     L = acceleration_error(x, a, e, fmodel, work)
     it = 0
+    h0 = h1 = h2 = h3 = L  # the costs of the last four iterates (h0 the current one)
+    stalled = False
     while it < max_iter and math.sqrt(L) > tol:
         acceleration_jacobian(x, a, Je, work)  # at x: its last evaluation
         newton_step(free, e, Je, R, b, p, elimination)
         for i in range(nv):
             x0[i] = x[i]
         L0 = L
+        L_ref = max(max(h0, h1), max(h2, h3))
         alpha = 1.0
         accepted = False
         for _ in range(_MAX_HALVINGS):
@@ -368,8 +386,14 @@ def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fm
             if L <= (1.0 - 2.0 * WOLFE_C1 * alpha) * L0:  # Armijo: dL/dalpha(0) = -2 L0
                 accepted = True
                 break
+            if stalled and L <= L_ref - 2.0 * WOLFE_C1 * alpha * L0:  # nonmonotone
+                accepted = True
+                break
             alpha *= 0.5
         it += 1
+        h0, h1, h2, h3 = L, h0, h1, h2
+        if accepted and alpha < STALL_STEP:
+            stalled = True
         if not accepted:
             for i in range(nv):
                 x[i] = x0[i]
