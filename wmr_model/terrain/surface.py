@@ -167,15 +167,20 @@ def _grid_axis(u: float, n: int) -> tuple[int, float, bool]:
     vary along this axis). A point on a cell boundary belongs to the cell on its + side, so
     u == n - 1 counts as outside.
     """
-    r = math.floor(u + 0.5)
-    if abs(u - r) <= _NODE_SNAP:
-        u = r
+    # One floor: the distances to the integers below and above, u - i0 and (i0 + 1) - u, are
+    # exact wherever they can be within the snap distance (Sterbenz), so this snaps exactly
+    # where rounding to the nearest integer would.
+    i0 = math.floor(u)
+    if u - i0 <= _NODE_SNAP:
+        u = i0
+    elif (i0 + 1.0) - u <= _NODE_SNAP:
+        i0 += 1.0
+        u = i0
     if u < 0.0:
         return 0, 0.0, False
     if u >= n - 1:
         return n - 2, 1.0, False
-    i = int(math.floor(u))
-    return i, u - i, True
+    return int(i0), u - i0, True
 
 
 @njit(refcount=False)
