@@ -164,6 +164,40 @@ def test_grid_reproduces_nodes_exactly() -> None:
     assert np.array_equal(h, heights)
 
 
+def _grid_axis_by_rounding(u: float, n: int) -> tuple[int, float, bool]:
+    """The cell rule of :func:`wmr_model.terrain.surface._grid_axis` written the plain way:
+    snap u onto the nearest integer when within the snap distance, then clamp or split."""
+    r = np.floor(u + 0.5)
+    if np.isfinite(u) and abs(u - r) <= T._NODE_SNAP:
+        u = float(r)
+    if u < 0.0:
+        return 0, 0.0, False
+    if u >= n - 1:
+        return n - 2, 1.0, False
+    i = int(np.floor(u))
+    return i, u - i, True
+
+
+def test_grid_axis_snaps_and_clamps_as_rounding_does() -> None:
+    """The one-floor cell rule against rounding to the nearest integer: points a few snap
+    distances either side of every node (both signs of zero included), random points, the
+    last node, and coordinates far outside or infinite, which clamp to their own end."""
+    n = 12
+    snap = T._NODE_SNAP
+    us = [0.0, -0.0, n - 1.0, np.inf, -np.inf, 1e300, -1e300, 2.0 ** 63, -(2.0 ** 63), 1e19]
+    for node in range(-2, n + 2):
+        for k in (-3.0, -1.0, -0.5, 0.5, 1.0, 1.0001, 3.0):
+            us.append(node + k * snap)
+        us += [np.nextafter(float(node), -np.inf), np.nextafter(float(node), np.inf)]
+    us += list(np.random.default_rng(5).uniform(-3.0, n + 3.0, 2000))
+    for u in us:
+        got = T._grid_axis(u, n)
+        want = _grid_axis_by_rounding(u, n)
+        assert (got[0], got[2]) == (want[0], want[2]), u
+        assert got[1] == want[1], u
+    assert T._grid_axis(np.inf, n) == (n - 2, 1.0, False)
+
+
 def test_grid_exact_for_linear_function() -> None:
     rng = np.random.default_rng(2)
     a, b, c = 0.3, -1.7, 0.25

@@ -169,8 +169,9 @@ def _grid_axis(u: float, n: int) -> tuple[int, float, bool]:
     """
     # One floor: the distances to the integers below and above, u - i0 and (i0 + 1) - u, are
     # exact wherever they can be within the snap distance (Sterbenz), so this snaps exactly
-    # where rounding to the nearest integer would.
-    i0 = math.floor(u)
+    # where rounding to the nearest integer would. A float floor (math.floor gives an integer,
+    # which wraps for |u| >= 2^63 and infinity; those must clamp like any far coordinate).
+    i0 = float(np.floor(u))
     if u - i0 <= _NODE_SNAP:
         u = i0
     elif (i0 + 1.0) - u <= _NODE_SNAP:
