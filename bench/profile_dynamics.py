@@ -1,6 +1,7 @@
-"""Where a Pacejka dynamics step of Zoë goes (issue 10): per-kernel microseconds per step.
+"""Where a dynamics step of Zoë goes (issues 10, 22): per-kernel microseconds per step.
 
-Usage: ``python bench/profile_dynamics.py [--terrains N] [--repeats R] [--json OUT]``.
+Usage: ``python bench/profile_dynamics.py [--contact MODEL] [--terrains N] [--repeats R]
+[--json OUT]`` (``MODEL``: ``pacejka`` (default), ``ishigami`` or ``piecewise_linear``).
 
 Zoë at 1 m/s straight over the rough wmrde benchmark terrains, dt 0.04, 10 s (the ``wmr bench
 --quick --only dynamic`` run). The states of each trajectory are recorded, then every kernel of
@@ -11,8 +12,9 @@ independent rows (the thesis' solver only, ``--solver thesis``); "force balance 
 compiled loop's whole step less those. Within it (joint-acceleration solver): one evaluation of
 the error (:func:`~wmr_model.dynamics.joint_acceleration.acceleration_error` at each state's
 next velocities; five evaluations per state less one, over four) and, of that, the contact
-models' forces and Jacobians alone (Pacejka, every wheel, at the same rows' velocities), with
-the evaluations per step (Newton iterations + 1); one Jacobian
+models' forces and Jacobians alone (every wheel, at the same rows' velocities), with the
+evaluations per step taken as Newton iterations + 1 (a lower bound: each halving of the line
+search evaluates once more, which the piecewise-linear model's kinks make common); one Jacobian
 (:func:`~wmr_model.dynamics.joint_acceleration.acceleration_jacobian`, the same difference
 with it after each error), taken once per Newton iteration.
 ``--solver`` picks the force balance (default: the default one,
@@ -200,18 +202,18 @@ def _best(fn, repeats: int) -> float:
 
 
 def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
-                     collision: str, solver: str) -> tuple[dict, float]:
+                     collision: str, solver: str, contact: str) -> tuple[dict, float]:
     """Per-kernel microseconds per step on one terrain, and the mean Newton iterations."""
     T = U.shape[0]
     q0, qd0 = sc._moving_start(model, ter, 1.0)
-    dm, _ = compile_dynamics(model, DT, DynamicsOptions(contact_model="pacejka",
+    dm, _ = compile_dynamics(model, DT, DynamicsOptions(contact_model=contact,
                                                         collision=collision, solver=solver))
     km, ta = dm.kin, ter.kernel_args()
     parent, jtype, axis, T0, wheel_frame = km.parent, km.jtype, km.axis, km.T0, km.wheel_frame
     A_joint, I_frame, act = km.A_joint, dm.I_frame, dm.act_joints
     nf, nw, nv = parent.shape[0], wheel_frame.shape[0], model.nv
     nc = 3 * nw + act.shape[0] + A_joint.shape[0]
-    tr = simulate_dynamics(model, ter, q0, qd0, U, DT, contact_model="pacejka",
+    tr = simulate_dynamics(model, ter, q0, qd0, U, DT, contact_model=contact,
                            collision=collision, solver=solver)
     Q = np.ascontiguousarray(tr.q[:-1])
     QD = np.ascontiguousarray(tr.qdot[:-1])
@@ -263,7 +265,7 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
         "step": lambda: simulate_loop(dm, ta, q0, qd0, U, one, no_feedback(),
                                       no_feedback_inputs(batched=False)),
         "call": lambda: simulate_dynamics(model, ter, q0, qd0, U, DT,
-                                          contact_model="pacejka", collision=collision,
+                                          contact_model=contact, collision=collision,
                                           solver=solver),
     }
     # in order: each loop's inputs come from the ones before
@@ -271,7 +273,7 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
 
 
 def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold",
-            solver: str = DEFAULT_SOLVER) -> dict:
+            solver: str = DEFAULT_SOLVER, contact: str = "pacejka") -> dict:
     model = load_vehicle("zoe")
     terrains = load_wmrde_benchmark_terrains()[:n_terrains]
     u = sc.straight_wheel_rates(model, 1.0)
@@ -282,7 +284,7 @@ def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold",
     acc = {k: 0.0 for k in keys}
     iters = []
     for ter in terrains:
-        us, it = _profile_terrain(model, ter, U, repeats, collision, solver)
+        us, it = _profile_terrain(model, ter, U, repeats, collision, solver, contact)
         iters.append(it)
         for k in keys:
             acc[k] += us[k] / len(terrains)
@@ -298,7 +300,7 @@ def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold",
            / 4.0,
            "real_time_factor_call": DT / (acc["call"] * 1e-6),
            "real_time_factor_loop": DT / (acc["step"] * 1e-6), "terrains": len(terrains),
-           "solver": solver}
+           "solver": solver, "contact_model": contact}
     return out
 
 
@@ -310,11 +312,13 @@ def main() -> None:
                     help="wheel collision search of the whole-step runs (the collision kernel "
                          "line always times the cold fan)")
     ap.add_argument("--solver", choices=SOLVERS, default=DEFAULT_SOLVER)
+    ap.add_argument("--contact", choices=("pacejka", "ishigami", "piecewise_linear"),
+                    default="pacejka", help="contact model of every wheel (default pacejka)")
     ap.add_argument("--json")
     ns = ap.parse_args()
-    r = profile(ns.terrains, ns.repeats, ns.collision, ns.solver)
+    r = profile(ns.terrains, ns.repeats, ns.collision, ns.solver, ns.contact)
     us = r["us_per_step"]
-    print(f"Zoe, Pacejka, dt {DT}, {DURATION:g} s, {r['terrains']} terrains, {ns.collision} "
+    print(f"Zoe, {ns.contact}, dt {DT}, {DURATION:g} s, {r['terrains']} terrains, {ns.collision} "
           f"collision, {ns.solver} solver, mean Newton iterations {r['mean_iterations']:.3f}; "
           "microseconds per step (best of repeats)")
     names = {"fk": "forward kinematics (inside CRBA)", "crba": "CRBA (Alg. 3, with FK)",
@@ -334,7 +338,7 @@ def main() -> None:
         n_ev = r["mean_iterations"] + 1.0
         n_j = r["mean_iterations"]
         print(f"    {'one error evaluation':34s} {ev:7.2f}  (x {n_ev:.2f} per step = "
-              f"{ev * n_ev:.2f})")
+              f"{ev * n_ev:.2f}; at least: line-search halvings add evaluations)")
         print(f"      {'of which the tyre forces':32s} {us['forces']:7.2f}  (x {n_ev:.2f} = "
               f"{us['forces'] * n_ev:.2f})")
         print(f"    {'one Jacobian (Newton steps only)':34s} {jv:7.2f}  (x {n_j:.2f} per step = "
