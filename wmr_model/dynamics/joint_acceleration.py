@@ -28,8 +28,8 @@ this solver still satisfies (2.65) with the model forces. Ideal loop closures ha
 force (their multiplier is free), so vehicles with them keep the thesis' solver
 (:func:`wmr_model.dynamics.model.compile_dynamics` picks it), as does the non-iterative
 ``single_step`` mode; a step this solver leaves above the tolerance (a kink of a piecewise
-model, a tumbling state) is redone by the thesis' solver
-(:func:`wmr_model.dynamics.simulate.dynamics_step`).
+model, a tumbling state), even after its one restart (:func:`joint_acceleration_balance`), is
+redone by the thesis' solver (:func:`wmr_model.dynamics.simulate.dynamics_step`).
 
 The contact and actuator terms are those of the thesis' solver
 (:func:`~wmr_model.dynamics.force_balance.contact_terms`,
@@ -338,28 +338,11 @@ def newton_step(free, e, Je, R, b, p, elimination=0):
 
 
 @njit(refcount=False)
-def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work,
-                               elimination=0):
-    """Solve ``e(x) = 0`` (:func:`joint_acceleration_error`) by Newton's method with an Armijo
-    backtracking line search on ``L = e^T e``.
-
-    ``x`` (nv,) holds the start (the ideal actuators' entries set to their commands, which stay)
-    and receives the solution; ``free`` (nF,) lists the other columns, the unknowns;
-    ``single_step`` takes one Newton step (the non-iterative mode of §2.4.4); ``elimination``
-    the address of a specialized elimination for nF (:func:`specialized_elimination`) or 0.
-    Returns ``(iterations, L)``, iterations 0 when the start already meets ``|e| <= tol``. A
-    step along which ``L`` does not decrease ends the iterations at the current point.
-
-    Line search: Armijo's condition on ``L`` against the current cost, until the search stalls
-    (it accepts a step shorter than :data:`STALL_STEP` of Newton's). From then on a trial is
-    also accepted when ``L <= max(L_k, ..., L_k-3) - 2 c1 alpha L_k`` over the costs of the
-    last four iterates, the nonmonotone rule of Grippo, Lampariello and Lucidi (SIAM J. Numer.
-    Anal. 23(4), 1986). On a kink of a piecewise model (the corners of the piecewise-linear
-    friction pyramid, C.7-C.8) the monotone search takes ever shorter steps toward the same
-    Newton target, ~17 halvings each, until it gives up and the thesis' solver redoes the step;
-    the nonmonotone rule lets the iterate cross the kink. A balance that never stalls (Pacejka
-    on the Zoë benchmark) takes the same steps as with Armijo alone.
-    """
+def _newton(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work, elimination,
+            nonmonotone):
+    """Newton's method of :func:`joint_acceleration_balance` from ``x``: Armijo's rule until
+    the search stalls, then the nonmonotone rule (from the first iteration if
+    ``nonmonotone``). Returns ``(iterations, L)``."""
     nv = x.shape[0]
     nF = free.shape[0]
     x0 = work[6][:nv]
@@ -369,7 +352,7 @@ def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fm
     L = acceleration_error(x, a, e, fmodel, work)
     it = 0
     h0 = h1 = h2 = h3 = L  # the costs of the last four iterates (h0 the current one)
-    stalled = False
+    stalled = nonmonotone
     while it < max_iter and math.sqrt(L) > tol:
         acceleration_jacobian(x, a, Je, work)  # at x: its last evaluation
         newton_step(free, e, Je, R, b, p, elimination)
@@ -401,4 +384,49 @@ def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fm
             break
         if single_step:
             break
+    return it, L
+
+
+@njit(refcount=False)
+def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work,
+                               elimination=0):
+    """Solve ``e(x) = 0`` (:func:`joint_acceleration_error`) by Newton's method with a
+    backtracking line search on ``L = e^T e``.
+
+    ``x`` (nv,) holds the start (the ideal actuators' entries set to their commands, which stay)
+    and receives the solution; ``free`` (nF,) lists the other columns, the unknowns;
+    ``single_step`` takes one Newton step (the non-iterative mode of §2.4.4); ``elimination``
+    the address of a specialized elimination for nF (:func:`specialized_elimination`) or 0.
+    Returns ``(iterations, L)``, iterations 0 when the start already meets ``|e| <= tol``.
+
+    Line search: Armijo's condition on ``L`` against the current cost, until the search stalls
+    (it accepts a step shorter than :data:`STALL_STEP` of Newton's). From then on a trial is
+    also accepted when ``L <= max(L_k, ..., L_k-3) - 2 c1 alpha L_k`` over the costs of the
+    last four iterates, the nonmonotone rule of Grippo, Lampariello and Lucidi (SIAM J. Numer.
+    Anal. 23(4), 1986). On a kink of a piecewise model (the corners of the piecewise-linear
+    friction pyramid, C.7-C.8) the monotone search takes ever shorter steps toward the same
+    Newton target, ~17 halvings each; the nonmonotone rule lets the iterate cross the kink.
+
+    A balance that ends above the tolerance (a step along which ``L`` does not decrease, or
+    ``max_iter`` iterations) starts once more from ``x``'s start with the nonmonotone rule from
+    the first iteration, its reference the start's cost (up to ``max_iter`` more iterations,
+    counted in the total): in a tumbling state the monotone path can settle in a valley of
+    ``L`` that Newton's full steps, allowed to raise ``L`` for a while, leave (Zoë on Ishigami
+    soil, benchmark terrain 9, step 202: 24 iterations and 356 evaluations without converging,
+    then 10 iterations and 11 evaluations). Only what still fails is left to the thesis'
+    solver (:func:`wmr_model.dynamics.simulate.dynamics_step`). A balance that neither stalls
+    nor fails (Pacejka on the Zoë benchmark) takes the same steps as with Armijo alone.
+    """
+    nv = x.shape[0]
+    x_start = work[0][:nv]  # the thesis' solver's scratch (its vI), free here
+    for i in range(nv):
+        x_start[i] = x[i]
+    it, L = _newton(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work, elimination,
+                    False)
+    if math.sqrt(L) > tol and not single_step:
+        for i in range(nv):
+            x[i] = x_start[i]
+        it2, L = _newton(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work,
+                         elimination, True)
+        it += it2
     return it, L
