@@ -716,8 +716,9 @@ def simulate_dynamics(model: VehicleModel, terrain: Terrain, q0: np.ndarray,
             :mod:`wmr_model.dynamics.joint_acceleration`) or ``"thesis"`` (the independent-row
             formulation (2.75)-(2.88)). Ideal loop closures and ``single_step`` default to
             ``"thesis"`` (:data:`~wmr_model.dynamics.model.SOLVERS`); a joint-acceleration
-            step left above ``tol`` is redone by the thesis' solver, and ``iterations`` counts
-            both.
+            balance left above ``tol`` restarts once (the nonmonotone rule from its first
+            iteration), a step still above it is redone by the thesis' solver, and
+            ``iterations`` counts them all.
     """
     q0, qdot0, U = check_dynamics_inputs(model, q0, qdot0, commands, dt)
     dm, names = kept_dynamics(model, dt, DynamicsOptions.of(options, keywords))
