@@ -271,6 +271,41 @@ def test_split_evaluation_is_the_reference_bit_for_bit(name: str, options: dict)
     assert iterated >= 3  # the balances took Newton steps (the Jacobian was used)
 
 
+def _benchmark_run(contact: str, terrain: int):
+    """Zoë at 1 m/s over benchmark terrain index ``terrain``, dt 0.04, 10 s, with ``contact``:
+    the run, its compiled model, a step workspace, the terrain's arrays and the commands."""
+    zoe = load_vehicle("zoe")
+    ter = load_wmrde_benchmark_terrains()[terrain]
+    q0, qd0 = sc._moving_start(zoe, ter, 1.0)
+    U = np.tile(sc.straight_wheel_rates(zoe, 1.0), (250, 1))
+    run = S.simulate_dynamics(zoe, ter, q0, qd0, U, DT, contact_model=contact)
+    dm, _ = compile_dynamics(zoe, DT, DynamicsOptions(contact_model=contact))
+    return run, dm, create_step_data(dm, zoe.nv), ter.kernel_args(), U
+
+
+def _balances_at(run, dm, d, ta, U, i: int) -> tuple[float, bool, float]:
+    """Step ``i``'s balance by the product and by the reference loop from the step's start,
+    held equal bit for bit; returns the product's L, whether its rules departed from Armijo's
+    (a stall or the restart), and L of Armijo's rule alone from the same start."""
+    nv, nc = run.qdot.shape[1], d.A.shape[0]
+    dz = _setup(dm, ta, d, run.q[i], run.qdot[i], U[i])
+    a = AccelArgs(d.M, d.c, run.qdot[i], S._model_forces(dm, d, U[i], dz, d.A, d.eye),
+                  d.contact_jac)
+    start = run.qdot[i].copy()
+    for k in range(dm.act_joints.shape[0]):
+        start[6 + dm.act_joints[k]] = U[i, k]
+    want, got, monotone = start.copy(), start.copy(), start.copy()
+    scratch = (np.empty(nv), np.empty((nv, nv)), np.empty(nc), d.fb)
+    it1, L1, departed = _reference_balance(want, a, d.free, dm.opt.max_iter, dm.opt.tol,
+                                           *scratch, True)
+    it2, L2 = joint_acceleration_balance(got, a, d.free, dm.opt.max_iter, dm.opt.tol, False,
+                                         *scratch, dm.opt.elimination)
+    assert (it1, L1) == (it2, L2) and np.array_equal(want, got)
+    _, L3, _ = _reference_balance(monotone, a, d.free, dm.opt.max_iter, dm.opt.tol, *scratch,
+                                  False)
+    return L2, departed, L3
+
+
 def test_piecewise_linear_pyramid_corner_converges() -> None:
     """Zoë with the piecewise-linear pyramid, dt 0.04, 10 s over benchmark terrain 8. With
     Armijo's rule alone the balance stalls on a corner of the friction pyramid (C.7-C.8) near
@@ -279,37 +314,14 @@ def test_piecewise_linear_pyramid_corner_converges() -> None:
     rule after a stall every step of the run meets the tolerance; over steps 125-144 the
     product is the plain reference loop bit for bit, and at least one stalled step converges
     in the balance itself where Armijo alone from the same start ends above the tolerance."""
-    zoe = load_vehicle("zoe")
-    ter = load_wmrde_benchmark_terrains()[7]
-    q0, qd0 = sc._moving_start(zoe, ter, 1.0)
-    U = np.tile(sc.straight_wheel_rates(zoe, 1.0), (250, 1))
-    opts = {"contact_model": "piecewise_linear"}
-    run = S.simulate_dynamics(zoe, ter, q0, qd0, U, DT, **opts)
-    dm, _ = compile_dynamics(zoe, DT, DynamicsOptions(**opts))
-    assert np.sqrt(run.cost.max()) <= dm.opt.tol
-    d = create_step_data(dm, zoe.nv)
-    ta = ter.kernel_args()
-    nv, nc = zoe.nv, d.A.shape[0]
-    crossed = []  # stalled steps the nonmonotone rule converged and Armijo alone did not
+    run, dm, d, ta, U = _benchmark_run("piecewise_linear", 7)
+    tol = dm.opt.tol
+    assert np.sqrt(run.cost.max()) <= tol
+    crossed = []  # steps the product's rules converged and Armijo alone did not
     for i in range(125, 145):
-        dz = _setup(dm, ta, d, run.q[i], run.qdot[i], U[i])
-        a = AccelArgs(d.M, d.c, run.qdot[i], S._model_forces(dm, d, U[i], dz, d.A, d.eye),
-                      d.contact_jac)
-        start = run.qdot[i].copy()
-        for k in range(dm.act_joints.shape[0]):
-            start[6 + dm.act_joints[k]] = U[i, k]
-        want, got, monotone = start.copy(), start.copy(), start.copy()
-        scratch = (np.empty(nv), np.empty((nv, nv)), np.empty(nc), d.fb)
-        it1, L1, stalled = _reference_balance(want, a, d.free, dm.opt.max_iter, dm.opt.tol,
-                                              *scratch, True)
-        it2, L2 = joint_acceleration_balance(got, a, d.free, dm.opt.max_iter, dm.opt.tol, False,
-                                             *scratch, dm.opt.elimination)
-        assert (it1, L1) == (it2, L2) and np.array_equal(want, got)
-        if stalled and np.sqrt(L2) <= dm.opt.tol:
-            _, L3, _ = _reference_balance(monotone, a, d.free, dm.opt.max_iter, dm.opt.tol,
-                                          *scratch, False)
-            if np.sqrt(L3) > dm.opt.tol:
-                crossed.append(i)
+        L, departed, L_armijo = _balances_at(run, dm, d, ta, U, i)
+        if departed and np.sqrt(L) <= tol < np.sqrt(L_armijo):
+            crossed.append(i)
     assert crossed
 
 
@@ -321,33 +333,11 @@ def test_tumbling_ishigami_step_converges_after_the_restart() -> None:
     restart from the step's start with the nonmonotone rule from the first iteration converges
     (10 iterations): every step of the run meets the tolerance; over steps 198-206 the product
     is the plain reference loop bit for bit, and at step 202 Armijo alone ends above it."""
-    zoe = load_vehicle("zoe")
-    ter = load_wmrde_benchmark_terrains()[8]
-    q0, qd0 = sc._moving_start(zoe, ter, 1.0)
-    U = np.tile(sc.straight_wheel_rates(zoe, 1.0), (250, 1))
-    opts = {"contact_model": "ishigami"}
-    run = S.simulate_dynamics(zoe, ter, q0, qd0, U, DT, **opts)
-    dm, _ = compile_dynamics(zoe, DT, DynamicsOptions(**opts))
-    assert np.sqrt(run.cost.max()) <= dm.opt.tol
-    d = create_step_data(dm, zoe.nv)
-    ta = ter.kernel_args()
-    nv, nc = zoe.nv, d.A.shape[0]
+    run, dm, d, ta, U = _benchmark_run("ishigami", 8)
+    tol = dm.opt.tol
+    assert np.sqrt(run.cost.max()) <= tol
     for i in range(198, 207):
-        dz = _setup(dm, ta, d, run.q[i], run.qdot[i], U[i])
-        a = AccelArgs(d.M, d.c, run.qdot[i], S._model_forces(dm, d, U[i], dz, d.A, d.eye),
-                      d.contact_jac)
-        start = run.qdot[i].copy()
-        for k in range(dm.act_joints.shape[0]):
-            start[6 + dm.act_joints[k]] = U[i, k]
-        want, got, monotone = start.copy(), start.copy(), start.copy()
-        scratch = (np.empty(nv), np.empty((nv, nv)), np.empty(nc), d.fb)
-        it1, L1, departed = _reference_balance(want, a, d.free, dm.opt.max_iter, dm.opt.tol,
-                                               *scratch, True)
-        it2, L2 = joint_acceleration_balance(got, a, d.free, dm.opt.max_iter, dm.opt.tol, False,
-                                             *scratch, dm.opt.elimination)
-        assert (it1, L1) == (it2, L2) and np.array_equal(want, got)
-        assert np.sqrt(L2) <= dm.opt.tol
+        L, departed, L_armijo = _balances_at(run, dm, d, ta, U, i)
+        assert np.sqrt(L) <= tol
         if i == 202:
-            _, L3, _ = _reference_balance(monotone, a, d.free, dm.opt.max_iter, dm.opt.tol,
-                                          *scratch, False)
-            assert departed and np.sqrt(L3) > dm.opt.tol
+            assert departed and np.sqrt(L_armijo) > tol
