@@ -208,6 +208,36 @@ def _reference_balance(x, a, free, max_iter, tol, e, Je, fmodel, work, rules):
     return it, L, stalled
 
 
+def _step_args(dm, d, ta, run, U, i: int) -> AccelArgs:
+    """Step ``i`` of ``run``: its kinematics and row flags in ``d``, and its balance's
+    :class:`AccelArgs`."""
+    dz = _setup(dm, ta, d, run.q[i], run.qdot[i], U[i])
+    return AccelArgs(d.M, d.c, run.qdot[i], S._model_forces(dm, d, U[i], dz, d.A, d.eye),
+                     d.contact_jac)
+
+
+def _balances(dm, d, a, u):
+    """The step's balance from its start (the velocities of ``a``, ideal actuators at their
+    commands ``u``, as the product starts it) by the product, held equal bit for bit to the
+    reference loop with the product's rules, and by Armijo's rule alone. Returns
+    ``(iterations, L, departed, x, (iterations, L, x) of Armijo alone)``."""
+    nv, nc = a.qdot.shape[0], d.A.shape[0]
+    start = a.qdot.copy()
+    for k in range(dm.act_joints.shape[0]):
+        if dm.akinds[k] == IDEAL:
+            start[6 + dm.act_joints[k]] = u[k]
+    want, got, monotone = start.copy(), start.copy(), start.copy()
+    scratch = (np.empty(nv), np.empty((nv, nv)), np.empty(nc), d.fb)
+    it1, L1, departed = _reference_balance(want, a, d.free, dm.opt.max_iter, dm.opt.tol,
+                                           *scratch, True)
+    it2, L2 = joint_acceleration_balance(got, a, d.free, dm.opt.max_iter, dm.opt.tol, False,
+                                         *scratch, dm.opt.elimination)
+    assert (it1, L1) == (it2, L2) and np.array_equal(want, got)
+    it3, L3, _ = _reference_balance(monotone, a, d.free, dm.opt.max_iter, dm.opt.tol, *scratch,
+                                    False)
+    return it2, L2, departed, got, (it3, L3, monotone)
+
+
 @pytest.mark.parametrize("name, options", [
     ("zoe", {"contact_model": "pacejka"}),
     ("zoe", {"contact_model": "ishigami"}),
@@ -237,9 +267,7 @@ def test_split_evaluation_is_the_reference_bit_for_bit(name: str, options: dict)
     rng = np.random.default_rng(7)
     iterated = 0
     for i in (5, 20, 39):
-        dz = _setup(dm, ta, d, run.q[i], run.qdot[i], U[i])
-        a = AccelArgs(d.M, d.c, run.qdot[i], S._model_forces(dm, d, U[i], dz, d.A, d.eye),
-                      d.contact_jac)
+        a = _step_args(dm, d, ta, run, U, i)
         for x in (run.qdot[i + 1], run.qdot[i + 1] + rng.normal(scale=0.05, size=nv)):
             e1, Je1, f1 = np.empty(nv), np.empty((nv, nv)), np.empty(nc)
             e2, Je2, f2 = np.empty(nv), np.full((nv, nv), np.nan), np.empty(nc)
@@ -249,25 +277,10 @@ def test_split_evaluation_is_the_reference_bit_for_bit(name: str, options: dict)
             assert L1 == L2
             assert np.array_equal(e1, e2) and np.array_equal(f1, f2)
             assert np.array_equal(Je1, Je2)
-        start = run.qdot[i].copy()
-        for k in range(dm.act_joints.shape[0]):
-            if dm.akinds[k] == IDEAL:
-                start[6 + dm.act_joints[k]] = U[i, k]
-        want, got, monotone = start.copy(), start.copy(), start.copy()
-        it1, L1, stalled = _reference_balance(want, a, d.free, dm.opt.max_iter, dm.opt.tol,
-                                              np.empty(nv), np.empty((nv, nv)), np.empty(nc),
-                                              d.fb, True)
-        it2, L2 = joint_acceleration_balance(got, a, d.free, dm.opt.max_iter, dm.opt.tol, False,
-                                             np.empty(nv), np.empty((nv, nv)), np.empty(nc),
-                                             d.fb, dm.opt.elimination)
-        assert (it1, L1) == (it2, L2)
-        assert np.array_equal(want, got)
-        if not stalled:  # the nonmonotone rule never applied: Armijo alone, the same steps
-            it3, L3, _ = _reference_balance(monotone, a, d.free, dm.opt.max_iter, dm.opt.tol,
-                                            np.empty(nv), np.empty((nv, nv)), np.empty(nc),
-                                            d.fb, False)
-            assert (it3, L3) == (it2, L2) and np.array_equal(monotone, got)
-        iterated += it1
+        it, L, departed, x, (it3, L3, x3) = _balances(dm, d, a, U[i])
+        if not departed:  # the product's rules never applied: Armijo alone, the same steps
+            assert (it3, L3) == (it, L) and np.array_equal(x3, x)
+        iterated += it
     assert iterated >= 3  # the balances took Newton steps (the Jacobian was used)
 
 
@@ -283,29 +296,6 @@ def _benchmark_run(contact: str, terrain: int):
     return run, dm, create_step_data(dm, zoe.nv), ter.kernel_args(), U
 
 
-def _balances_at(run, dm, d, ta, U, i: int) -> tuple[float, bool, float]:
-    """Step ``i``'s balance by the product and by the reference loop from the step's start,
-    held equal bit for bit; returns the product's L, whether its rules departed from Armijo's
-    (a stall or the restart), and L of Armijo's rule alone from the same start."""
-    nv, nc = run.qdot.shape[1], d.A.shape[0]
-    dz = _setup(dm, ta, d, run.q[i], run.qdot[i], U[i])
-    a = AccelArgs(d.M, d.c, run.qdot[i], S._model_forces(dm, d, U[i], dz, d.A, d.eye),
-                  d.contact_jac)
-    start = run.qdot[i].copy()
-    for k in range(dm.act_joints.shape[0]):
-        start[6 + dm.act_joints[k]] = U[i, k]
-    want, got, monotone = start.copy(), start.copy(), start.copy()
-    scratch = (np.empty(nv), np.empty((nv, nv)), np.empty(nc), d.fb)
-    it1, L1, departed = _reference_balance(want, a, d.free, dm.opt.max_iter, dm.opt.tol,
-                                           *scratch, True)
-    it2, L2 = joint_acceleration_balance(got, a, d.free, dm.opt.max_iter, dm.opt.tol, False,
-                                         *scratch, dm.opt.elimination)
-    assert (it1, L1) == (it2, L2) and np.array_equal(want, got)
-    _, L3, _ = _reference_balance(monotone, a, d.free, dm.opt.max_iter, dm.opt.tol, *scratch,
-                                  False)
-    return L2, departed, L3
-
-
 def test_piecewise_linear_pyramid_corner_converges() -> None:
     """Zoë with the piecewise-linear pyramid, dt 0.04, 10 s over benchmark terrain 8. With
     Armijo's rule alone the balance stalls on a corner of the friction pyramid (C.7-C.8) near
@@ -319,7 +309,8 @@ def test_piecewise_linear_pyramid_corner_converges() -> None:
     assert np.sqrt(run.cost.max()) <= tol
     crossed = []  # steps the product's rules converged and Armijo alone did not
     for i in range(125, 145):
-        L, departed, L_armijo = _balances_at(run, dm, d, ta, U, i)
+        _, L, departed, _, (_, L_armijo, _) = _balances(dm, d, _step_args(dm, d, ta, run, U, i),
+                                                        U[i])
         if departed and np.sqrt(L) <= tol < np.sqrt(L_armijo):
             crossed.append(i)
     assert crossed
@@ -337,7 +328,8 @@ def test_tumbling_ishigami_step_converges_after_the_restart() -> None:
     tol = dm.opt.tol
     assert np.sqrt(run.cost.max()) <= tol
     for i in range(198, 207):
-        L, departed, L_armijo = _balances_at(run, dm, d, ta, U, i)
+        _, L, departed, _, (_, L_armijo, _) = _balances(dm, d, _step_args(dm, d, ta, run, U, i),
+                                                        U[i])
         assert np.sqrt(L) <= tol
         if i == 202:
             assert departed and np.sqrt(L_armijo) > tol
