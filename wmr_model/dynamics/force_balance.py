@@ -216,7 +216,8 @@ def _affine_state(x, args_cache, vI, lam, e, Je, qdn):
             Je[j, i] = Je_lam[j, i]
 
 
-@njit(refcount=False)
+# Inlined into its callers with the record it reads (see joint_acceleration's evaluations).
+@njit(refcount=False, inline="always")
 def contact_model_force(b, k, qdn, fc, Jc, y):
     """The model force (2.71) ``fc`` (3,) of contact ``k`` at the next step's joint-space
     velocities ``qdn`` (nv,), scaled by its load share, and its Jacobian ``Jc`` (3, 5) over the
@@ -280,7 +281,8 @@ def contact_terms(b, e, Je, qdn, fmodel, work):
                         Je[j, i] -= arj * dfx[i]
 
 
-@njit(refcount=False)
+# Inlined, as contact_model_force.
+@njit(refcount=False, inline="always")
 def actuator_joint_terms(b, e, Je, qdn, fmodel, errors=True, jacobian=True):
     """Actuator forces (2.73) of the non-ideal actuators and the spring-dampers (2.74) of the
     holonomic rows (from ``c + ċ Δt`` and ``ċ``) into ``fmodel``, ``e`` and ``Je``.

@@ -69,6 +69,7 @@ from wmr_model.kinematics.wheel_collision import (
     CONTACT_FAN_HALF_SPAN,
     CONTACT_FAN_POINTS,
     wheel_contact,
+    wheel_contact_into,
 )
 from wmr_model.terrain.surface import Terrain, TerrainArrays
 from wmr_model.vehicles.model import VehicleModel
@@ -305,8 +306,8 @@ def _step_kinematics(dm, t, d, q, qdot, u):
     elif d.contact_ws.shape[0] > 0:  # wheels only, warm-started
         warm_wheel_contact(m, t, d.T_world, d.T_contact, d.dz, d.contact_angle, d.contact_ws,
                            d.fan_frame)
-    else:  # wheels only: the call of the wheeled dynamics as such (no wrapper in the hot path)
-        wheel_contact(m, t, d.T_world, d.T_contact, d.dz, d.contact_angle)
+    else:  # wheels only, the cold search: the run's zero-row workspace (nothing allocated)
+        wheel_contact_into(m, t, d.T_world, d.T_contact, d.dz, d.contact_angle, d.contact_ws)
     if dm.opt.fused:
         bias_force_fused(d.Ic[0], dm.gravity, q, qdot, d.c)
     else:
