@@ -20,7 +20,7 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.vehicles.inertia import (
-    composite_inertias_into,
+    composite_from_transforms,
     composite_workspace,
     relative_transform,
 )
@@ -102,7 +102,9 @@ def crba_into(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M, ws):
     """Joint-space inertia ``M`` (nv, nv), Algorithm 3 (modified CRBA), in the scratch ``ws``
     of :func:`crba_workspace` (nothing allocated).
 
-    Lines 1-4 (composite inertias) are :func:`wmr_model.vehicles.inertia.composite_inertias`; lines
+    Lines 1-4 (composite inertias) are :func:`wmr_model.vehicles.inertia.composite_inertias`
+    (:func:`~wmr_model.vehicles.inertia.composite_from_transforms`, from the relative transforms
+    of :func:`relative_transforms` that the walk needs too: the same numbers); lines
     5-22 walk from each joint to the body carrying the force ``f^c = I_i^c S_i`` needed to
     accelerate that joint alone by one unit, transforming it to each ancestor with
     :math:`(X_{p}^{i})^T` (B.12, :func:`force_to_parent`) and reading off ``S_j . f^c`` (line 18) or
@@ -116,8 +118,9 @@ def crba_into(parent, jtype, axis, T0, I_frame, q, T_world, Ic, M, ws):
     nf = parent.shape[0]
     R_up, p_up, S, Sj, fc, fp, cws = ws
     forward_kinematics(parent, jtype, axis, T0, q, T_world)
-    composite_inertias_into(parent, I_frame, T_world, Ic, cws)
+    # lines 1-4 from the relative transforms that lines 5-22 use too (each computed once)
     relative_transforms(parent, T_world, R_up, p_up)
+    composite_from_transforms(parent, I_frame, R_up, p_up, Ic, cws)
     M[:, :] = 0.0
     for r in range(6):
         for k in range(6):

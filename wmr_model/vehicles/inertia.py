@@ -38,6 +38,7 @@ __all__ = [
     "body_composite_inertia",
     "body_composite_inertia_into",
     "composite_inertias_into",
+    "composite_from_transforms",
     "add_child_inertia",
     "relative_transform",
     "inertia_mass_com",
@@ -115,18 +116,36 @@ def composite_inertias(parent, I_frame, T_world, Ic, ws=None):
 
 
 @njit(refcount=False)
+def _copy_inertias(I_frame, Ic):
+    """``Ic[:] = I_frame`` (nf, 6, 6) without a temporary: the start of the backward pass."""
+    for i in range(I_frame.shape[0]):
+        for r in range(6):
+            for c in range(6):
+                Ic[i, r, c] = I_frame[i, r, c]
+
+
+@njit(refcount=False)
 def composite_inertias_into(parent, I_frame, T_world, Ic, ws):
     """:func:`composite_inertias` with its scratch ``ws``, writing ``Ic`` only."""
     R, t, RA, g = ws
     nf = parent.shape[0]
-    for i in range(nf):
-        for r in range(6):
-            for c in range(6):
-                Ic[i, r, c] = I_frame[i, r, c]
+    _copy_inertias(I_frame, Ic)
     for i in range(nf - 1, 0, -1):
         p = parent[i]
         relative_transform(T_world, p, i, R, t)
         add_child_inertia(Ic, i, p, R, t, RA, g)
+
+
+@njit(refcount=False)
+def composite_from_transforms(parent, I_frame, R_up, p_up, Ic, ws):
+    """:func:`composite_inertias_into` from each frame's rotation ``R_up`` (nf, 3, 3) and
+    origin ``p_up`` (nf, 3) in its parent's coordinates (:func:`relative_transform` of every
+    frame, as the CRBA keeps them): the same operations on the same numbers."""
+    RA, g = ws[2], ws[3]
+    nf = parent.shape[0]
+    _copy_inertias(I_frame, Ic)
+    for i in range(nf - 1, 0, -1):
+        add_child_inertia(Ic, i, parent[i], R_up[i], p_up[i], RA, g)
 
 
 @njit(refcount=False)
