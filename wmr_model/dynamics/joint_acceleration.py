@@ -244,27 +244,52 @@ def acceleration_error(x, a, e, fmodel, work):
     idt = 1.0 / f.dt
     for j in range(nv):
         dx[j] = x[j] - qdot[j]
-    for i in range(nv):
+    # M dx four rows at a time: each row's sum in the same order, four chains of additions in
+    # flight instead of one (the same numbers, ~20 % less time for Zoe's 13 x 13)
+    i = 0
+    while i + 4 <= nv:
+        s0 = s1 = s2 = s3 = 0.0
+        for j in range(nv):
+            dj = dx[j]
+            s0 += M[i, j] * dj
+            s1 += M[i + 1, j] * dj
+            s2 += M[i + 2, j] * dj
+            s3 += M[i + 3, j] * dj
+        e[i] = s0 * idt + c[i]
+        e[i + 1] = s1 * idt + c[i + 1]
+        e[i + 2] = s2 * idt + c[i + 2]
+        e[i + 3] = s3 * idt + c[i + 3]
+        i += 4
+    while i < nv:
         s = 0.0
         for j in range(nv):
             s += M[i, j] * dx[j]
         e[i] = s * idt + c[i]
+        i += 1
     for r in range(fmodel.shape[0]):
         fmodel[r] = 0.0
     for k in range(f.contact_radius.shape[0]):  # contacts: wheels, then track patches
         if not ctx_f[3 * k]:
             continue
         contact_model_force(f, k, x, fc, Jc, y)
+        f0, f1, f2 = fc[0], fc[1], fc[2]
         for rr in range(3):
             fmodel[3 * k + rr] = fc[rr]
             for i in range(5):
                 jc[k, rr, i] = Jc[rr, i]
-        for rr in range(3):
-            row_f = 3 * k + rr
-            for j in range(nv):
-                arj = A[row_f, j]
-                if arj != 0.0:
-                    e[j] -= arj * fc[rr]
+        # e -= A_k^T f_k: each e[j] takes the three rows' terms in row order, as row by row
+        for j in range(nv):
+            a0 = A[3 * k, j]
+            a1 = A[3 * k + 1, j]
+            a2 = A[3 * k + 2, j]
+            ej = e[j]
+            if a0 != 0.0:
+                ej -= a0 * f0
+            if a1 != 0.0:
+                ej -= a1 * f1
+            if a2 != 0.0:
+                ej -= a2 * f2
+            e[j] = ej
     actuator_joint_terms(f, e, M, x, fmodel, True, False)  # errors only: M is not written
     return _ideal_rows_cost(f, e)
 
