@@ -226,16 +226,17 @@ def contact_model_force(b, k, qdn, fc, Jc, y):
     (:func:`contact_terms`, the joint-acceleration solver's) evaluate the contacts here."""
     A = b.A
     nv = A.shape[1]
-    y[0] = 0.0
-    y[1] = 0.0
-    y[2] = 0.0
+    y0 = y1 = y2 = 0.0  # in registers: y may alias the arrays read (a store per term else)
     for j in range(nv):
         qj = qdn[j]
-        y[0] += A[3 * k, j] * qj
-        y[1] += A[3 * k + 1, j] * qj
-        y[2] += A[3 * k + 2, j] * qj
+        y0 += A[3 * k, j] * qj
+        y1 += A[3 * k + 1, j] * qj
+        y2 += A[3 * k + 2, j] * qj
+    y[0] = y0
+    y[1] = y1
+    y[2] = y2
     Rw = b.contact_radius[k] * qdn[6 + b.contact_joint[k]]
-    dzn = b.dz[k] + b.dt * y[2]
+    dzn = b.dz[k] + b.dt * y2
     contact_force(b.ckinds[k], b.cparams[k], b.ctables[k], b.caxes[k], y, Rw, dzn, fc, Jc)
     sk = b.share[k]
     if sk != 1.0:
