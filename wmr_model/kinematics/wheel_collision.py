@@ -224,8 +224,9 @@ def _fan_height_bound(tkind, tparams, tgrid, p, xw, zw, R, s0, c0):
         xmax = max(xmax, rx)
         ymin = min(ymin, ry)
         ymax = max(ymax, ry)
-    # (x - x0) / dx rounds monotonically and dx, dy > 0: every point's cell (and a snap onto
-    # the next node) lies within these node ranges
+    # (x - x0) / dx rounds monotonically and dx, dy > 0: every point's cell lies within these
+    # node ranges, clamped as the lookup clamps; a point snapped onto the node after them sits
+    # on it exactly (fraction 0: the node beyond gets weight 0)
     nyg, nxg = tgrid.shape
     dx = tparams[2]
     dy = tparams[3]
