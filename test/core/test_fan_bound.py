@@ -24,6 +24,7 @@ from wmr_model.kinematics.wheel_collision import (
     _parabola_offset,
     _rotate_angle,
     _wheel_fan,
+    _wheel_point,
 )
 from wmr_model.spatial import rot_axis_angle
 from wmr_model.terrain import surface as tr
@@ -91,8 +92,8 @@ def test_fan_angle_equals_the_plain_search_bit_for_bit(rough):
         assert d == _plain_fan(targs, p, xw, yw, zw, R)
         _, s0, c0 = _fan_start(*targs, p, xw, yw, zw)
         bound = _fan_height_bound(*targs, p, xw, zw, R, s0, c0)
-        z = [p[2] - R * (s * xw[2] + c * zw[2])
-             for s, c in (_rotate_angle(s0, c0, FAN_SIN[j], FAN_COS[j]) for j in range(K))]
+        z = [_wheel_point(p, xw, zw, R, *_rotate_angle(s0, c0, FAN_SIN[j], FAN_COS[j]))[2]
+             for j in range(K)]
         left_out += sum(zj > bound for zj in z)
     # the bound left points out (so the comparison above covered the skipping path)
     assert left_out > 0.2 * len(poses) * (K - 1)
@@ -107,9 +108,8 @@ def test_fan_height_bound_is_above_the_terrain_at_every_fan_point(rough):
             bound = _fan_height_bound(*targs, p, xw, zw, R, s0, c0)
             assert math.isfinite(bound)
             for j in range(K):
-                s, c = _rotate_angle(s0, c0, FAN_SIN[j], FAN_COS[j])
-                x = p[0] - R * (s * xw[0] + c * zw[0])
-                y = p[1] - R * (s * xw[1] + c * zw[1])
+                x, y, _ = _wheel_point(p, xw, zw, R, *_rotate_angle(s0, c0, FAN_SIN[j],
+                                                                     FAN_COS[j]))
                 assert tr.terrain_height_normal(*targs, x, y)[0] <= bound
 
 

@@ -52,6 +52,16 @@ _FAN_SIN = np.sin((np.arange(CONTACT_FAN_POINTS) - _FAN_HALF) * _FAN_STEP)
 # of a kinematic step, and in line it costs 25-30 % less (both forms compiled in one process and
 # timed alternately; README, "Inlined terrain lookups").
 @njit(refcount=False, inline="always")
+def _wheel_point(p, xw, zw, R, s, c):
+    """Point ``(x, y, z)`` (world) on the wheel circle at the contact angle with sine ``s``,
+    cosine ``c`` (2.9); ``p``, ``xw``, ``zw``: wheel centre and x, z axes (world, 3-tuples) of
+    the wheel frame without its spin rotation. The one formula of the search: the fan's bound
+    compares its coordinates with the grid's nodes, so they must be the lookups' own."""
+    return (p[0] - R * (s * xw[0] + c * zw[0]), p[1] - R * (s * xw[1] + c * zw[1]),
+            p[2] - R * (s * xw[2] + c * zw[2]))
+
+
+@njit(refcount=False, inline="always")
 def _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s, c):
     """Point on the wheel circle at the contact angle with sine ``s``, cosine ``c`` (2.9) and its
     Δz (2.8).
@@ -59,9 +69,7 @@ def _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s, c):
     ``p``, ``xw``, ``zw``: wheel centre and x, z axes (world, 3-tuples) of the wheel frame
     without its spin rotation. Returns ``(Δz, r_x, r_y, r_z, n_x, n_y, n_z)``.
     """
-    rx = p[0] - R * (s * xw[0] + c * zw[0])
-    ry = p[1] - R * (s * xw[1] + c * zw[1])
-    rz = p[2] - R * (s * xw[2] + c * zw[2])
+    rx, ry, rz = _wheel_point(p, xw, zw, R, s, c)
     h, nx, ny, nz = terrain_height_normal(tkind, tparams, tgrid, rx, ry)
     # (2.8): (r_contact - r_terrain) . n with r_terrain directly below the contact point.
     return (rz - h) * nz, rx, ry, rz, nx, ny, nz
@@ -214,10 +222,9 @@ def _fan_height_bound(tkind, tparams, tgrid, p, xw, zw, R, s0, c0):
         return np.inf
     xmin = ymin = np.inf
     xmax = ymax = -np.inf
-    for j in range(CONTACT_FAN_POINTS):  # the points' x, y as _contact_height_error_sc's
+    for j in range(CONTACT_FAN_POINTS):
         sj, cj = _rotate_angle(s0, c0, _FAN_SIN[j], _FAN_COS[j])
-        rx = p[0] - R * (sj * xw[0] + cj * zw[0])
-        ry = p[1] - R * (sj * xw[1] + cj * zw[1])
+        rx, ry, _ = _wheel_point(p, xw, zw, R, sj, cj)
         if not (abs(rx) < np.inf and abs(ry) < np.inf):
             return np.inf
         xmin = min(xmin, rx)
@@ -274,7 +281,7 @@ def _wheel_fan(tkind, tparams, tgrid, p, xw, yw, zw, R):
         left = False
         if j == half:
             f = f_half
-        elif p[2] - R * (sj * xw[2] + cj * zw[2]) > bound:  # its z: above every node
+        elif _wheel_point(p, xw, zw, R, sj, cj)[2] > bound:  # above every node
             left = True
             f = np.inf  # its error is > 0 >= f_half: never below fbest at the end
         else:
