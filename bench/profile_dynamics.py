@@ -150,6 +150,8 @@ def _eval_loop(dm, ter, d, Q, QD, X, U, reps, jacobian):
     joint-acceleration error (with its Jacobian if ``jacobian``) at the recorded next
     velocities ``X``, as Newton's method runs them."""
     nw = dm.kin.wheel_frame.shape[0]
+    nF = d.free.shape[0]
+    R = d.fb[10][:nF * nF].reshape((nF, nF))  # as Newton's method places J_FF
     for t in range(Q.shape[0]):
         _step_kinematics(dm, ter, d, Q[t], QD[t], U[t])
         _row_flags(dm, d, nw)
@@ -158,7 +160,7 @@ def _eval_loop(dm, ter, d, Q, QD, X, U, reps, jacobian):
         for _ in range(reps):
             acceleration_error(X[t], a, d.Minv_tc, d.fmodel, d.fb)
             if jacobian:
-                acceleration_jacobian(X[t], a, d.Lm, d.fb)
+                acceleration_jacobian(X[t], a, d.free, R, d.fb)
 
 
 @njit

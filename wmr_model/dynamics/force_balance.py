@@ -47,6 +47,7 @@ from wmr_model.kinematics.solve import cholesky_factor, cholesky_solve
 
 __all__ = ["BalanceArgs", "ModelForces", "StepCache", "WOLFE_C1", "WOLFE_C2", "input_maps",
            "remove_component", "contact_model_force", "contact_terms", "actuator_joint_terms",
+           "column_position",
            "force_balance_error", "workspace", "strong_wolfe", "gauss_newton_direction",
            "force_balance"]
 
@@ -282,13 +283,24 @@ def contact_terms(b, e, Je, qdn, fmodel, work):
                         Je[j, i] -= arj * dfx[i]
 
 
+@njit(refcount=False, inline="always")
+def column_position(cols, j):
+    """Index of ``j`` in ``cols``, or -1."""
+    for i in range(cols.shape[0]):
+        if cols[i] == j:
+            return i
+    return -1
+
+
 # Inlined, as contact_model_force.
 @njit(refcount=False, inline="always")
-def actuator_joint_terms(b, e, Je, qdn, fmodel, errors=True, jacobian=True):
+def actuator_joint_terms(b, e, Je, qdn, fmodel, errors=True, jacobian=True, cols=None):
     """Actuator forces (2.73) of the non-ideal actuators and the spring-dampers (2.74) of the
     holonomic rows (from ``c + ċ Δt`` and ``ċ``) into ``fmodel``, ``e`` and ``Je``.
     ``errors=False`` leaves ``e`` and ``fmodel`` alone, ``jacobian=False`` ``Je`` (the
-    joint-acceleration solver's error and Jacobian are computed apart)."""
+    joint-acceleration solver's error and Jacobian are computed apart). With ``cols`` (nF,)
+    ``Je`` is the block of those joint-space rows and columns only (nF, nF; ``Gx`` square):
+    the same entries, the others skipped."""
     ctx_f, A, u, cjoint, contact_radius = b.ctx_f, b.A, b.u, b.cjoint, b.contact_radius
     akinds, aparams, act_joints, jK, jD, dt = b.akinds, b.aparams, b.act_joints, b.jK, b.jD, b.dt
     AG, Gx = b.AG, b.Gx
@@ -306,8 +318,14 @@ def actuator_joint_terms(b, e, Je, qdn, fmodel, errors=True, jacobian=True):
             fmodel[r] = f
             e[j] -= f
         if jacobian:
-            for i in range(nx):
-                Je[j, i] -= df * Gx[j, i]
+            if cols is None:
+                for i in range(nx):
+                    Je[j, i] -= df * Gx[j, i]
+            else:
+                jr = column_position(cols, j)
+                if jr >= 0:
+                    for i in range(nx):
+                        Je[jr, i] -= df * Gx[j, cols[i]]
     for rj in range(cjoint.shape[0]):
         r = 3 * nw + na + rj
         f = 0.0
@@ -324,8 +342,14 @@ def actuator_joint_terms(b, e, Je, qdn, fmodel, errors=True, jacobian=True):
                 if errors:
                     e[j] -= arj * f
                 if jacobian:
-                    for i in range(nx):
-                        Je[j, i] -= arj * g * AG[r, i]
+                    if cols is None:
+                        for i in range(nx):
+                            Je[j, i] -= arj * g * AG[r, i]
+                    else:
+                        jr = column_position(cols, j)
+                        if jr >= 0:
+                            for i in range(nx):
+                                Je[jr, i] -= arj * g * AG[r, cols[i]]
 
 
 @njit(refcount=False)

@@ -39,8 +39,9 @@ maps (``Gx = I``, ``AG = A``): :func:`joint_acceleration_error` evaluates the er
 Jacobian with them, the reference. Newton's method runs the same numbers split in two
 (issue 22): :func:`acceleration_error` (the error, each contact's model force from the same
 :func:`~wmr_model.dynamics.force_balance.contact_model_force`) and
-:func:`acceleration_jacobian` (the Jacobian from the contacts' force derivatives it kept), the
-latter only where another Newton step follows: not at the converged point, where one of the
+:func:`acceleration_jacobian` (the Jacobian's block over the free rows and columns, those of
+Newton's step, from the contacts' force derivatives it kept), the latter only where another
+Newton step follows: not at the converged point, where one of the
 ~4 evaluations per step ends, nor at rejected trials. The tests hold both to the reference,
 bit for bit.
 """
@@ -58,13 +59,14 @@ from wmr_model.dynamics.force_balance import (
     WOLFE_C1,
     ModelForces,
     actuator_joint_terms,
+    column_position,
     contact_model_force,
     contact_terms,
 )
 
 __all__ = ["AccelArgs", "solve_in_place", "elimination_source", "specialized_elimination",
            "eliminate", "MAX_SPECIALIZED_ELIMINATION", "joint_acceleration_error",
-           "acceleration_error", "acceleration_jacobian", "newton_step",
+           "acceleration_error", "acceleration_jacobian", "newton_step", "least_squares_step",
            "joint_acceleration_balance", "STALL_STEP"]
 
 #: Halvings of the step length before the line search gives up (2^-30 of the Newton step).
@@ -295,55 +297,61 @@ def acceleration_error(x, a, e, fmodel, work):
 
 
 @njit(refcount=False, inline="always")
-def acceleration_jacobian(x, a, Je, work):
-    """The Jacobian ``Je`` (nv, nv) of :func:`joint_acceleration_error` at the ``x`` of the
-    last :func:`acceleration_error` (its contacts' Jacobians ``a.jc``): the same values. A
-    contact's three rows update ``Je`` in one pass (``Je[j] - a0 d0 - a1 d1 - a2 d2``, the
-    full Jacobian's order of subtraction; a zero ``a_r`` subtracts a zero where the full one
-    skips the row, so only the sign of a zero can differ)."""
+def acceleration_jacobian(x, a, free, R, work):
+    """The block ``R = J_FF`` (nF, nF) of the Jacobian of :func:`joint_acceleration_error` over
+    the free rows and columns ``free`` (nF,) (those of Newton's step), at the ``x`` of the last
+    :func:`acceleration_error` (its contacts' Jacobians ``a.jc``): the same values as those
+    entries of the full ``Je``. A contact's three rows update ``R`` in one pass (``J[j] - a0 d0
+    - a1 d1 - a2 d2``, the full Jacobian's order of subtraction; a zero ``a_r`` subtracts a zero
+    where the full one skips the row, so only the sign of a zero can differ). The rows and
+    columns of the ideal actuators' joints, which Newton's step does not use, are not
+    computed."""
     M, f, jc = a.M, a.f, a.jc
     A, ctx_f, contact_radius, contact_joint = f.A, f.ctx_f, f.contact_radius, f.contact_joint
     dt = f.dt
-    nv = M.shape[0]
-    flat = work[10]  # its tail: Newton's step takes its head (R, nF x nF) after this
-    D = flat[flat.shape[0] - 3 * nv:]  # (3 nv,) d f_k / d qdot' of the three rows (dfx)
+    nF = free.shape[0]
+    flat = work[10]  # its tail: R (nF x nF) is its head
+    D = flat[flat.shape[0] - 3 * nF:]  # (3 nF,) d f_k / d qdot'_F of the three rows (dfx)
     idt = 1.0 / dt
-    for i in range(nv):
-        for j in range(nv):
-            Je[i, j] = M[i, j] * idt
+    for i in range(nF):
+        fi = free[i]
+        for j in range(nF):
+            R[i, j] = M[fi, free[j]] * idt
     for k in range(f.contact_radius.shape[0]):  # contacts: wheels, then track patches
         if not ctx_f[3 * k]:
             continue
-        wj = 6 + contact_joint[k]
+        wj = column_position(free, 6 + contact_joint[k])
         for rr in range(3):
             c0 = jc[k, rr, 0]
             c1 = jc[k, rr, 1]
             c2 = jc[k, rr, 2] + jc[k, rr, 4] * dt
             c3 = jc[k, rr, 3] * contact_radius[k]
-            for i in range(nv):
-                D[rr * nv + i] = c0 * A[3 * k, i] + c1 * A[3 * k + 1, i] + c2 * A[3 * k + 2, i]
-            D[rr * nv + wj] += c3
-        for j in range(nv):
+            for i in range(nF):
+                fi = free[i]
+                D[rr * nF + i] = (c0 * A[3 * k, fi] + c1 * A[3 * k + 1, fi]
+                                  + c2 * A[3 * k + 2, fi])
+            if wj >= 0:
+                D[rr * nF + wj] += c3
+        for jj in range(nF):
+            j = free[jj]
             a0 = A[3 * k, j]
             a1 = A[3 * k + 1, j]
             a2 = A[3 * k + 2, j]
             if a0 != 0.0 or a1 != 0.0 or a2 != 0.0:
-                for i in range(nv):
-                    Je[j, i] = Je[j, i] - a0 * D[i] - a1 * D[nv + i] - a2 * D[2 * nv + i]
+                for i in range(nF):
+                    R[jj, i] = R[jj, i] - a0 * D[i] - a1 * D[nF + i] - a2 * D[2 * nF + i]
     # the actuators' and spring-dampers' part only (the error scratch and the model forces
     # are not written)
-    actuator_joint_terms(f, work[9], Je, x, work[9], False, True)
+    actuator_joint_terms(f, work[9], R, x, work[9], False, True, free)
 
 
 @njit(refcount=False)
-def _gather(free, e, Je, R, b):
-    """``R = J_FF`` and ``b = -e_F`` over the columns ``free``."""
-    nF = free.shape[0]
-    for i in range(nF):
-        fi = free[i]
-        b[i] = -e[fi]
-        for j in range(nF):
-            R[i, j] = Je[fi, free[j]]
+def _scatter(free, b, p):
+    """``p_F = b``, 0 elsewhere."""
+    for i in range(p.shape[0]):
+        p[i] = 0.0
+    for i in range(free.shape[0]):
+        p[free[i]] = b[i]
 
 
 @njit
@@ -353,23 +361,33 @@ def _least_squares(R, b):
 
 
 @njit(refcount=False)
-def newton_step(free, e, Je, R, b, p, elimination=0):
-    """Newton's step ``p`` (nv,) for the error ``e`` with Jacobian ``Je``: ``J_FF p_F = -e_F``
-    over the free columns ``free`` (nF,) (those not set by an ideal actuator), 0 elsewhere.
-    ``R`` (nF, nF) and ``b`` (nF,) are scratch; a singular ``J_FF`` gets its least-squares
-    step. ``elimination``: a specialized elimination for nF (:func:`eliminate`), or 0."""
-    _gather(free, e, Je, R, b)
-    if not eliminate(R, b, elimination):
-        _gather(free, e, Je, R, b)
-        _least_squares(R, b)
-    for i in range(p.shape[0]):
-        p[i] = 0.0
+def newton_step(free, e, R, b, p, elimination=0):
+    """Newton's step ``p`` (nv,) for the error ``e`` (nv,) with ``R = J_FF`` (nF, nF, from
+    :func:`acceleration_jacobian`; overwritten): ``J_FF p_F = -e_F`` over the free columns
+    ``free`` (nF,) (those not set by an ideal actuator), 0 elsewhere. ``b`` (nF,) is scratch;
+    ``elimination``: a specialized elimination for nF (:func:`eliminate`), or 0. Returns False,
+    leaving ``p`` alone, when ``J_FF`` is singular to round-off: the caller computes ``R``
+    again for :func:`least_squares_step`."""
     for i in range(free.shape[0]):
-        p[free[i]] = b[i]
+        b[i] = -e[free[i]]
+    if not eliminate(R, b, elimination):
+        return False
+    _scatter(free, b, p)
+    return True
+
+
+@njit
+def least_squares_step(free, e, R, b, p):
+    """:func:`newton_step` for a singular ``J_FF`` ``R``: its least-squares step (allocates;
+    the round-off fallback only)."""
+    for i in range(free.shape[0]):
+        b[i] = -e[free[i]]
+    _least_squares(R, b)
+    _scatter(free, b, p)
 
 
 @njit(refcount=False)
-def _newton(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work, elimination,
+def _newton(x, a, free, max_iter, tol, single_step, e, fmodel, work, elimination,
             nonmonotone):
     """Newton's method of :func:`joint_acceleration_balance` from ``x``: Armijo's rule until
     the search stalls, then the nonmonotone rule (from the first iteration if
@@ -385,8 +403,12 @@ def _newton(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work, elimina
     h0 = h1 = h2 = h3 = L  # the costs of the last four iterates (h0 the current one)
     stalled = nonmonotone
     while it < max_iter and math.sqrt(L) > tol:
-        acceleration_jacobian(x, a, Je, work)  # at x: its last evaluation
-        newton_step(free, e, Je, R, b, p, elimination)
+        for attempt in range(2):  # one call site of the inlined Jacobian
+            acceleration_jacobian(x, a, free, R, work)  # at x: its last evaluation
+            if attempt == 1:
+                least_squares_step(free, e, R, b, p)
+            elif newton_step(free, e, R, b, p, elimination):
+                break
         for i in range(nv):
             x0[i] = x[i]
         L0 = L
@@ -419,7 +441,7 @@ def _newton(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work, elimina
 
 
 @njit(refcount=False)
-def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work,
+def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, fmodel, work,
                                elimination=0):
     """Solve ``e(x) = 0`` (:func:`joint_acceleration_error`) by Newton's method with a
     backtracking line search on ``L = e^T e``.
@@ -452,12 +474,12 @@ def joint_acceleration_balance(x, a, free, max_iter, tol, single_step, e, Je, fm
     x_start = work[0][:nv]  # the thesis' solver's scratch (its vI), free here
     for i in range(nv):
         x_start[i] = x[i]
-    it, L = _newton(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work, elimination,
+    it, L = _newton(x, a, free, max_iter, tol, single_step, e, fmodel, work, elimination,
                     False)
     if math.sqrt(L) > tol and not single_step:
         for i in range(nv):
             x[i] = x_start[i]
-        it2, L = _newton(x, a, free, max_iter, tol, single_step, e, Je, fmodel, work,
+        it2, L = _newton(x, a, free, max_iter, tol, single_step, e, fmodel, work,
                          elimination, True)
         it += it2
     return it, L

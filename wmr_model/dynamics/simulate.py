@@ -520,7 +520,7 @@ def _acceleration_balance(dm, d, qdot, u, dz_model, qdot_next):
             qdot_next[6 + dm.act_joints[k]] = u[k]
     _check_inertia(d.M)
     return joint_acceleration_balance(qdot_next, a, d.free, opt.max_iter, opt.tol,
-                                      opt.single_step, d.Minv_tc, d.Lm, d.fmodel, d.fb,
+                                      opt.single_step, d.Minv_tc, d.fmodel, d.fb,
                                       opt.elimination)
 
 
