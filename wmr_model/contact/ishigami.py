@@ -41,7 +41,7 @@ from wmr_model._jit import njit
 from wmr_model.contact.piecewise_linear import DAMPING_ONSET_DEPTH
 
 __all__ = ["PARAM_NAMES", "TABLE_C2", "ishigami_direct", "ishigami_force", "build_table",
-           "lookup_force", "lookup", "table_force", "table_force_grad"]
+           "lookup_force", "lookup", "table_force", "table_force_grad", "smooth_sign_slope"]
 
 PARAM_NAMES = ("c", "phi", "Xc", "kc", "kphi", "n", "a0", "a1", "rho_d", "lam", "kx0", "kx1",
                "ky0", "ky1", "R", "b", "Vmin", "Kd")
@@ -109,6 +109,16 @@ def ishigami_direct(params, s, beta_abs, h, n_theta, out):
 def _damping_ramp(h):
     """Fraction of ``Kd`` at sinkage ``h`` [m]: continuous touchdown, as in (C.3) here."""
     return min(1.0, h / DAMPING_ONSET_DEPTH)
+
+
+@njit(refcount=False, inline="always")
+def smooth_sign_slope(vy, vmin):
+    """d/dv_y of the smooth sign ``-v_y / sqrt(v_y^2 + V_min^2)`` (:func:`_slip_inputs`):
+    ``-V_min^2 / (v_y^2 + V_min^2)^(3/2)``, the power as ``t sqrt(t)`` (a square root and a
+    product instead of a ``pow`` call, about a quarter of its time; within 4 ulp of the exact
+    value, as the ``pow`` form, ``test_contact_models.py``)."""
+    t = vy * vy + vmin * vmin
+    return -vmin * vmin / (t * math.sqrt(t))
 
 
 @njit(refcount=False)
@@ -286,7 +296,7 @@ def lookup(params, table, axes, vc, Rw, dz, fc, J):
     dzt = 1.0 if -dz < params[14] else 0.0
     ramp = _damping_ramp(h)
     dramp = 1.0 / DAMPING_ONSET_DEPTH if h < DAMPING_ONSET_DEPTH else 0.0
-    dsy_dvy = -vmin * vmin / (vy * vy + vmin * vmin) ** 1.5
+    dsy_dvy = smooth_sign_slope(vy, vmin)
     fz = o2 - ramp * params[17] * vz
     fc[0] = sx * o0
     fc[1] = sy * o1
