@@ -386,23 +386,64 @@ def least_squares_step(free, e, R, b, p):
     _scatter(free, b, p)
 
 
+# The phases of _newton's evaluation: the start, a trial of the line search, the iterate
+# restored after a search that found no decrease.
+_START = 0
+_TRIAL = 1
+_RESTORED = 2
+
+
 @njit(refcount=False)
 def _newton(x, a, free, max_iter, tol, single_step, e, fmodel, work, elimination,
             nonmonotone):
     """Newton's method of :func:`joint_acceleration_balance` from ``x``: Armijo's rule until
     the search stalls, then the nonmonotone rule (from the first iteration if
-    ``nonmonotone``). Returns ``(iterations, L)``."""
+    ``nonmonotone``). Returns ``(iterations, L)``.
+
+    Written as one loop around the only evaluation of the error (the start, each trial of the
+    line search and the restored iterate after a failed search are its phases), so that the
+    inlined evaluation is compiled once: the same steps as three call sites."""
     nv = x.shape[0]
     nF = free.shape[0]
     x0 = work[6][:nv]
     p = work[8][:nv]
     b = work[7][:nF]
     R = work[10][:nF * nF].reshape((nF, nF))
-    L = acceleration_error(x, a, e, fmodel, work)
     it = 0
-    h0 = h1 = h2 = h3 = L  # the costs of the last four iterates (h0 the current one)
+    h0 = h1 = h2 = h3 = 0.0  # the costs of the last four iterates (h0 the current one)
     stalled = nonmonotone
-    while it < max_iter and math.sqrt(L) > tol:
+    phase = _START
+    L0 = L_ref = 0.0
+    alpha = 1.0
+    trials = 0
+    while True:
+        L = acceleration_error(x, a, e, fmodel, work)
+        if phase == _RESTORED:
+            break
+        if phase == _START:
+            h0 = h1 = h2 = h3 = L
+        else:  # a trial of the line search along p from x0
+            if not (L <= (1.0 - 2.0 * WOLFE_C1 * alpha) * L0  # Armijo: dL/dalpha(0) = -2 L0
+                    or (stalled and L <= L_ref - 2.0 * WOLFE_C1 * alpha * L0)):  # nonmonotone
+                trials += 1
+                if trials < _MAX_HALVINGS:
+                    alpha *= 0.5
+                    for i in range(nv):
+                        x[i] = x0[i] + alpha * p[i]
+                    continue
+                it += 1  # no decrease along p: back to x0, and stop
+                for i in range(nv):
+                    x[i] = x0[i]
+                phase = _RESTORED
+                continue
+            it += 1
+            h0, h1, h2, h3 = L, h0, h1, h2
+            if alpha < STALL_STEP:
+                stalled = True
+            if single_step:
+                break
+        if not (it < max_iter and math.sqrt(L) > tol):
+            break
         for attempt in range(2):  # one call site of the inlined Jacobian
             acceleration_jacobian(x, a, free, R, work)  # at x: its last evaluation
             if attempt == 1:
@@ -414,29 +455,10 @@ def _newton(x, a, free, max_iter, tol, single_step, e, fmodel, work, elimination
         L0 = L
         L_ref = max(max(h0, h1), max(h2, h3))
         alpha = 1.0
-        accepted = False
-        for _ in range(_MAX_HALVINGS):
-            for i in range(nv):
-                x[i] = x0[i] + alpha * p[i]
-            L = acceleration_error(x, a, e, fmodel, work)
-            if L <= (1.0 - 2.0 * WOLFE_C1 * alpha) * L0:  # Armijo: dL/dalpha(0) = -2 L0
-                accepted = True
-                break
-            if stalled and L <= L_ref - 2.0 * WOLFE_C1 * alpha * L0:  # nonmonotone
-                accepted = True
-                break
-            alpha *= 0.5
-        it += 1
-        h0, h1, h2, h3 = L, h0, h1, h2
-        if accepted and alpha < STALL_STEP:
-            stalled = True
-        if not accepted:
-            for i in range(nv):
-                x[i] = x0[i]
-            L = acceleration_error(x, a, e, fmodel, work)
-            break
-        if single_step:
-            break
+        trials = 0
+        for i in range(nv):
+            x[i] = x0[i] + alpha * p[i]
+        phase = _TRIAL
     return it, L
 
 
