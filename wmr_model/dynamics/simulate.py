@@ -482,6 +482,14 @@ def dynamics_step(dm, t, d, q, qdot, u, q_next, qdot_next):
     return it, L
 
 
+# The step loop's own copy of dynamics_step, compiled into it (:func:`_step_loop`): called out
+# of line, the step receives the model and workspace records as some hundreds of scalar
+# arguments. A reference-counted caller must not inline it (each array taken from the records
+# would be counted), so only the refcount-free loop does.
+_dynamics_step_inlined = njit(refcount=False, inline="always")(
+    getattr(dynamics_step, "py_func", dynamics_step))
+
+
 @njit(inline="always")
 def _model_forces(dm, d, u, dz_model, AG, Gx):
     """The step's :class:`~wmr_model.dynamics.force_balance.ModelForces`: prescribed
@@ -570,29 +578,41 @@ def simulate_loop(dm, t, q0, qdot0, U, out, law, fb):
     step's row of ``fb`` (:class:`~wmr_model.kinematics.feedback.FeedbackInputs`)."""
     m = dm.kin
     d = create_step_data(dm, qdot0.shape[0])
-    ncon = d.dz.shape[0]
     Q, QD = out.q, out.qdot
     # warm start of the first step: the current constraint velocities
     from_q = np.ascontiguousarray(q0)
     Q[0] = from_q
     QD[0] = qdot0
-    first = True
-    control = law.kind != 0
     u = np.empty(U.shape[1])
+    if U.shape[0] == 0:
+        return
+    ui = U[0]
+    if law.kind != 0:
+        feedback_rates(law, fb.target[0], fb.a[0], fb.b[0], Q[0], u)
+        ui = u
+    crba(m.parent, m.jtype, m.axis, m.T0, dm.I_frame, Q[0], d.T_world, d.Ic, d.M)
+    _contacts(dm, t, d, ui)
+    holonomic_constraints(m.parent, m.jtype, m.axis, m.A_joint, m.joint_offset,
+                          m.loop_closure, Q[0], d.T_world, d.c_hol, d.J_hol)
+    _rows(dm, d)
+    d.v_prev[:] = d.A @ QD[0]
+    _step_loop(dm, t, d, U, out, law, fb, u)
+
+
+@njit(refcount=False)
+def _step_loop(dm, t, d, U, out, law, fb, u):
+    """The steps of :func:`simulate_loop` after the first step's warm start, in a
+    refcount-free loop around the inlined step (:data:`_dynamics_step_inlined`; the same
+    operations as :func:`dynamics_step`); ``u`` (na,) is the feedback's scratch."""
+    Q, QD = out.q, out.qdot
+    ncon = d.dz.shape[0]
+    control = law.kind != 0
     for i in range(U.shape[0]):
         ui = U[i]
         if control:
             feedback_rates(law, fb.target[i], fb.a[i], fb.b[i], Q[i], u)
             ui = u
-        if first:
-            crba(m.parent, m.jtype, m.axis, m.T0, dm.I_frame, Q[i], d.T_world, d.Ic, d.M)
-            _contacts(dm, t, d, ui)
-            holonomic_constraints(m.parent, m.jtype, m.axis, m.A_joint, m.joint_offset,
-                                  m.loop_closure, Q[i], d.T_world, d.c_hol, d.J_hol)
-            _rows(dm, d)
-            d.v_prev[:] = d.A @ QD[0]
-            first = False
-        it, L = dynamics_step(dm, t, d, Q[i], QD[i], ui, Q[i + 1], QD[i + 1])
+        it, L = _dynamics_step_inlined(dm, t, d, Q[i], QD[i], ui, Q[i + 1], QD[i + 1])
         out.iterations[i] = it
         out.cost[i] = L
         for k in range(ncon):
