@@ -47,10 +47,6 @@ _FAN_COS = np.cos((np.arange(CONTACT_FAN_POINTS) - _FAN_HALF) * _FAN_STEP)
 _FAN_SIN = np.sin((np.arange(CONTACT_FAN_POINTS) - _FAN_HALF) * _FAN_STEP)
 
 
-# Inlined where it is called, with the terrain lookup (wmr_model.terrain.surface._grid), as are
-# the fan and the bracket fit: the collision search is a chain of these evaluations, about half
-# of a kinematic step, and in line it costs 25-30 % less (both forms compiled in one process and
-# timed alternately; README, "Inlined terrain lookups").
 @njit(refcount=False, inline="always")
 def _wheel_point(p, xw, zw, R, s, c):
     """Point ``(x, y, z)`` (world) on the wheel circle at the contact angle with sine ``s``,
@@ -61,6 +57,10 @@ def _wheel_point(p, xw, zw, R, s, c):
             p[2] - R * (s * xw[2] + c * zw[2]))
 
 
+# Inlined where it is called, with the terrain lookup (wmr_model.terrain.surface._grid), as are
+# the fan and the bracket fit: the collision search is a chain of these evaluations, about half
+# of a kinematic step, and in line it costs 25-30 % less (both forms compiled in one process and
+# timed alternately; README, "Inlined terrain lookups").
 @njit(refcount=False, inline="always")
 def _contact_height_error_sc(tkind, tparams, tgrid, p, xw, zw, R, s, c):
     """Point on the wheel circle at the contact angle with sine ``s``, cosine ``c`` (2.9) and its
