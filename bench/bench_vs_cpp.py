@@ -21,6 +21,12 @@ factors, medians over the rounds):
   ``paired``: the median over the rounds of the same ratio from each round's two runs alone
   (they run back to back, so a drifting load touches both alike).
 
+For the piecewise-linear and Pacejka models (``LIKE_FOR_LIKE``) "ours" is this tree's run with
+the C++ library's own contact parameters, the workload of its figures (``wmr bench``'s rows
+with them); a line "(ours)" under each gives our default parameters against the same C++
+figure, for reference. The machine factor of those rows comes from the anchor's runs with our
+parameters: it measures the machine, not the workload.
+
 Prints numbers, asserts nothing. Needs the git history (a clone has it) and ~5 min for the
 anchor's first compile. Run: ``.venv/bin/python bench/bench_vs_cpp.py [--rounds 3] [--json]``.
 """
@@ -36,7 +42,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from wmr_model.cli.bench import CPP_REAL_TIME
+from wmr_model.cli.bench import CPP_REAL_TIME, LIKE_FOR_LIKE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,15 +56,24 @@ ANCHOR_THEN: dict[tuple[str, float], float] = {
 
 
 def figures(result: dict) -> dict[tuple[str, float], float]:
-    """Real-time factors of the compared figures in a ``wmr bench --json`` document (the plain
-    rows: the dynamic section's rows without options)."""
-    out: dict[tuple[str, float], float] = {}
+    """Real-time factors of the compared figures in a ``wmr bench --json`` document: the
+    kinematic rows and the dynamic section's plain rows (without options), where a tree has
+    them the rows with the C++ library's contact parameters instead for the models of
+    :data:`~wmr_model.cli.bench.LIKE_FOR_LIKE` (the anchor has none: its plain rows measure
+    the machine). The plain rows those replace are kept under the key ``(model, dt,
+    "ours")``."""
+    out: dict[tuple, float] = {}
     for r in result["kinematic"]["rows"]:
         out[("kinematic", round(float(r["dt"]), 2))] = float(r["real_time_factor"])
     for r in result["dynamic"]["rows"]:
         if not r.get("options"):
             out[(r["contact_model"], round(float(r["dt"]), 2))] = float(r["real_time_factor"])
-    return {k: v for k, v in out.items() if k in CPP_REAL_TIME}
+    for r in result["dynamic"].get("library_rows", []):
+        key = (r["contact_model"], round(float(r["dt"]), 2))
+        if key in out:
+            out[(*key, "ours")] = out[key]
+        out[key] = float(r["real_time_factor"])
+    return {k: v for k, v in out.items() if k[:2] in CPP_REAL_TIME}
 
 
 def run_bench(tree: Path, shared: Path) -> dict[tuple[str, float], float]:
@@ -111,8 +126,17 @@ def compare(rounds: int) -> dict:
         rows.append({"figure": key[0], "dt": key[1], "anchor_then": ANCHOR_THEN[key],
                      "anchor_today": a_today, "machine": machine, "cpp_then": cpp,
                      "cpp_today": cpp_today, "ours_today": ours, "ratio": ours / cpp_today,
-                     "paired_ratio": paired,
+                     "paired_ratio": paired, "parameters": "library" if key[0] in LIKE_FOR_LIKE
+                     else "ours",
                      "anchor_rounds": [r[key] for r in old], "ours_rounds": [r[key] for r in new]})
+        own = (*key, "ours")
+        if all(own in r for r in new):  # the same model with our parameters, for reference
+            ours = statistics.median(r[own] for r in new)
+            paired = statistics.median(n[own] / (cpp * o[key] / ANCHOR_THEN[key])
+                                       for o, n in zip(old, new))
+            rows.append({**rows[-1], "ours_today": ours, "ratio": ours / cpp_today,
+                         "paired_ratio": paired, "parameters": "ours",
+                         "ours_rounds": [r[own] for r in new]})
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return {"anchor": anchor, "rounds": rounds, "load_after": load, "rows": rows}
 
@@ -128,10 +152,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"Zoë, 10 terrains, 10 s; x real time, medians of {res['rounds']} interleaved rounds; "
           f"anchor {res['anchor']}; load average after {res['load_after']:.2f}")
-    print(f"{'figure':<24s}{'anchor then':>12s}{'today':>9s}{'machine':>9s}"
+    print(f"{'figure':<36s}{'anchor then':>12s}{'today':>9s}{'machine':>9s}"
           f"{'C++ then':>10s}{'C++ today':>11s}{'ours today':>12s}{'ratio':>7s}{'paired':>8s}")
     for r in res["rows"]:
-        print(f"{r['figure'] + ' dt ' + format(r['dt'], '.2f'):<24s}{r['anchor_then']:>12,.0f}"
+        name = r["figure"] + " dt " + format(r["dt"], ".2f")
+        if r["figure"] in LIKE_FOR_LIKE:
+            name += " (C++ params)" if r["parameters"] == "library" else " (ours)"
+        print(f"{name:<36s}{r['anchor_then']:>12,.0f}"
               f"{r['anchor_today']:>9,.0f}{r['machine']:>9.3f}{r['cpp_then']:>10,.0f}"
               f"{r['cpp_today']:>11,.0f}{r['ours_today']:>12,.0f}{r['ratio']:>7.2f}"
               f"{r['paired_ratio']:>8.2f}")
