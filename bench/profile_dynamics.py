@@ -1,7 +1,7 @@
 """Where a dynamics step of Zoë goes (issues 10, 22): per-kernel microseconds per step.
 
-Usage: ``python bench/profile_dynamics.py [--contact MODEL] [--terrains N] [--repeats R]
-[--json OUT]`` (``MODEL``: ``pacejka`` (default), ``ishigami`` or ``piecewise_linear``).
+Usage: ``python bench/profile_dynamics.py [--contact MODEL] [--library-params] [--terrains N]
+[--repeats R] [--json OUT]`` (``MODEL``: ``pacejka`` (default), ``ishigami`` or ``piecewise_linear``).
 
 Zoë at 1 m/s straight over the rough wmrde benchmark terrains, dt 0.04, 10 s (the ``wmr bench
 --quick --only dynamic`` run). The states of each trajectory are recorded, then every kernel of
@@ -207,12 +207,13 @@ def _best(fn, repeats: int) -> float:
     return best
 
 
-def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
-                     collision: str, solver: str, contact: str) -> tuple[dict, float]:
+def _profile_terrain(model, ter, U: np.ndarray, repeats: int, collision: str, solver: str,
+                     contact: str, params: dict | None = None) -> tuple[dict, float]:
     """Per-kernel microseconds per step on one terrain, and the mean Newton iterations."""
     T = U.shape[0]
     q0, qd0 = sc._moving_start(model, ter, 1.0)
     dm, _ = compile_dynamics(model, DT, DynamicsOptions(contact_model=contact,
+                                                        contact_params=params,
                                                         collision=collision, solver=solver))
     km, ta = dm.kin, ter.kernel_args()
     parent, jtype, axis, T0, wheel_frame = km.parent, km.jtype, km.axis, km.T0, km.wheel_frame
@@ -220,7 +221,7 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
     nf, nw, nv = parent.shape[0], wheel_frame.shape[0], model.nv
     nc = 3 * nw + act.shape[0] + A_joint.shape[0]
     tr = simulate_dynamics(model, ter, q0, qd0, U, DT, contact_model=contact,
-                           collision=collision, solver=solver)
+                           contact_params=params, collision=collision, solver=solver)
     Q = np.ascontiguousarray(tr.q[:-1])
     QD = np.ascontiguousarray(tr.qdot[:-1])
     TW = np.empty((T, nf, 4, 4))
@@ -271,16 +272,18 @@ def _profile_terrain(model, ter, U: np.ndarray, repeats: int,
         "step": lambda: simulate_loop(dm, ta, q0, qd0, U, one, no_feedback(),
                                       no_feedback_inputs(batched=False)),
         "call": lambda: simulate_dynamics(model, ter, q0, qd0, U, DT,
-                                          contact_model=contact, collision=collision,
-                                          solver=solver),
+                                          contact_model=contact, contact_params=params,
+                                          collision=collision, solver=solver),
     }
     # in order: each loop's inputs come from the ones before
     return {k: _best(f, repeats) / T * 1e6 for k, f in runs.items()}, float(tr.iterations.mean())
 
 
 def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold",
-            solver: str = DEFAULT_SOLVER, contact: str = "pacejka") -> dict:
+            solver: str = DEFAULT_SOLVER, contact: str = "pacejka",
+            library: bool = False) -> dict:
     model = load_vehicle("zoe")
+    params = sc.zoe_library_contact_params(model) if library else None
     terrains = load_wmrde_benchmark_terrains()[:n_terrains]
     u = sc.straight_wheel_rates(model, 1.0)
     T = round(DURATION / DT)
@@ -290,7 +293,7 @@ def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold",
     acc = {k: 0.0 for k in keys}
     iters = []
     for ter in terrains:
-        us, it = _profile_terrain(model, ter, U, repeats, collision, solver, contact)
+        us, it = _profile_terrain(model, ter, U, repeats, collision, solver, contact, params)
         iters.append(it)
         for k in keys:
             acc[k] += us[k] / len(terrains)
@@ -306,7 +309,7 @@ def profile(n_terrains: int = 3, repeats: int = 5, collision: str = "cold",
            / 4.0,
            "real_time_factor_call": DT / (acc["call"] * 1e-6),
            "real_time_factor_loop": DT / (acc["step"] * 1e-6), "terrains": len(terrains),
-           "solver": solver, "contact_model": contact}
+           "solver": solver, "contact_model": contact, "library_params": library}
     return out
 
 
@@ -320,11 +323,15 @@ def main() -> None:
     ap.add_argument("--solver", choices=SOLVERS, default=DEFAULT_SOLVER)
     ap.add_argument("--contact", choices=("pacejka", "ishigami", "piecewise_linear"),
                     default="pacejka", help="contact model of every wheel (default pacejka)")
+    ap.add_argument("--library-params", action="store_true",
+                    help="the C++ library's contact parameters (zoe_library_contact_params; "
+                         "piecewise_linear and pacejka), the workload of its figures")
     ap.add_argument("--json")
     ns = ap.parse_args()
-    r = profile(ns.terrains, ns.repeats, ns.collision, ns.solver, ns.contact)
+    r = profile(ns.terrains, ns.repeats, ns.collision, ns.solver, ns.contact,
+                ns.library_params)
     us = r["us_per_step"]
-    print(f"Zoe, {ns.contact}, dt {DT}, {DURATION:g} s, {r['terrains']} terrains, {ns.collision} "
+    print(f"Zoe, {ns.contact}{' (C++ library parameters)' if ns.library_params else ''}, dt {DT}, {DURATION:g} s, {r['terrains']} terrains, {ns.collision} "
           f"collision, {ns.solver} solver, mean Newton iterations {r['mean_iterations']:.3f}; "
           "microseconds per step (best of repeats)")
     names = {"fk": "forward kinematics (inside CRBA)", "crba": "CRBA (Alg. 3, with FK)",

@@ -173,12 +173,22 @@ def test_kept_dynamics_follow_options_and_model_options(terrain) -> None:
     assert np.array_equal(run(model, contact_model="pacejka"), first)
     assert np.array_equal(run(load_vehicle("zoe"), contact_model="pacejka"), first)
     assert not np.array_equal(other, first)
-    # unhashable options (a dict of contact parameters) are compiled at every call
+    # a dict of contact parameters is kept by value: changed in place, it is seen at the next
+    # call; an equal dict finds the same compiled model; equal numbers of another type do not
     params = {"mu": 0.6}
     a = run(model, contact_model="pacejka", contact_params=params)
     params["mu"] = 0.3
     b = run(model, contact_model="pacejka", contact_params=params)
     assert not np.array_equal(a, b)
+    assert np.array_equal(run(model, contact_model="pacejka", contact_params={"mu": 0.3}), b)
+
+    def kept(**kw):
+        return DM.kept_dynamics(model, 0.04, DM.DynamicsOptions(contact_model="pacejka", **kw))[0]
+
+    lib = {"pacejka": {"Kp": 1e4, "mu": 1.0}, "piecewise_linear": {"Kp": 1e4}}
+    assert kept(contact_params=lib) is kept(contact_params={k: dict(v) for k, v in lib.items()})
+    assert kept(contact_params={"mu": 1}) is not kept(contact_params={"mu": 1.0})
+    assert kept(contact_params={"mu": 1.0}) is not kept(contact_params={"mu": 0.9})
     # model.options is part of the key: changing it in place is seen at the next call
     model.options["contact_model"] = "piecewise_linear"
     try:

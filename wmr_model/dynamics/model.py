@@ -268,19 +268,40 @@ _COMPILED = weakref.WeakKeyDictionary()
 _COMPILED_KEPT = 16
 
 
+def _by_value(value: Any) -> Any:
+    """A hashable image of an option's value that two values share only when they are equal
+    and of the same types: mappings (keys sorted) and sequences element by element, arrays by
+    dtype, shape and bytes, other values with their type's name (so ``True``, ``1`` and
+    ``1.0`` differ). Raises TypeError for a value it cannot represent (compiled uncached)."""
+    if value is None or type(value) in (bool, int, float, str):
+        return (type(value).__name__, value)
+    if isinstance(value, Mapping):
+        return ("map", tuple(sorted((repr(k), _by_value(v)) for k, v in value.items())))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_by_value(v) for v in value))
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    hash(value)
+    return (type(value).__name__, value)
+
+
 def kept_dynamics(model: VehicleModel, dt: float, options: DynamicsOptions | None = None
                   ) -> tuple[DynamicsModel, tuple[str, ...]]:
     """:func:`compile_dynamics`, kept with the model for the same ``dt``, ``options`` and
-    ``model.options`` (compared by value; options holding unhashable values, e.g. a dict of
-    contact parameters, are compiled at every call). A result whose specialized elimination
-    is still being compiled in the background is not kept, so the next call picks it up."""
+    ``model.options`` (compared by value, the options' mappings too, e.g. a dict of contact
+    parameters: :func:`_by_value`; a value it cannot represent is compiled at every call). A
+    result whose specialized elimination is still being compiled in the background is not
+    kept, so the next call picks it up."""
     o = DynamicsOptions() if options is None else options
     text = repr(model.options)
     try:
-        key = (float(dt), o, text)
-        hash(key)
-    except TypeError:
-        return compile_dynamics(model, dt, o)
+        key: Any = (float(dt), o, text)
+        hash(key)  # plain options: the options themselves
+    except TypeError:  # a mapping among them: their values
+        try:
+            key = (float(dt), tuple(_by_value(getattr(o, f.name)) for f in fields(o)), text)
+        except TypeError:
+            return compile_dynamics(model, dt, o)
     if "..." in text:  # a summarized array: its repr does not identify it
         return compile_dynamics(model, dt, o)
     kept = _COMPILED.get(model)
