@@ -230,3 +230,25 @@ def test_batch_shares_one_folded_tree_with_per_trajectory_results(terrain, monke
         assert np.array_equal(y.P_traj, batch.covariance[n])
         assert np.array_equal(y.slip_traj, batch.slip[n])
         assert np.array_equal(y.margin_traj, batch.stability_margin[n])
+
+
+def test_options_of_recent_requests_are_shared_and_typed() -> None:
+    """DynamicsOptions.of keeps recent requests: the same keywords give the same frozen
+    instance; equal values of other types (1, 1.0, True) give their own; a mapping value is
+    built each time (equal, not shared); an unknown keyword raises every time."""
+    from wmr_model.dynamics.model import DynamicsOptions
+
+    a = DynamicsOptions.of(None, {"max_iter": 5, "contact_model": "pacejka"})
+    assert DynamicsOptions.of(None, {"contact_model": "pacejka", "max_iter": 5}) is a
+    assert a == DynamicsOptions(contact_model="pacejka", max_iter=5)
+    assert type(DynamicsOptions.of(None, {"tol": 1}).tol) is int
+    assert type(DynamicsOptions.of(None, {"tol": 1.0}).tol) is float
+    base = DynamicsOptions(max_iter=7)
+    assert DynamicsOptions.of(base, {"tol": 1.0}).max_iter == 7
+    assert DynamicsOptions.of(None, {"tol": 1.0}).max_iter == 30
+    p1 = DynamicsOptions.of(None, {"contact_params": {"mu": 0.5}})
+    p2 = DynamicsOptions.of(None, {"contact_params": {"mu": 0.5}})
+    assert p1 == p2 and p1 is not p2
+    for _ in range(2):
+        with pytest.raises(TypeError, match="warp"):
+            DynamicsOptions.of(None, {"warp": 1})

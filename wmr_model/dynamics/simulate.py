@@ -21,7 +21,7 @@ import numpy as np
 from wmr_model._jit import njit, num_threads, run_ranges
 from wmr_model.dynamics.actuators import IDEAL
 from wmr_model.dynamics.constraints import assemble_constraints, independent_rows_into
-from wmr_model.dynamics.crba import crba, crba_into
+from wmr_model.dynamics.crba import crba_into
 from wmr_model.dynamics.data import StepData, create_step_data
 from wmr_model.dynamics.force_balance import (
     BalanceArgs,
@@ -590,7 +590,8 @@ def simulate_loop(dm, t, q0, qdot0, U, out, law, fb):
     if law.kind != 0:
         feedback_rates(law, fb.target[0], fb.a[0], fb.b[0], Q[0], u)
         ui = u
-    crba(m.parent, m.jtype, m.axis, m.T0, dm.I_frame, Q[0], d.T_world, d.Ic, d.M)
+    crba_into(m.parent, m.jtype, m.axis, m.T0, dm.I_frame, Q[0], d.T_world, d.Ic, d.M,
+              d.crba_ws)
     _contacts(dm, t, d, ui)
     holonomic_constraints(m.parent, m.jtype, m.axis, m.A_joint, m.joint_offset,
                           m.loop_closure, Q[0], d.T_world, d.c_hol, d.J_hol)
