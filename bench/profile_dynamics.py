@@ -1,7 +1,8 @@
 """Where a dynamics step of Zoë goes (issues 10, 22): per-kernel microseconds per step.
 
 Usage: ``python bench/profile_dynamics.py [--contact MODEL] [--library-params] [--terrains N]
-[--repeats R] [--json OUT]`` (``MODEL``: ``pacejka`` (default), ``ishigami`` or ``piecewise_linear``).
+[--repeats R] [--json OUT]`` (``MODEL``: ``pacejka`` (default), ``ishigami`` or
+``piecewise_linear``; ``--library-params``: the C++ library's contact parameters).
 
 Zoë at 1 m/s straight over the rough wmrde benchmark terrains, dt 0.04, 10 s (the ``wmr bench
 --quick --only dynamic`` run). The states of each trajectory are recorded, then every kernel of
@@ -331,8 +332,10 @@ def main() -> None:
     r = profile(ns.terrains, ns.repeats, ns.collision, ns.solver, ns.contact,
                 ns.library_params)
     us = r["us_per_step"]
-    print(f"Zoe, {ns.contact}{' (C++ library parameters)' if ns.library_params else ''}, dt {DT}, {DURATION:g} s, {r['terrains']} terrains, {ns.collision} "
-          f"collision, {ns.solver} solver, mean Newton iterations {r['mean_iterations']:.3f}; "
+    lib = " (C++ library parameters)" if ns.library_params else ""
+    print(f"Zoe, {ns.contact}{lib}, dt {DT}, {DURATION:g} s, {r['terrains']} terrains, "
+          f"{ns.collision} collision, {ns.solver} solver, mean Newton iterations "
+          f"{r['mean_iterations']:.3f}; "
           "microseconds per step (best of repeats)")
     names = {"fk": "forward kinematics (inside CRBA)", "crba": "CRBA (Alg. 3, with FK)",
              "contact": "collision (cold fan)",

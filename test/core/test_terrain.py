@@ -677,3 +677,73 @@ def test_malformed_png_files(tmp_path: Path) -> None:
 def test_bad_inputs_raise_pinned_messages(build, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(TerrainError, match=message):
         build()
+
+
+def _exact_bilinear(t: T.Terrain, x: float, y: float):
+    """Height and slopes of the bilinear GRID patch at (x, y) in exact rational arithmetic
+    (the doubles x, y, params and nodes taken as exact numbers; points inside the grid, not on
+    a grid line)."""
+    from fractions import Fraction as F
+
+    x0, y0, dx, dy = (F(float(v)) for v in t.params[:4])
+    u, v = (F(x) - x0) / dx, (F(y) - y0) / dy
+    i, j = math.floor(u), math.floor(v)
+    fx, fy = u - i, v - j
+    h00, h10 = F(float(t.grid[j, i])), F(float(t.grid[j, i + 1]))
+    h01, h11 = F(float(t.grid[j + 1, i])), F(float(t.grid[j + 1, i + 1]))
+    h = (1 - fy) * ((1 - fx) * h00 + fx * h10) + fy * ((1 - fx) * h01 + fx * h11)
+    hx = ((1 - fy) * (h10 - h00) + fy * (h11 - h01)) / dx
+    hy = ((1 - fx) * (h01 - h00) + fx * (h11 - h10)) / dy
+    return float(h), float(hx), float(hy)
+
+
+@pytest.mark.parametrize("which", ["benchmark", "odd spacing"])
+def test_grid_lookup_with_reciprocal_spacing_is_within_ulps_of_exact(which: str) -> None:
+    """The lookup's grid coordinates and slopes are products with 1/dx, 1/dy (read from the
+    kernel params, or computed from a user's own params: the same values). Against the exact
+    bilinear patch at the same doubles: the height within 4 ulp of the cell's largest |node|
+    plus the coordinate's rounding times the cell's height range, the slopes within 8 ulp of
+    the cell's largest |node| / spacing; and no worse than quotients computed in floating
+    point (the form before), within the same bound."""
+    if which == "benchmark":
+        t = TF.load_wmrde_benchmark_terrains()[0]
+    else:  # spacings whose reciprocals are far from exact, origin off the lattice
+        rng0 = np.random.default_rng(3)
+        t = T.height_map(rng0.normal(0.0, 0.7, (40, 60)), (0.0731, 0.0573), origin=(-1.37, 2.11))
+    kp = t.kernel_args().params
+    assert kp.shape[0] == T.GRID_KERNEL_PARAMS and kp[5] == 1.0 / kp[2] and kp[6] == 1.0 / kp[3]
+    nyg, nxg = t.grid.shape
+    x0, y0, dx, dy = (float(v) for v in t.params[:4])
+    rng = np.random.default_rng(11)
+    eps = np.finfo(float).eps
+    worst = 0.0
+    for _ in range(3000):
+        u, v = rng.uniform(0.0, nxg - 1.0), rng.uniform(0.0, nyg - 1.0)
+        x, y = x0 + u * dx, y0 + v * dy
+        uu, vv = (x - x0) / dx, (y - y0) / dy
+        if min(abs(uu - round(uu)), abs(vv - round(vv))) < 1e-6 or uu >= nxg - 1 or vv >= nyg - 1:
+            continue  # snapped onto a node line or on the far border: another rule
+        h, nx, ny, nz = T.terrain_height_normal(*t.kernel_args(), x, y)
+        assert (h, nx, ny, nz) == T.terrain_height_normal(t.kind, t.params, t.grid, x, y)
+        he, hxe, hye = _exact_bilinear(t, x, y)
+        i, j = int(math.floor(uu)), int(math.floor(vv))
+        cell = t.grid[j:j + 2, i:i + 2]
+        big = float(np.abs(cell).max())
+        spread = float(cell.max() - cell.min())
+        bound_h = 4 * eps * big + 2 * eps * max(abs(uu), abs(vv)) * spread
+        assert abs(h - he) <= bound_h, (x, y, h - he, bound_h)
+        hx, hy = -nx / nz, -ny / nz
+        # the node differences' rounding and the fractions' (a coordinate's rounding times the
+        # cell's range), over the spacing; then the normal's own (recovered slope = -n_x/n_z)
+        bound_s = ((8 * eps * big + 4 * eps * max(abs(uu), abs(vv)) * spread) / min(dx, dy)
+                   + 8 * eps * (abs(hxe) + abs(hye)))
+        assert abs(hx - hxe) <= bound_s, (x, y, hx - hxe, bound_s)
+        assert abs(hy - hye) <= bound_s, (x, y, hy - hye, bound_s)
+        # the quotient form: the same cell and fractions by division, within the same bounds
+        fx, fy = uu - i, vv - j
+        hq = ((1 - fy) * ((1 - fx) * cell[0, 0] + fx * cell[0, 1])
+              + fy * ((1 - fx) * cell[1, 0] + fx * cell[1, 1]))
+        hxq = ((1 - fy) * (cell[0, 1] - cell[0, 0]) + fy * (cell[1, 1] - cell[1, 0])) / dx
+        assert abs(hq - he) <= bound_h and abs(hxq - hxe) <= bound_s
+        worst = max(worst, abs(h - he) / (eps * big))
+    assert worst > 0.0  # the oracle resolves the rounding (it is not comparing equal numbers)

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from wmr_model._jit import njit
-from wmr_model.terrain.surface import GRID, terrain_height_normal
+from wmr_model.terrain.surface import GRID, grid_reciprocal_spacing, terrain_height_normal
 from wmr_model.vehicles.tree import compose_column
 
 __all__ = [
@@ -231,16 +231,16 @@ def _fan_height_bound(tkind, tparams, tgrid, p, xw, zw, R, s0, c0):
         xmax = max(xmax, rx)
         ymin = min(ymin, ry)
         ymax = max(ymax, ry)
-    # (x - x0) / dx rounds monotonically and dx, dy > 0: every point's cell lies within these
-    # node ranges, clamped as the lookup clamps; a point snapped onto the node after them sits
-    # on it exactly (fraction 0: the node beyond gets weight 0)
+    # (x - x0) * (1/dx), the lookup's grid coordinate, rounds monotonically and 1/dx, 1/dy > 0:
+    # every point's cell lies within these node ranges, clamped as the lookup clamps; a point
+    # snapped onto the node after them sits on it exactly (fraction 0: the node beyond gets
+    # weight 0)
     nyg, nxg = tgrid.shape
-    dx = tparams[2]
-    dy = tparams[3]
-    i0 = min(max(float(np.floor((xmin - tparams[0]) / dx)), 0.0), nxg - 1.0)
-    i1 = min(max(float(np.floor((xmax - tparams[0]) / dx)) + 1.0, 0.0), nxg - 1.0)
-    j0 = min(max(float(np.floor((ymin - tparams[1]) / dy)), 0.0), nyg - 1.0)
-    j1 = min(max(float(np.floor((ymax - tparams[1]) / dy)) + 1.0, 0.0), nyg - 1.0)
+    rdx, rdy = grid_reciprocal_spacing(tparams)
+    i0 = min(max(float(np.floor((xmin - tparams[0]) * rdx)), 0.0), nxg - 1.0)
+    i1 = min(max(float(np.floor((xmax - tparams[0]) * rdx)) + 1.0, 0.0), nxg - 1.0)
+    j0 = min(max(float(np.floor((ymin - tparams[1]) * rdy)), 0.0), nyg - 1.0)
+    j1 = min(max(float(np.floor((ymax - tparams[1]) * rdy)) + 1.0, 0.0), nyg - 1.0)
     if (i1 - i0 + 1.0) * (j1 - j0 + 1.0) > FAN_BOUND_MAX_NODES:
         return np.inf
     hmax = -np.inf

@@ -54,6 +54,9 @@ __all__ = [
     "Terrain",
     "terrain_height_normal",
     "terrain_height_normal_many",
+    "GRID_KERNEL_PARAMS",
+    "grid_kernel_params",
+    "grid_reciprocal_spacing",
     "flat",
     "inclined_plane",
     "profile",
@@ -185,46 +188,79 @@ def _grid_axis(u: float, n: int) -> tuple[int, float, bool]:
 
 
 @njit(refcount=False)
-def _node_slope(grid: Any, i: int, j: int, dx: float, dy: float) -> tuple[float, float]:
+def _node_slope(grid: Any, i: int, j: int, rdx: float, rdy: float) -> tuple[float, float]:
     """Slopes (dh/dx, dh/dy) at node (i, j) by central differences, one-sided on the border
-    (the nodal normals of :data:`GRID_NORMALS`)."""
+    (the nodal normals of :data:`GRID_NORMALS`); ``rdx``, ``rdy``: the reciprocal spacings
+    (:func:`grid_kernel_params`; halved exactly for the central difference)."""
     ny, nx = grid.shape
     im, ip = max(i - 1, 0), min(i + 1, nx - 1)
     jm, jp = max(j - 1, 0), min(j + 1, ny - 1)
-    return ((grid[j, ip] - grid[j, im]) / ((ip - im) * dx),
-            (grid[jp, i] - grid[jm, i]) / ((jp - jm) * dy))
+    return ((grid[j, ip] - grid[j, im]) * (rdx / (ip - im)),
+            (grid[jp, i] - grid[jm, i]) * (rdy / (jp - jm)))
 
 
 @njit(refcount=False)
-def _grid_nodal_slopes(grid: Any, i: int, j: int, dx: float, dy: float, fx: float, fy: float,
-                       in_x: bool, in_y: bool) -> tuple[float, float]:
+def _grid_nodal_slopes(grid: Any, i: int, j: int, rdx: float, rdy: float, fx: float,
+                       fy: float, in_x: bool, in_y: bool) -> tuple[float, float]:
     """Slopes (dh/dx, dh/dy) in cell (i, j) at fractions (fx, fy): the nodal slopes of its four
     corners interpolated bilinearly (:data:`GRID_NORMALS` "nodal"); 0 along an axis the point
     is clamped on."""
     gx = 1.0 - fx
     gy = 1.0 - fy
-    sx00, sy00 = _node_slope(grid, i, j, dx, dy)
-    sx10, sy10 = _node_slope(grid, i + 1, j, dx, dy)
-    sx01, sy01 = _node_slope(grid, i, j + 1, dx, dy)
-    sx11, sy11 = _node_slope(grid, i + 1, j + 1, dx, dy)
+    sx00, sy00 = _node_slope(grid, i, j, rdx, rdy)
+    sx10, sy10 = _node_slope(grid, i + 1, j, rdx, rdy)
+    sx01, sy01 = _node_slope(grid, i, j + 1, rdx, rdy)
+    sx11, sy11 = _node_slope(grid, i + 1, j + 1, rdx, rdy)
     dhdx = gy * (gx * sx00 + fx * sx10) + fy * (gx * sx01 + fx * sx11) if in_x else 0.0
     dhdy = gy * (gx * sy00 + fx * sy10) + fy * (gx * sy01 + fx * sy11) if in_y else 0.0
     return dhdx, dhdy
 
 
+#: Length of a GRID's params as the kernels get them from :meth:`Terrain.kernel_args`
+#: (:func:`grid_kernel_params`): ``[x0, y0, dx, dy, normals, 1/dx, 1/dy]``.
+GRID_KERNEL_PARAMS = 7
+
+
+def grid_kernel_params(params: np.ndarray) -> np.ndarray:
+    """A GRID's ``params`` (4 or 5) as the kernels read them, :data:`GRID_KERNEL_PARAMS` long:
+    the normals convention filled in (0 when absent) and the reciprocal spacings 1/dx, 1/dy
+    appended, which :func:`terrain_height_normal` otherwise computes at every lookup (the same
+    correctly rounded quotients either way, so the results do not depend on which form a
+    caller passes)."""
+    out = np.zeros(GRID_KERNEL_PARAMS)
+    out[:params.shape[0]] = params
+    out[5] = 1.0 / out[2]
+    out[6] = 1.0 / out[3]
+    return out
+
+
+@njit(refcount=False, inline="always")
+def grid_reciprocal_spacing(params: Any) -> tuple[float, float]:
+    """``(1/dx, 1/dy)`` of a GRID's params: read from kernel params
+    (:func:`grid_kernel_params`), computed from a user's own ``[x0, y0, dx, dy[, normals]]``
+    (the same values). Every grid coordinate of a lookup, and of anything that must agree with
+    its cells (the collision search's fan bound), is ``(x - x0) * (1/dx)``."""
+    if params.shape[0] >= GRID_KERNEL_PARAMS:
+        return params[5], params[6]
+    return 1.0 / params[2], 1.0 / params[3]
+
+
 # Inlined where it is called (numba inline="always"): a grid lookup is a few dozen instructions,
 # and an out-of-line call passes each array as 7-9 scalars and keeps the callers' searches
 # from sharing loads; the rarer nodal-slope branch stays a call to keep the inlined body small.
+# Grid coordinates and slopes are products with the reciprocal spacings, not quotients: a
+# lookup made four divisions (with the square root, the slowest of its operations; a
+# collision search makes about 14 lookups per wheel), and the kernels' params carry 1/dx and
+# 1/dy (grid_kernel_params). Within an ulp of the quotients (test_terrain.py bounds it).
 @njit(refcount=False, inline="always")
 def _grid(params: Any, grid: Any, x: float, y: float) -> tuple[float, float, float, float]:
     """GRID: bilinear interpolation, edge-clamped outside the grid; normal per
     :data:`GRID_NORMALS`."""
     if x != x or y != y:
         return np.nan, np.nan, np.nan, np.nan
-    dx = params[2]
-    dy = params[3]
-    i, fx, in_x = _grid_axis((x - params[0]) / dx, grid.shape[1])
-    j, fy, in_y = _grid_axis((y - params[1]) / dy, grid.shape[0])
+    rdx, rdy = grid_reciprocal_spacing(params)
+    i, fx, in_x = _grid_axis((x - params[0]) * rdx, grid.shape[1])
+    j, fy, in_y = _grid_axis((y - params[1]) * rdy, grid.shape[0])
     h00 = grid[j, i]
     h10 = grid[j, i + 1]
     h01 = grid[j + 1, i]
@@ -233,10 +269,10 @@ def _grid(params: Any, grid: Any, x: float, y: float) -> tuple[float, float, flo
     gy = 1.0 - fy
     h = gy * (gx * h00 + fx * h10) + fy * (gx * h01 + fx * h11)
     if params.shape[0] > 4 and params[4] == _NODAL:  # nodal slopes, bilinearly interpolated
-        dhdx, dhdy = _grid_nodal_slopes(grid, i, j, dx, dy, fx, fy, in_x, in_y)
+        dhdx, dhdy = _grid_nodal_slopes(grid, i, j, rdx, rdy, fx, fy, in_x, in_y)
     else:
-        dhdx = (gy * (h10 - h00) + fy * (h11 - h01)) / dx if in_x else 0.0
-        dhdy = (gx * (h01 - h00) + fx * (h11 - h10)) / dy if in_y else 0.0
+        dhdx = (gy * (h10 - h00) + fy * (h11 - h01)) * rdx if in_x else 0.0
+        dhdy = (gx * (h01 - h00) + fx * (h11 - h10)) * rdy if in_y else 0.0
     nx, ny, nz = _unit_normal(dhdx, dhdy)
     return h, nx, ny, nz
 
@@ -436,6 +472,8 @@ class Terrain:
                     )
         object.__setattr__(self, "params", _readonly(params))
         object.__setattr__(self, "grid", _readonly(grid))
+        object.__setattr__(self, "_kernel_params", _readonly(
+            grid_kernel_params(params) if self.kind == GRID else params))
 
     def __repr__(self) -> str:
         return (
@@ -444,8 +482,9 @@ class Terrain:
         )
 
     def kernel_args(self) -> TerrainArrays:
-        """The record compiled loops take (:class:`TerrainArrays`: kind, params, grid)."""
-        return TerrainArrays(self.kind, self.params, self.grid)
+        """The record compiled loops take (:class:`TerrainArrays`: kind, params, grid); a
+        GRID's params with the reciprocal spacings (:func:`grid_kernel_params`)."""
+        return TerrainArrays(self.kind, self._kernel_params, self.grid)
 
     def height_normal(self, x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         """Terrain height and unit upward normal at many points (eq. 2.8 quantities).
