@@ -36,7 +36,7 @@ height 0.05 m, correlation length 0.2 m) and §2.5.4 (Zoë: RMS 0.15 m, correlat
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -407,6 +407,9 @@ class Terrain:
     params: np.ndarray
     grid: np.ndarray
     name: str = ""
+    #: ``params`` as the kernels read them (a GRID's with its reciprocal spacings,
+    #: :func:`grid_kernel_params`); derived, not an argument
+    _kernel_params: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         where = f"Terrain({self.name!r})" if self.name else "Terrain"
