@@ -152,13 +152,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"Zoë, 10 terrains, 10 s; x real time, medians of {res['rounds']} interleaved rounds; "
           f"anchor {res['anchor']}; load average after {res['load_after']:.2f}")
-    print(f"{'figure':<36s}{'anchor then':>12s}{'today':>9s}{'machine':>9s}"
+    print(f"{'figure':<38s}{'anchor then':>12s}{'today':>9s}{'machine':>9s}"
           f"{'C++ then':>10s}{'C++ today':>11s}{'ours today':>12s}{'ratio':>7s}{'paired':>8s}")
     for r in res["rows"]:
         name = r["figure"] + " dt " + format(r["dt"], ".2f")
         if r["figure"] in LIKE_FOR_LIKE:
             name += " (C++ params)" if r["parameters"] == "library" else " (ours)"
-        print(f"{name:<36s}{r['anchor_then']:>12,.0f}"
+        print(f"{name:<38s}{r['anchor_then']:>12,.0f}"
               f"{r['anchor_today']:>9,.0f}{r['machine']:>9.3f}{r['cpp_then']:>10,.0f}"
               f"{r['cpp_today']:>11,.0f}{r['ours_today']:>12,.0f}{r['ratio']:>7.2f}"
               f"{r['paired_ratio']:>8.2f}")
