@@ -251,7 +251,8 @@ def grid_reciprocal_spacing(params: Any) -> tuple[float, float]:
 # Grid coordinates and slopes are products with the reciprocal spacings, not quotients: a
 # lookup made four divisions (with the square root, the slowest of its operations; a
 # collision search makes about 14 lookups per wheel), and the kernels' params carry 1/dx and
-# 1/dy (grid_kernel_params). Within an ulp of the quotients (test_terrain.py bounds it).
+# 1/dy (grid_kernel_params). Within a few ulp of exact arithmetic, as the quotients were
+# (test_terrain.py bounds both).
 @njit(refcount=False, inline="always")
 def _grid(params: Any, grid: Any, x: float, y: float) -> tuple[float, float, float, float]:
     """GRID: bilinear interpolation, edge-clamped outside the grid; normal per
@@ -511,7 +512,7 @@ class Terrain:
         ys = np.array(yb, dtype=np.float64, order="C").reshape(-1)
         h = np.empty(xs.shape[0])
         n = np.empty((xs.shape[0], 3))
-        terrain_height_normal_many(self.kind, self.params, self.grid, xs, ys, h, n)
+        terrain_height_normal_many(*self.kernel_args(), xs, ys, h, n)
         return h.reshape(shape), n.reshape(shape + (3,))
 
     def height(self, x: Any, y: Any) -> np.ndarray:
