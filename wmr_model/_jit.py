@@ -171,10 +171,28 @@ try:  # pragma: no cover - exercised by whichever branch the environment takes
             raise ParameterError(f"threads: must be an integer in 1..{_MAX_THREADS}, got {n!r}")
         _threads = n
 
+    # The planner's float32 lane kernels (wmr_model.kinematics.lanes) need LLVM to know that
+    # their array arguments do not overlap, or it vectorizes none of their lane loops (the
+    # runtime overlap checks of a dozen rows exceed its limit). numba has the flag (its parallel
+    # gufuncs set it: every pointer argument noalias) but no decorator option; this maps one.
+    from numba.core import cpu as _cpu
+    from numba.core.options import TargetOptions as _TargetOptions
+
+    if not hasattr(_cpu.CPUTargetOptions, "noalias"):
+        _cpu.CPUTargetOptions.noalias = _TargetOptions.Mapping("noalias")
+
+    #: numba options of a lane kernel (``njit(lanes=True)``): array arguments never overlap
+    #: (the caller passes distinct buffers: a lane kernel must not be given two views of one
+    #: array), no Python error model (division and square root vectorize), fused multiply-add.
+    LANE_OPTIONS = {"noalias": True, "error_model": "numpy", "fastmath": {"contract"}}
+
     def njit(*args: Any, **kwargs: Any) -> Any:
         """``numba.njit`` with caching on by default, in a closure-keyed cache folder;
-        ``refcount=False``: a refcount-free kernel (module docstring)."""
+        ``refcount=False``: a refcount-free kernel (module docstring); ``lanes=True``: a lane
+        kernel (:data:`LANE_OPTIONS`)."""
         kwargs.setdefault("cache", True)
+        if kwargs.pop("lanes", False):
+            kwargs.update(LANE_OPTIONS)
         free = not kwargs.pop("refcount", True)
         # explicit either way: a kernel that does not say inherits its first caller's setting
         kwargs["_nrt"] = not free
