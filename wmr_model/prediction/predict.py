@@ -70,6 +70,7 @@ __all__ = [
     "JOINT_LIMIT",
     "JOINT_LIMIT_FRACTION",
     "FIDELITIES",
+    "PRECISIONS",
     "dynamic_stability_margin",
     "joint_limit_flags",
     "DEFAULT_LIFTOFF_THRESHOLD",
@@ -89,6 +90,7 @@ JOINT_LIMIT = 8
 JOINT_LIMIT_FRACTION = 0.05
 
 FIDELITIES = ("kinematic", "enhanced")
+PRECISIONS = ("float64", "float32")
 
 # Parallel chunks per thread for large batches: more than one evens out candidates of unequal
 # cost (a candidate that falls back to full collision searches more often); results do not
@@ -172,7 +174,7 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             tipover_margin: float = 0.0, attitude: np.ndarray | None = None,
             known_angular_velocity: np.ndarray | None = None,
             warm_start: bool = True, every: int = 1,
-            feedback: Feedback | None = None) -> Prediction:
+            feedback: Feedback | None = None, precision: str = "float64") -> Prediction:
     """Predict N candidate trajectories (kinematic §2.2 or enhanced kinematic §2.3).
 
     Args:
@@ -214,12 +216,24 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             (:class:`~wmr_model.kinematics.feedback.Feedback`, built by
             :func:`wmr_model.prediction.controllers.predict_twist_steps`): at the start of every
             step its rates at the current state replace the actuated entries of ``commands``.
+        precision: ``"float64"`` (default: the reference loop) or ``"float32"``: the planner's
+            fast path, blocks of candidates in float32 SIMD lanes
+            (:mod:`wmr_model.kinematics.lanes`), several times faster per candidate; the same
+            equations and decisions, with the float32 rounding bounded in the README ("Planner
+            precision"). For wheeled vehicles without loop closures or joint constraints,
+            Euler, warm-started contact, and none of ``feedback``, ``process_noise``,
+            ``attitude``.
 
     Returns:
         :class:`Prediction` with batch axis N = max(N of q0, commands, slip_params, ...).
     """
     if fidelity not in FIDELITIES:
         raise ParameterError(f"fidelity: must be one of {list(FIDELITIES)}, got {fidelity!r}")
+    if precision not in PRECISIONS:
+        raise ParameterError(f"precision: must be one of {list(PRECISIONS)}, got {precision!r}")
+    if precision == "float32":
+        _check_float32(model, integrator=integrator, warm_start=warm_start, feedback=feedback,
+                       process_noise=process_noise, attitude=attitude)
     a = _prediction_inputs(model, q0, commands, dt, slip_params=slip_params,
                            slip_axes=slip_axes, Qprime=Qprime, P0=P0, integrator=integrator,
                            stabilization=stabilization, process_noise=process_noise,
@@ -228,7 +242,33 @@ def predict(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
                            feedback=feedback)
     return _predict_loop(model, terrain, a, dt, fidelity=fidelity, integrator=integrator,
                          gravity=gravity, liftoff_threshold=liftoff_threshold,
-                         tipover_margin=tipover_margin, warm_start=warm_start)
+                         tipover_margin=tipover_margin, warm_start=warm_start,
+                         lanes=precision == "float32")
+
+
+def _check_float32(model: VehicleModel, *, integrator: str, warm_start: bool,
+                   feedback: Feedback | None, process_noise: np.ndarray | None,
+                   attitude: np.ndarray | None) -> None:
+    """Refuse, naming the argument, what ``precision="float32"`` does not cover."""
+    def refuse(what: str) -> None:
+        raise ParameterError(f"precision: 'float32' covers the planner's loop only; {what} "
+                             f"needs precision='float64'")
+
+    if integrator != "euler":
+        refuse(f"integrator={integrator!r}")
+    if not warm_start:
+        refuse("warm_start=False")
+    if feedback is not None:
+        refuse("feedback")
+    if process_noise is not None:
+        refuse("process_noise")
+    if attitude is not None:
+        refuse("attitude")
+    if model.track_frame.shape[0] > 0:
+        refuse(f"a tracked vehicle ({model.name})")
+    k = model.kinematic_arrays()
+    if k.loop_closure.shape[0] > 0 or k.A_joint.shape[0] > 0:
+        refuse(f"a vehicle with loop closures or joint constraints ({model.name})")
 
 
 class _PredictionInputs(NamedTuple):
@@ -341,7 +381,7 @@ def _frame_inertias(model: VehicleModel) -> np.ndarray:
 
 def _predict_loop(model: VehicleModel, terrain: Terrain, a: _PredictionInputs, dt: float, *,
                   fidelity: str, integrator: str, gravity: float, liftoff_threshold: float,
-                  tipover_margin: float, warm_start: bool) -> Prediction:
+                  tipover_margin: float, warm_start: bool, lanes: bool = False) -> Prediction:
     """Allocate the outputs of :func:`predict` and run the compiled loop over the batch."""
     b, p, Q, P, noise, attitude_a, omega = a.b, a.p, a.Q, a.P, a.noise, a.attitude, a.omega
     axes, propagate, k, S = a.axes, a.propagate, a.k, a.S
@@ -378,9 +418,21 @@ def _predict_loop(model: VehicleModel, terrain: Terrain, a: _PredictionInputs, d
         solver=model_solve(m, known))
     X = L.PredictInputs(q0a, qdot_cmd, vc, p, noise, P, attitude_a, a.fb)
     Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, slip, vc_slip, margin, P_traj, flags)
-    # both cores for large batches: contiguous chunks of candidates, a few per thread
-    chunks = min(N // L.PARALLEL_MIN_CHUNK, PARALLEL_CHUNKS_PER_THREAD * num_threads())
-    run_ranges(L.predict_range, N, chunks, m, t, o, X, Y)
+    if lanes:  # float32 lanes: blocks of LANES candidates, the blocks spread over the threads
+        from wmr_model.kinematics.lanes.loop import (
+            LANES,
+            lane_body_constants,
+            predict_lanes_range,
+        )
+
+        blocks = -(-N // LANES)
+        run_ranges(predict_lanes_range, blocks, min(blocks, PARALLEL_CHUNKS_PER_THREAD
+                                                    * num_threads()), m, t, o, X, Y,
+                   lane_body_constants(model, _frame_inertias(model)))
+    else:
+        # both cores for large batches: contiguous chunks of candidates, a few per thread
+        chunks = min(N // L.PARALLEL_MIN_CHUNK, PARALLEL_CHUNKS_PER_THREAD * num_threads())
+        run_ranges(L.predict_range, N, chunks, m, t, o, X, Y)
     if not assess:
         margin[:] = np.nan
     steps = None if k == 1 else np.minimum(np.arange(S) * k, T)
