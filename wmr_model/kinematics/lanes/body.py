@@ -24,6 +24,7 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.kinematics.enhanced import MIN_NORMAL_LOAD_FRACTION, TURN_RATIO_LENGTH
+from wmr_model.kinematics.lanes import F32, HALF, ONE, TWO, ZERO
 
 __all__ = [
     "body_lanes_workspace",
@@ -33,12 +34,7 @@ __all__ = [
     "pose_covariance_lanes",
 ]
 
-_F = np.float32
-_ZERO = _F(0.0)
-_HALF = _F(0.5)
-_ONE = _F(1.0)
-_TWO = _F(2.0)
-_TURN_B = _F(TURN_RATIO_LENGTH)
+_TURN_B = F32(TURN_RATIO_LENGTH)
 
 # positions of the symmetric 3x3 entries in the packed (6,) order 00, 01, 02, 11, 12, 22
 _SYM = np.array([[0, 1, 2], [1, 3, 4], [2, 4, 5]], dtype=np.int64)
@@ -104,7 +100,7 @@ def body_composite_lanes(R, p, ws):
         k = parent_k[i]
         fi = keep[i]
         fp = keep[k]
-        _add_child_lanes(_F(mc[i]), R[fp], p[fp], R[fi], p[fi], As[i], hs[i], As[k], hs[k])
+        _add_child_lanes(F32(mc[i]), R[fp], p[fp], R[fi], p[fi], As[i], hs[i], As[k], hs[k])
 
 
 @njit(refcount=False, lanes=True)
@@ -114,7 +110,7 @@ def _add_child_lanes(m, Rp, pp, Ri, pi, Ai, hi, Ap, hp):
     :func:`~wmr_model.vehicles.inertia.add_child_inertia` (B.12) of the child's packed composite
     ``Ai`` (6, W), ``hi`` (3, W) (mass ``m``) into the parent's ``Ap``, ``hp``; ``Rp``, ``Ri``
     (3, 3, W), ``pp``, ``pi`` (3, W) the parent's and child's world frames."""
-    m = _F(m)
+    m = F32(m)
     for l in range(Ri.shape[2]):
         # T_i^p = (T_p^w)^-1 T_i^w (B.3): R_rc = sum_k Rp[k, r] Ri[k, c]
         a00 = Rp[0, 0, l]
@@ -173,7 +169,7 @@ def _add_child_lanes(m, Rp, pp, Ri, pi, Ai, hi, Ap, hp):
         q20 = r20 * s00 + r21 * s01 + r22 * s02
         q21 = r20 * s01 + r21 * s11 + r22 * s12
         q22 = r20 * s02 + r21 * s12 + r22 * s22
-        diag = _TWO * (t0 * g0 + t1 * g1 + t2 * g2) + m * (t0 * t0 + t1 * t1 + t2 * t2)
+        diag = TWO * (t0 * g0 + t1 * g1 + t2 * g2) + m * (t0 * t0 + t1 * t1 + t2 * t2)
         # A' = R A R^T - (R h) t^T - t (R h)^T - m t t^T + diag 1
         e00 = q00 * r00 + q01 * r01 + q02 * r02 - (g0 * t0 + t0 * g0) - m * t0 * t0
         e01 = q00 * r10 + q01 * r11 + q02 * r12 - (g0 * t1 + t0 * g1) - m * t0 * t1
@@ -219,12 +215,12 @@ def body_slip_lanes(R, p, qdot, A, v, vc_xy, slip_p, slip_axes, gravity, enhance
     As, hs, mc = ws[5], ws[6], ws[4]
     W = R.shape[3]
     mass = mc[0]
-    m = _F(mass)
+    m = F32(mass)
     # c = h / m by the reciprocal (within an ulp of the quotient); c = 0 for a massless model
-    inv_m = _F(1.0 / mass) if mass > 0.0 else _ZERO
-    gx = _F(gravity[0])
-    gy = _F(gravity[1])
-    gz = _F(gravity[2])
+    inv_m = F32(1.0 / mass) if mass > 0.0 else ZERO
+    gx = F32(gravity[0])
+    gy = F32(gravity[1])
+    gz = F32(gravity[2])
     for l in range(W):
         s00 = As[0, 0, l]
         s01 = As[0, 1, l]
@@ -283,26 +279,26 @@ def body_slip_lanes(R, p, qdot, A, v, vc_xy, slip_p, slip_axes, gravity, enhance
     if not enhanced:
         for j in range(6):
             for l in range(W):
-                v_b_slip[j, l] = _ZERO
+                v_b_slip[j, l] = ZERO
         for k in range(nw):
             for r in range(2):
                 for l in range(W):
                     vc_slip[k, r, l] = vc_xy[k, r, l]
         return
     gnorm = np.sqrt(gravity[0] ** 2 + gravity[1] ** 2 + gravity[2] ** 2)
-    min_load = _F(MIN_NORMAL_LOAD_FRACTION * mass * gnorm)
-    lon0 = _F(slip_axes[0, 0])
-    lon1 = _F(slip_axes[0, 1])
-    lon2 = _F(slip_axes[0, 2])
-    lat0 = _F(slip_axes[1, 0])
-    lat1 = _F(slip_axes[1, 1])
-    lat2 = _F(slip_axes[1, 2])
-    ang0 = _F(slip_axes[2, 0])
-    ang1 = _F(slip_axes[2, 1])
-    ang2 = _F(slip_axes[2, 2])
-    zn0 = _F(slip_axes[3, 0])
-    zn1 = _F(slip_axes[3, 1])
-    zn2 = _F(slip_axes[3, 2])
+    min_load = F32(MIN_NORMAL_LOAD_FRACTION * mass * gnorm)
+    lon0 = F32(slip_axes[0, 0])
+    lon1 = F32(slip_axes[0, 1])
+    lon2 = F32(slip_axes[0, 2])
+    lat0 = F32(slip_axes[1, 0])
+    lat1 = F32(slip_axes[1, 1])
+    lat2 = F32(slip_axes[1, 2])
+    ang0 = F32(slip_axes[2, 0])
+    ang1 = F32(slip_axes[2, 1])
+    ang2 = F32(slip_axes[2, 2])
+    zn0 = F32(slip_axes[3, 0])
+    zn1 = F32(slip_axes[3, 1])
+    zn2 = F32(slip_axes[3, 2])
     for l in range(W):
         c0 = cg[0, l]
         c1 = cg[1, l]
@@ -324,16 +320,16 @@ def body_slip_lanes(R, p, qdot, A, v, vc_xy, slip_p, slip_axes, gravity, enhance
         V_ang = w0 * ang0 + w1 * ang1 + w2 * ang2
         # (2.48)-(2.49); force ratios zero at or below the load floor
         loaded = f_z > min_load
-        den = f_z if loaded else _ONE
-        r_lon = f_lon / den if loaded else _ZERO
-        r_lat = f_lat / den if loaded else _ZERO
+        den = f_z if loaded else ONE
+        r_lon = f_lon / den if loaded else ZERO
+        r_lat = f_lat / den if loaded else ZERO
         s_lon = slip_p[0, l] * r_lon * V_lon + slip_p[1, l] * V_lon
         s_lat = slip_p[2, l] * r_lat * V_lon
         s_ang = slip_p[3, l] * r_lat * V_lon + slip_p[4, l] * V_lon + slip_p[5, l] * V_ang
         # turn ratio rho = |V_ang| b / (|V_lon| + |V_ang| b), 0 when V_ang = 0
         w_b = abs(V_ang) * _TURN_B
-        turning = w_b > _ZERO
-        rho = w_b / ((abs(V_lon) + w_b) if turning else _ONE)
+        turning = w_b > ZERO
+        rho = w_b / ((abs(V_lon) + w_b) if turning else ONE)
         s_ang += (slip_p[6, l] * rho + slip_p[7, l] * rho * rho) * V_ang
         sa0 = s_ang * ang0
         sa1 = s_ang * ang1
@@ -353,7 +349,7 @@ def body_slip_lanes(R, p, qdot, A, v, vc_xy, slip_p, slip_axes, gravity, enhance
         for r in range(2):
             row = 3 * k + r
             for l in range(W):
-                s = _ZERO
+                s = ZERO
                 s += A[row, 0, l] * v_b_slip[0, l]
                 s += A[row, 1, l] * v_b_slip[1, l]
                 s += A[row, 2, l] * v_b_slip[2, l]
@@ -422,10 +418,10 @@ def pose_covariance_lanes(P, R, qdot, Qprime, dt, ws):
     """
     Fdt, Q32, Pn = ws
     W = P.shape[2]
-    fdt = _F(dt)
+    fdt = F32(dt)
     for i in range(6):
         for j in range(6):
-            Q32[i, j] = _F(Qprime[i, j])
+            Q32[i, j] = F32(Qprime[i, j])
     for l in range(W):
         v0 = qdot[3, l]
         v1 = qdot[4, l]
@@ -464,6 +460,6 @@ def pose_covariance_lanes(P, R, qdot, Qprime, dt, ws):
     for i in range(6):
         for j in range(i, 6):
             for l in range(W):
-                s = _HALF * (Pn[i, j, l] + Pn[j, i, l])
+                s = HALF * (Pn[i, j, l] + Pn[j, i, l])
                 P[i, j, l] = s
                 P[j, i, l] = s

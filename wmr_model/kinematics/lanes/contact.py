@@ -59,6 +59,7 @@ import math
 import numpy as np
 
 from wmr_model._jit import njit
+from wmr_model.kinematics.lanes import F32, HALF, INF, ONE, TWO, ZERO
 from wmr_model.kinematics.wheel_collision import (
     _BRACKET_COS,
     _BRACKET_SIN,
@@ -72,6 +73,7 @@ from wmr_model.kinematics.wheel_collision import (
     WARM_CONTACT_MAX_WALK,
 )
 from wmr_model.terrain.surface import (
+    _NODE_SNAP,
     GRID,
     GRID_NORMALS,
     _node_slope,
@@ -83,32 +85,26 @@ __all__ = ["COUNT_NAMES", "LANES_MAX", "contact_lanes_workspace", "contact_lanes
            "terrain_height_normal_lanes"]
 
 _KW = dict(refcount=False, error_model="numpy", fastmath={"contract"})
-_F = np.float32
-_ZERO = _F(0.0)
-_ONE = _F(1.0)
-_TWO = _F(2.0)
-_HALF = _F(0.5)
-_MINUS_ONE = _F(-1.0)
-_NAN = _F(np.nan)
-_INF = _F(np.inf)
-_SNAP = _F(1e-9)  # surface._NODE_SNAP
-_CN_MIN = _F(1e-6)  # wheel_collision._write_contact_frame
-_H = _F(WARM_CONTACT_BRACKET)
-_BS = _F(_BRACKET_SIN)
-_BC = _F(_BRACKET_COS)
+_MINUS_ONE = F32(-1.0)
+_NAN = F32(np.nan)
+_SNAP = F32(_NODE_SNAP)
+_CN_MIN = F32(1e-6)  # wheel_collision._write_contact_frame
+_H = F32(WARM_CONTACT_BRACKET)
+_BS = F32(_BRACKET_SIN)
+_BC = F32(_BRACKET_COS)
 _NODAL = float(GRID_NORMALS["nodal"])
 # the fan (wheel_collision._wheel_fan): offsets' sines and cosines, spacing, middle index
 _FAN_S = _FAN_SIN.astype(np.float32)
 _FAN_C = _FAN_COS.astype(np.float32)
-_FAN_H = _F(_FAN_STEP)
-_FAN_S0 = _F(_FAN_SIN[0])
-_FAN_C0 = _F(_FAN_COS[0])
+_FAN_H = F32(_FAN_STEP)
+_FAN_S0 = F32(_FAN_SIN[0])
+_FAN_C0 = F32(_FAN_COS[0])
 _FAN_MID = CONTACT_FAN_POINTS // 2
-_FAN_LAST = _F(CONTACT_FAN_POINTS - 1)
+_FAN_LAST = F32(CONTACT_FAN_POINTS - 1)
 # _sin_cos_small's Taylor coefficients as float32 reciprocals (x2 / k == x2 * (1 / k) to
 # float32 round-off; the series' remainder is below 1e-16 for the fits' |x| <= 0.175)
-_R6, _R20, _R42, _R72 = _F(1 / 6), _F(1 / 20), _F(1 / 42), _F(1 / 72)
-_R12, _R30, _R56, _R90 = _F(1 / 12), _F(1 / 30), _F(1 / 56), _F(1 / 90)
+_R6, _R20, _R42, _R72 = F32(1 / 6), F32(1 / 20), F32(1 / 42), F32(1 / 72)
+_R12, _R30, _R56, _R90 = F32(1 / 12), F32(1 / 30), F32(1 / 56), F32(1 / 90)
 
 #: Most lanes per call: the scratch rows' stride. 33 cache lines, so that consecutive rows
 #: start in different L1 sets (a power-of-two stride would put them all in a few).
@@ -183,17 +179,17 @@ def _axis(base, u, nm1):
     or clamped), so the gather's index is always valid."""
     f0 = np.floor(u)
     snap_lo = u - f0 <= _SNAP
-    snap_hi = ((f0 + _ONE) - u <= _SNAP) & (not snap_lo)
-    f0 = f0 + _ONE if snap_hi else f0
-    frac = _ZERO if (snap_lo | snap_hi) else u - f0
+    snap_hi = ((f0 + ONE) - u <= _SNAP) & (not snap_lo)
+    f0 = f0 + ONE if snap_hi else f0
+    frac = ZERO if (snap_lo | snap_hi) else u - f0
     i0 = base + f0
-    below = i0 < _ZERO
+    below = i0 < ZERO
     above = i0 >= nm1
-    top = nm1 - _ONE
-    cell = _ZERO if below else (top if above else i0)
-    cell = cell if (cell >= _ZERO) & (cell <= top) else _ZERO
-    frac = _ZERO if below else (_ONE if above else frac)
-    inside = _ZERO if (below | above) else _ONE
+    top = nm1 - ONE
+    cell = ZERO if below else (top if above else i0)
+    cell = cell if (cell >= ZERO) & (cell <= top) else ZERO
+    frac = ZERO if below else (ONE if above else frac)
+    inside = ZERO if (below | above) else ONE
     return cell, frac, inside
 
 
@@ -269,8 +265,8 @@ def _interpolate(scr, W, f_row, nodal, rdx, rdy):
         for l in range(W):
             fx = scr[_FX + l]
             fy = scr[_FY + l]
-            gx = _ONE - fx
-            gy = _ONE - fy
+            gx = ONE - fx
+            gy = ONE - fy
             scr[_DHX + l] = (gy * (gx * scr[_SX00 + l] + fx * scr[_SX10 + l])
                              + fy * (gx * scr[_SX01 + l] + fx * scr[_SX11 + l]))
             scr[_DHY + l] = (gy * (gx * scr[_SY00 + l] + fx * scr[_SY10 + l])
@@ -279,8 +275,8 @@ def _interpolate(scr, W, f_row, nodal, rdx, rdy):
         for l in range(W):
             fx = scr[_FX + l]
             fy = scr[_FY + l]
-            gx = _ONE - fx
-            gy = _ONE - fy
+            gx = ONE - fx
+            gy = ONE - fy
             h00 = scr[_H00 + l]
             h10 = scr[_H10 + l]
             h01 = scr[_H01 + l]
@@ -290,8 +286,8 @@ def _interpolate(scr, W, f_row, nodal, rdx, rdy):
     for l in range(W):
         fx = scr[_FX + l]
         fy = scr[_FY + l]
-        gx = _ONE - fx
-        gy = _ONE - fy
+        gx = ONE - fx
+        gy = ONE - fy
         h = (gy * (gx * scr[_H00 + l] + fx * scr[_H10 + l])
              + fy * (gx * scr[_H01 + l] + fx * scr[_H11 + l]))
         sx = scr[_DHX + l]
@@ -301,9 +297,9 @@ def _interpolate(scr, W, f_row, nodal, rdx, rdy):
         rx = scr[_RX + l]
         ry = scr[_RY + l]
         rz = scr[_RZ + l]
-        dhdx = sx if inx > _ZERO else _ZERO
-        dhdy = sy if iny > _ZERO else _ZERO
-        inv = _ONE / np.sqrt(dhdx * dhdx + dhdy * dhdy + _ONE)
+        dhdx = sx if inx > ZERO else ZERO
+        dhdy = sy if iny > ZERO else ZERO
+        inv = ONE / np.sqrt(dhdx * dhdx + dhdy * dhdy + ONE)
         bad = (rx != rx) | (ry != ry)
         nz = _NAN if bad else inv
         scr[_NX + l] = _NAN if bad else -dhdx * inv
@@ -326,16 +322,16 @@ def _eval(t, scr, uscr, W, cnt):
     if tkind == GRID:
         rdx64, rdy64 = grid_reciprocal_spacing(tparams)
         nodal = tparams.shape[0] > 4 and tparams[4] == _NODAL
-        rdx = _F(rdx64)
-        rdy = _F(rdy64)
-        nxm1 = _F(tgrid.shape[1] - 1)
-        nym1 = _F(tgrid.shape[0] - 1)
+        rdx = F32(rdx64)
+        rdy = F32(rdy64)
+        nxm1 = F32(tgrid.shape[1] - 1)
+        nym1 = F32(tgrid.shape[0] - 1)
         _points(scr, uscr, W, _SN, _CN, rdx, rdy, nxm1, nym1, np.uint32(tgrid.shape[1]))
         _gather(scr, uscr, tgrid, cnt, nodal, rdx64, rdy64)
         _interpolate(scr, W, _FN, nodal, rdx, rdy)
         return
     # other kinds: the scalar lookup per listed lane
-    _points(scr, uscr, W, _SN, _CN, _ONE, _ONE, _ONE, _ONE, np.uint32(0))
+    _points(scr, uscr, W, _SN, _CN, ONE, ONE, ONE, ONE, np.uint32(0))
     for n in range(cnt):
         l = uscr[_IDX + n]
         h, nx, ny, nz = terrain_height_normal(tkind, tparams, tgrid, float(scr[_RX + l]),
@@ -369,7 +365,7 @@ def _list_lanes(scr, uscr, W, row, value):
     cnt = 0
     for l in range(W):
         uscr[_IDX + cnt] = l
-        cnt += (scr[row + l] != _ZERO) == value
+        cnt += (scr[row + l] != ZERO) == value
     return cnt
 
 
@@ -381,18 +377,18 @@ def _wheel_geometry(m, t, R, p, scr, W, k):
     i = m.wheel_frame[k]
     a = m.parent[i]
     T0 = m.T0
-    b0 = _F(T0[i, 0, 0])
-    b1 = _F(T0[i, 1, 0])
-    b2 = _F(T0[i, 2, 0])
-    c0 = _F(T0[i, 0, 1])
-    c1 = _F(T0[i, 1, 1])
-    c2 = _F(T0[i, 2, 1])
-    d0 = _F(T0[i, 0, 2])
-    d1 = _F(T0[i, 1, 2])
-    d2 = _F(T0[i, 2, 2])
-    e0 = _F(T0[i, 0, 3])
-    e1 = _F(T0[i, 1, 3])
-    e2 = _F(T0[i, 2, 3])
+    b0 = F32(T0[i, 0, 0])
+    b1 = F32(T0[i, 1, 0])
+    b2 = F32(T0[i, 2, 0])
+    c0 = F32(T0[i, 0, 1])
+    c1 = F32(T0[i, 1, 1])
+    c2 = F32(T0[i, 2, 1])
+    d0 = F32(T0[i, 0, 2])
+    d1 = F32(T0[i, 1, 2])
+    d2 = F32(T0[i, 2, 2])
+    e0 = F32(T0[i, 0, 3])
+    e1 = F32(T0[i, 1, 3])
+    e2 = F32(T0[i, 2, 3])
     for r in range(3):
         o = r * _S
         for l in range(W):
@@ -404,7 +400,7 @@ def _wheel_geometry(m, t, R, p, scr, W, k):
             scr[_YX + o + l] = a0 * c0 + a1 * c1 + a2 * c2
             scr[_ZX + o + l] = a0 * d0 + a1 * d1 + a2 * d2
             scr[_PX + o + l] = a0 * e0 + a1 * e1 + a2 * e2 + pr
-    Rw = _F(m.wheel_radius[k])
+    Rw = F32(m.wheel_radius[k])
     for l in range(W):
         scr[_RW + l] = Rw
     _centre_grid(t, scr, W)
@@ -416,10 +412,10 @@ def _centre_grid(t, scr, W):
     wheel centres (rows _PX, _PY), integer part and rest (:func:`_split`); on a GRID only."""
     if t.kind == GRID:
         rdx64, rdy64 = grid_reciprocal_spacing(t.params)
-        x0 = _F(t.params[0])
-        y0 = _F(t.params[1])
-        rdx = _F(rdx64)
-        rdy = _F(rdy64)
+        x0 = F32(t.params[0])
+        y0 = F32(t.params[1])
+        rdx = F32(rdx64)
+        rdy = F32(rdy64)
         for l in range(W):
             ui, uf = _split((scr[_PX + l] - x0) * rdx)
             vi, vf = _split((scr[_PY + l] - y0) * rdy)
@@ -452,13 +448,13 @@ def _warm_start(state, angle, scr, counts, W, k, lim2):
         ex = scr[_PX + l] - state[k, 1, l]
         ey = scr[_PY + l] - state[k, 2, l]
         ez = scr[_PZ + l] - state[k, 3, l]
-        has = state[k, 0, l] > _ZERO
+        has = state[k, 0, l] > ZERO
         d = angle[k, l]
         d_ws = state[k, 4, l]
         s0 = state[k, 5, l]
         c0 = state[k, 6, l]
         warm = has & (ex * ex + ey * ey + ez * ez <= lim2)
-        scr[_WARM + l] = _ONE if warm else _ZERO
+        scr[_WARM + l] = ONE if warm else ZERO
         scr[_D + l] = d
         scr[_S0 + l] = s0
         scr[_C0 + l] = c0
@@ -466,7 +462,7 @@ def _warm_start(state, angle, scr, counts, W, k, lim2):
     if mism > 0:  # angle changed by the caller: its sine and cosine (rare)
         counts[5] += mism
         for l in range(W):
-            if scr[_WARM + l] > _ZERO and state[k, 4, l] != scr[_D + l]:
+            if scr[_WARM + l] > ZERO and state[k, 4, l] != scr[_D + l]:
                 d64 = float(scr[_D + l])
                 scr[_S0 + l] = math.sin(d64)
                 scr[_C0 + l] = math.cos(d64)
@@ -480,7 +476,7 @@ def _slide(scr, W):
     angle (its value, row _FN, is looked up next). Returns the number of moving lanes."""
     moving = 0
     for l in range(W):
-        warm = scr[_WARM + l] > _ZERO
+        warm = scr[_WARM + l] > ZERO
         d = scr[_D + l]
         fm = scr[_FM + l]
         f0 = scr[_F0 + l]
@@ -493,8 +489,8 @@ def _slide(scr, W):
         cp = scr[_CP + l]
         down = warm & (fm < f0) & (fm <= fp)
         up = warm & (fp < f0) & (not down)
-        mv = _MINUS_ONE if down else (_ONE if up else _ZERO)
-        moving += mv != _ZERO
+        mv = _MINUS_ONE if down else (ONE if up else ZERO)
+        moving += mv != ZERO
         # new centre: the end moved to; new ends: the old centre and the point beyond
         ns0 = sm if down else (sp if up else s0)
         nc0 = cm if down else (cp if up else c0)
@@ -522,11 +518,11 @@ def _slide(scr, W):
 def _parabola(fm, f0, fp, step):
     """``wheel_collision._parabola_offset`` in select form: vertex abscissa of the parabola
     through (-step, fm), (0, f0), (step, fp), clamped to +-step; 0 unless it opens upwards."""
-    den = fm - _TWO * f0 + fp
-    off = _HALF * step * (fm - fp) / den
+    den = fm - TWO * f0 + fp
+    off = HALF * step * (fm - fp) / den
     off = off if off < step else step
     off = off if off > -step else -step
-    return off if den > _ZERO else _ZERO
+    return off if den > ZERO else ZERO
 
 
 @njit(inline="always", **_KW)
@@ -534,9 +530,9 @@ def _sin_cos(x):
     """``wheel_collision._sin_cos_small``: sine and cosine of a small angle (|x| <= 0.18) by
     their Taylor series (remainders below 1e-16)."""
     x2 = x * x
-    sn = x * (_ONE - x2 * _R6 * (_ONE - x2 * _R20 * (_ONE - x2 * _R42 * (_ONE - x2 * _R72))))
-    cs = _ONE - x2 * _HALF * (_ONE - x2 * _R12 * (_ONE - x2 * _R30 * (
-        _ONE - x2 * _R56 * (_ONE - x2 * _R90))))
+    sn = x * (ONE - x2 * _R6 * (ONE - x2 * _R20 * (ONE - x2 * _R42 * (ONE - x2 * _R72))))
+    cs = ONE - x2 * HALF * (ONE - x2 * _R12 * (ONE - x2 * _R30 * (
+        ONE - x2 * _R56 * (ONE - x2 * _R90))))
     return sn, cs
 
 
@@ -547,7 +543,7 @@ def _fit_angles(scr, W, check):
     parabola's vertex and its angle (``_bracket_fit``'s ``_parabola_offset``,
     ``_sin_cos_small``, ``_rotate_angle``)."""
     for l in range(W):
-        warm = scr[_WARM + l] > _ZERO
+        warm = scr[_WARM + l] > ZERO
         fm = scr[_FM + l]
         f0 = scr[_F0 + l]
         fp = scr[_FP + l]
@@ -556,7 +552,7 @@ def _fit_angles(scr, W, check):
         ok = (warm & (f0 <= fm) & (f0 <= fp)) | (not check)
         off = _parabola(fm, f0, fp, _H)
         so, co = _sin_cos(off)
-        scr[_OK + l] = _ONE if ok else _ZERO
+        scr[_OK + l] = ONE if ok else ZERO
         scr[_OFF + l] = off
         scr[_SN + l] = s0 * co + c0 * so
         scr[_CN + l] = c0 * co - s0 * so
@@ -570,7 +566,7 @@ def _fit_choose(scr, W):
     Returns the number of lanes that kept the centre."""
     kept = 0
     for l in range(W):
-        ok = scr[_OK + l] > _ZERO
+        ok = scr[_OK + l] > ZERO
         f0 = scr[_F0 + l]
         fn = scr[_FN + l]
         d = scr[_D + l]
@@ -582,7 +578,7 @@ def _fit_choose(scr, W):
         keep = ok & (f0 < fn)
         take = ok & (not keep)
         kept += keep
-        scr[_KEEP + l] = _ONE if keep else _ZERO
+        scr[_KEEP + l] = ONE if keep else ZERO
         scr[_D + l] = d + off if take else d
         scr[_S0 + l] = sn if take else s0
         scr[_C0 + l] = cn if take else c0
@@ -656,8 +652,8 @@ def _fan(t, scr, uscr, W):
     the same result), the lowest kept as its loop does."""
     for l in range(W):
         uscr[_IDX + l] = l
-        scr[_SN + l] = _ZERO
-        scr[_CN + l] = _ZERO
+        scr[_SN + l] = ZERO
+        scr[_CN + l] = ZERO
     # _fan_start: the terrain normal under the centre projected on the wheel plane
     _eval(t, scr, uscr, W, W)
     for l in range(W):
@@ -674,26 +670,26 @@ def _fan(t, scr, uscr, W):
         a = ux * scr[_XX + l] + uy * scr[_XY + l] + uz * scr[_XZ + l]
         b = ux * scr[_ZX + l] + uy * scr[_ZY + l] + uz * scr[_ZZ + l]
         r = np.sqrt(a * a + b * b)
-        zero = r == _ZERO  # atan2(0, 0) = 0
+        zero = r == ZERO  # atan2(0, 0) = 0
         scr[_A0 + l] = a
         scr[_B0 + l] = b
-        s0 = _ZERO if zero else a / r  # sin(atan2(a, b))
-        c0 = _ONE if zero else b / r
+        s0 = ZERO if zero else a / r  # sin(atan2(a, b))
+        c0 = ONE if zero else b / r
         scr[_S0 + l] = s0
         scr[_C0 + l] = c0
         scr[_SB + l] = s0 * _FAN_C0 + c0 * _FAN_S0  # the first point, the scalar's best = 0
         scr[_CB + l] = c0 * _FAN_C0 - s0 * _FAN_S0
-        scr[_BEST + l] = _ZERO
-        scr[_FBEST + l] = _INF
-        scr[_FPREV + l] = _INF
-        scr[_FBEF + l] = _INF
-        scr[_FAFT + l] = _INF
+        scr[_BEST + l] = ZERO
+        scr[_FBEST + l] = INF
+        scr[_FPREV + l] = INF
+        scr[_FBEF + l] = INF
+        scr[_FAFT + l] = INF
     for l in range(W):  # the angle itself (scalar: no vector atan2)
         scr[_D0 + l] = math.atan2(float(scr[_A0 + l]), float(scr[_B0 + l]))
     for j in range(CONTACT_FAN_POINTS):
         sj = _FAN_S[j]
         cj = _FAN_C[j]
-        jf = _F(j)
+        jf = F32(j)
         for l in range(W):
             s0 = scr[_S0 + l]
             c0 = scr[_C0 + l]
@@ -712,7 +708,7 @@ def _fan(t, scr, uscr, W):
             sn = scr[_SN + l]
             cn = scr[_CN + l]
             lower = f < fbest
-            after = (not lower) & (jf == best + _ONE)
+            after = (not lower) & (jf == best + ONE)
             scr[_FBEST + l] = f if lower else fbest
             scr[_BEST + l] = jf if lower else best
             scr[_FBEF + l] = fprev if lower else fbef
@@ -722,13 +718,13 @@ def _fan(t, scr, uscr, W):
             scr[_FPREV + l] = f
     for l in range(W):  # the fan's parabolic fit, then the bracket about its angle
         best = scr[_BEST + l]
-        inner = (best > _ZERO) & (best < _FAN_LAST)
+        inner = (best > ZERO) & (best < _FAN_LAST)
         off = _parabola(scr[_FBEF + l], scr[_FBEST + l], scr[_FAFT + l], _FAN_H)
-        off = off if inner else _ZERO
+        off = off if inner else ZERO
         so, co = _sin_cos(off)
         sb = scr[_SB + l]
         cb = scr[_CB + l]
-        scr[_D + l] = scr[_D0 + l] + (best - _F(_FAN_MID)) * _FAN_H + off
+        scr[_D + l] = scr[_D0 + l] + (best - F32(_FAN_MID)) * _FAN_H + off
         scr[_S0 + l] = sb * co + cb * so
         scr[_C0 + l] = cb * co - sb * so
     _bracket(scr, W)
@@ -750,7 +746,7 @@ def _flush_fans(t, scr, uscr, nfan, state, Rc, pc, dz, angle):
         l = ufan[_FL + n]
         dz[k, l] = fan[_F0 + n]
         angle[k, l] = fan[_D + n]
-        state[k, 0, l] = _ONE
+        state[k, 0, l] = ONE
         state[k, 1, l] = fan[_PX + n]
         state[k, 2, l] = fan[_PY + n]
         state[k, 3, l] = fan[_PZ + n]
@@ -784,7 +780,7 @@ def contact_lanes(m, t, R, p, Rc, pc, dz, angle, ws):
     nw = m.wheel_frame.shape[0]
     pending = 0  # lanes in the fan block
     for k in range(nw):
-        lim = _F(WARM_CONTACT_MAX_TRAVEL * m.wheel_radius[k])
+        lim = F32(WARM_CONTACT_MAX_TRAVEL * m.wheel_radius[k])
         _wheel_geometry(m, t, R, p, scr, W, k)
         _warm_start(state, angle, scr, counts, W, k, lim * lim)
         cnt = _list_lanes(scr, uscr, W, _WARM, True)
@@ -801,15 +797,15 @@ def contact_lanes(m, t, R, p, Rc, pc, dz, angle, ws):
                     fn = scr[_FN + l]
                     fm = scr[_FM + l]
                     fp = scr[_FP + l]
-                    scr[_FM + l] = fn if mv < _ZERO else fm
-                    scr[_FP + l] = fn if mv > _ZERO else fp
+                    scr[_FM + l] = fn if mv < ZERO else fm
+                    scr[_FP + l] = fn if mv > ZERO else fp
             # minimum bracketed: one fine fit
             fitted, kept = _fit(t, scr, uscr, W, True)
             counts[0] += fitted
             counts[2] += kept
         else:
             for l in range(W):
-                scr[_OK + l] = _ZERO
+                scr[_OK + l] = ZERO
         # outputs and workspace of the warm lanes (every lane written, one row per loop; the
         # fan's lanes are overwritten when their search has run)
         _contact_frame(scr, W)
@@ -863,14 +859,14 @@ def terrain_height_normal_lanes(t, x, y, h, nrm, ws):
         raise ValueError("terrain_height_normal_lanes: W > LANES_MAX or scratch too small")
     for row in range(_XX, _ZZ + 1, _S):
         for l in range(W):
-            scr[row + l] = _ZERO
+            scr[row + l] = ZERO
     for l in range(W):
         scr[_PX + l] = x[l]
         scr[_PY + l] = y[l]
-        scr[_PZ + l] = _ZERO
-        scr[_RW + l] = _ZERO
-        scr[_SN + l] = _ZERO
-        scr[_CN + l] = _ZERO
+        scr[_PZ + l] = ZERO
+        scr[_RW + l] = ZERO
+        scr[_SN + l] = ZERO
+        scr[_CN + l] = ZERO
         uscr[_IDX + l] = l
     _centre_grid(t, scr, W)
     _eval(t, scr, uscr, W, W)

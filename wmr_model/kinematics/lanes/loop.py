@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from wmr_model._jit import njit
+from wmr_model.kinematics.lanes import F32
 from wmr_model.kinematics.lanes.body import (
     body_lanes_workspace,
     body_slip_lanes,
@@ -52,7 +53,6 @@ __all__ = ["LANES", "lane_body_constants", "predict_lanes_range"]
 #: (collision detection 410-460 ns per lane-step at 16 lanes, 225-245 at 64, 205 at 128).
 LANES = 64
 
-_F = np.float32
 
 
 # Per model, the constants of body_lanes_workspace (the folded tree and its float32 inertias):
@@ -88,36 +88,36 @@ def predict_lanes_range(lo, hi, m, t, o, X, Y, body):
     nv = nq - 1
     nf = m.parent.shape[0]
     nw = m.wheel_frame.shape[0]
-    q = np.empty((nq, W), _F)
-    qn = np.empty((nq, W), _F)
-    qdot = np.empty((nv, W), _F)
-    qk = np.zeros((nv, W), _F)
-    R = np.empty((nf, 3, 3, W), _F)
-    p = np.empty((nf, 3, W), _F)
-    Rc = np.empty((nw, 3, 3, W), _F)
-    pc = np.empty((nw, 3, W), _F)
-    dz = np.empty((nw, W), _F)
-    angle = np.zeros((nw, W), _F)
-    A = np.zeros((3 * nw, nv, W), _F)
-    v = np.zeros((3 * nw, W), _F)
-    vc_xy = np.zeros((nw, 2, W), _F)
-    slip_p = np.empty((X.slip_p.shape[1], W), _F)
-    cg = np.empty((3, W), _F)
-    f_cg = np.empty((6, W), _F)
-    v_b_slip = np.zeros((6, W), _F)
-    vc_slip = np.zeros((nw, 2, W), _F)
-    margin = np.empty(W, _F)
-    P = np.empty((6, 6, W), _F)
+    q = np.empty((nq, W), F32)
+    qn = np.empty((nq, W), F32)
+    qdot = np.empty((nv, W), F32)
+    qk = np.zeros((nv, W), F32)
+    R = np.empty((nf, 3, 3, W), F32)
+    p = np.empty((nf, 3, W), F32)
+    Rc = np.empty((nw, 3, 3, W), F32)
+    pc = np.empty((nw, 3, W), F32)
+    dz = np.empty((nw, W), F32)
+    angle = np.zeros((nw, W), F32)
+    A = np.zeros((3 * nw, nv, W), F32)
+    v = np.zeros((3 * nw, W), F32)
+    vc_xy = np.zeros((nw, 2, W), F32)
+    slip_p = np.empty((X.slip_p.shape[1], W), F32)
+    cg = np.empty((3, W), F32)
+    f_cg = np.empty((6, W), F32)
+    v_b_slip = np.zeros((6, W), F32)
+    vc_slip = np.zeros((nw, 2, W), F32)
+    margin = np.empty(W, F32)
+    P = np.empty((6, 6, W), F32)
     fl = np.empty(W, np.uint8)
-    speed = np.empty((nw, W), _F)
+    speed = np.empty((nw, W), F32)
     for b in range(lo, hi):
         n0 = b * W
         n = min(W, N - n0)
         cws = contact_lanes_workspace(nw, W)
         sws = solve_lanes_workspace(nv, 3 * nw, o.known, W)
         nk = body[0].shape[0]
-        bws = (body[0], body[1], body[2], body[3], body[4], np.zeros((nk, 6, W), _F),
-               np.zeros((nk, 3, W), _F))
+        bws = (body[0], body[1], body[2], body[3], body[4], np.zeros((nk, 6, W), F32),
+               np.zeros((nk, 3, W), F32))
         cov_ws = pose_covariance_workspace(W)
         mws = margin_lanes_workspace(nw, W)
         angle[:] = 0.0  # a fresh collision workspace: every lane's first search is the fan
@@ -225,9 +225,9 @@ def _contact_speeds(A, qdot, speed):
     W = qdot.shape[1]
     for k in range(speed.shape[0]):
         for l in range(W):
-            e0 = _F(0.0)
-            e1 = _F(0.0)
-            e2 = _F(0.0)
+            e0 = F32(0.0)
+            e1 = F32(0.0)
+            e2 = F32(0.0)
             for j in range(qdot.shape[0]):
                 e0 += A[3 * k, j, l] * qdot[j, l]
                 e1 += A[3 * k + 1, j, l] * qdot[j, l]

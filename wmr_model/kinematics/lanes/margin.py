@@ -50,6 +50,7 @@ import numpy as np
 
 from wmr_model._jit import njit
 from wmr_model.kinematics.enhanced import _stability_margin, margin_workspace
+from wmr_model.kinematics.lanes import F32, FOUR, HALF, INF, ONE, QUARTER, THREE, TWO, ZERO
 
 __all__ = [
     "NEWTON_STEPS",
@@ -58,15 +59,6 @@ __all__ = [
     "stability_margin_lanes",
 ]
 
-_F = np.float32
-_ZERO = _F(0.0)
-_HALF = _F(0.5)
-_ONE = _F(1.0)
-_TWO = _F(2.0)
-_THREE = _F(3.0)
-_FOUR = _F(4.0)
-_QUARTER = _F(0.25)
-_INF = _F(np.inf)
 
 #: Newton steps on the characteristic polynomial from 0 toward the smallest eigenvalue; each
 #: removes at least a third of the distance (half near a double root), then quadratically.
@@ -84,11 +76,11 @@ RAYLEIGH_STEPS = 2
 # - some contact is within about _COLLINEAR (sqrt(trace S) + |o|) of the line through two
 #   others (the hull edge test is a sign test; its float32 error is a few eps times the
 #   coordinates' size, and _COLLINEAR is ~80 eps).
-_GAP = _F(1e-4)
-_RESIDUAL = _F(1e-4)
-_NORMAL_SIDE = _F(1e-3)
-_FORCE_SIDE = _F(1e-3)
-_COLLINEAR = _F(1e-5)
+_GAP = F32(1e-4)
+_RESIDUAL = F32(1e-4)
+_NORMAL_SIDE = F32(1e-3)
+_FORCE_SIDE = F32(1e-3)
+_COLLINEAR = F32(1e-5)
 
 # rows of the per-lane scratch ``lane`` (.., W) of the workspace
 (_E10, _E11, _E12, _E20, _E21, _E22, _HX, _HY, _TOL1, _TOL2, _AWAY, _FALLBACK, _NUM, _DEN,
@@ -126,17 +118,17 @@ def _scatter_lanes(pc, o0, o1, o2, s00, s01, s02, s11, s12, s22):
     contacts: one pass over the lanes per contact)."""
     nw = pc.shape[0]
     W = o0.shape[0]
-    cnt = _F(max(nw, 1))
+    cnt = F32(max(nw, 1))
     for l in range(W):
-        o0[l] = _ZERO
-        o1[l] = _ZERO
-        o2[l] = _ZERO
-        s00[l] = _ZERO
-        s01[l] = _ZERO
-        s02[l] = _ZERO
-        s11[l] = _ZERO
-        s12[l] = _ZERO
-        s22[l] = _ZERO
+        o0[l] = ZERO
+        o1[l] = ZERO
+        o2[l] = ZERO
+        s00[l] = ZERO
+        s01[l] = ZERO
+        s02[l] = ZERO
+        s11[l] = ZERO
+        s12[l] = ZERO
+        s22[l] = ZERO
     for k in range(nw):
         for l in range(W):
             o0[l] += pc[k, 0, l]
@@ -167,9 +159,9 @@ def _scatter4_lanes(p0, p1, p2, p3, o0, o1, o2, s00, s01, s02, s11, s12, s22):
         a0 = ((p0[0, l] + p1[0, l]) + p2[0, l]) + p3[0, l]
         a1 = ((p0[1, l] + p1[1, l]) + p2[1, l]) + p3[1, l]
         a2 = ((p0[2, l] + p1[2, l]) + p2[2, l]) + p3[2, l]
-        m0 = a0 * _QUARTER
-        m1 = a1 * _QUARTER
-        m2 = a2 * _QUARTER
+        m0 = a0 * QUARTER
+        m1 = a1 * QUARTER
+        m2 = a2 * QUARTER
         o0[l] = m0
         o1[l] = m1
         o2[l] = m2
@@ -254,16 +246,16 @@ def _frame_lanes(Rb, pb, cg, f, o, S, few, e10, e11, e12, e20, e21, e22, hx, hy,
         c1 = (s00 * s11 - s01 * s01) + (s00 * s22 - s02 * s02) + (s11 * s22 - s12 * s12)
         det = (s00 * (s11 * s22 - s12 * s12) - s01 * (s01 * s22 - s12 * s02)
                + s02 * (s01 * s12 - s11 * s02))
-        lm = _ZERO
+        lm = ZERO
         for _ in range(NEWTON_STEPS):  # constant trip count: unrolled, the lanes vectorize
             fl = ((t - lm) * lm - c1) * lm + det
-            fp = (_TWO * t - _THREE * lm) * lm - c1
+            fp = (TWO * t - THREE * lm) * lm - c1
             lm = lm - fl / fp
         n0, n1, n2, nn = _null_vector(lm, s00, s01, s02, s11, s12, s22)
         for _ in range(RAYLEIGH_STEPS):
             lm = _rayleigh(n0, n1, n2, s00, s01, s02, s11, s12, s22)[0] / nn
             n0, n1, n2, nn = _null_vector(lm, s00, s01, s02, s11, s12, s22)
-        inv = _ONE / np.sqrt(nn)
+        inv = ONE / np.sqrt(nn)
         n0 *= inv
         n1 *= inv
         n2 *= inv
@@ -275,14 +267,14 @@ def _frame_lanes(Rb, pb, cg, f, o, S, few, e10, e11, e12, e20, e21, e22, hx, hy,
         # the other eigenvalues from the invariants: l1 + l2 = t - l0, l1 l2 = c1 - l0 (t - l0)
         sm = t - lm
         pr = c1 - lm * sm
-        disc = max(sm * sm - _FOUR * pr, _ZERO)
-        l2 = (sm + np.sqrt(disc)) * _HALF
+        disc = max(sm * sm - FOUR * pr, ZERO)
+        l2 = (sm + np.sqrt(disc)) * HALF
         gap = (sm - l2) - lm
         rg = _RESIDUAL * gap
-        ok = (l2 > _ZERO) & (gap > _GAP * l2) & (res2 <= rg * rg) & (not few)
+        ok = (l2 > ZERO) & (gap > _GAP * l2) & (res2 <= rg * rg) & (not few)
         # orientation along body +z
         nb = n0 * Rb[0, 2, l] + n1 * Rb[1, 2, l] + n2 * Rb[2, 2, l]
-        sg = -_ONE if nb < _ZERO else _ONE
+        sg = -ONE if nb < ZERO else ONE
         n0 *= sg
         n1 *= sg
         n2 *= sg
@@ -313,7 +305,7 @@ def _frame_lanes(Rb, pb, cg, f, o, S, few, e10, e11, e12, e20, e21, e22, hx, hy,
         nx = ax0 * ax0 + ax1 * ax1 + ax2 * ax2
         ny = ay0 * ay0 + ay1 * ay1 + ay2 * ay2
         usey = ny > nx
-        inv = _ONE / np.sqrt(ny if usey else nx)
+        inv = ONE / np.sqrt(ny if usey else nx)
         a0 = (ay0 if usey else ax0) * inv
         a1 = (ay1 if usey else ax1) * inv
         a2 = (ay2 if usey else ax2) * inv
@@ -331,16 +323,16 @@ def _frame_lanes(Rb, pb, cg, f, o, S, few, e10, e11, e12, e20, e21, e22, hx, hy,
         # hull-test thresholds (squared): a contact's distance from the line through two
         # others, C (sqrt(t) + X) with X = |o|_inf, bounded by 2 C^2 (t + X^2) squared
         xo = max(abs(oo0), max(abs(oo1), abs(oo2)))
-        q = _TWO * _COLLINEAR * _COLLINEAR * (t + xo * xo)
+        q = TWO * _COLLINEAR * _COLLINEAR * (t + xo * xo)
         tol1[l] = q
-        tol2[l] = _FOUR * q * t
-        away[l] = _ZERO if dn < _ZERO else _ONE
-        fb[l] = _ZERO if ok else _ONE
-        num[l] = _INF  # the running minimum squared distance num / den
-        den[l] = _ONE
-        inside[l] = _ONE
-        apos[l] = _ONE
-        aneg[l] = _ONE
+        tol2[l] = FOUR * q * t
+        away[l] = ZERO if dn < ZERO else ONE
+        fb[l] = ZERO if ok else ONE
+        num[l] = INF  # the running minimum squared distance num / den
+        den[l] = ONE
+        inside[l] = ONE
+        apos[l] = ONE
+        aneg[l] = ONE
 
 
 @njit(refcount=False, lanes=True)
@@ -362,7 +354,7 @@ def _near_line(cr, l2, tl1, tl2):
     with ``D`` the distance threshold, ``tl1 >= D^2``, ``tl2 >= 4 D^2 t``; tested in the
     sufficient squared form ``cr^2 <= 2 (tl1 l2 + tl2)`` (no square root). The float32 error
     of ``cr`` is a few eps times the coordinates' size times ``|p_j - p_i| + |p_k - p_i|``."""
-    return cr * cr <= _TWO * (tl1 * l2 + tl2)
+    return cr * cr <= TWO * (tl1 * l2 + tl2)
 
 
 @njit(refcount=False, lanes=True)
@@ -376,9 +368,9 @@ def _side_lanes(xi, yi, xj, yj, xk, yk, tol1, tol2, apos, aneg, fb):
         ay = yj[l] - yi[l]
         cr = ax * (yk[l] - yi[l]) - ay * (xk[l] - xi[l])
         near = _near_line(cr, ax * ax + ay * ay, tol1[l], tol2[l])
-        apos[l] = apos[l] if cr > _ZERO else _ZERO
-        aneg[l] = aneg[l] if cr < _ZERO else _ZERO
-        fb[l] = _ONE if near else fb[l]
+        apos[l] = apos[l] if cr > ZERO else ZERO
+        aneg[l] = aneg[l] if cr < ZERO else ZERO
+        fb[l] = ONE if near else fb[l]
 
 
 @njit(refcount=False, inline="always", lanes=True)
@@ -401,12 +393,12 @@ def _edge(xi, yi, xj, yj, hx, hy, ccw, cw, num, den, inside):
     cp = dx * py - dy * px
     qx = px - dx
     qy = py - dy
-    n = px * px + py * py if pd <= _ZERO else (qx * qx + qy * qy if pd >= L2 else cp * cp)
-    d = L2 if (pd > _ZERO) & (pd < L2) else _ONE
+    n = px * px + py * py if pd <= ZERO else (qx * qx + qy * qy if pd >= L2 else cp * cp)
+    d = L2 if (pd > ZERO) & (pd < L2) else ONE
     lower = (ccw | cw) & (n * den < num * d)
     num = n if lower else num
     den = d if lower else den
-    out = (ccw & (cp < _ZERO)) | (cw & (cp > _ZERO))
+    out = (ccw & (cp < ZERO)) | (cw & (cp > ZERO))
     return num, den, inside & (not out)
 
 
@@ -416,13 +408,13 @@ def _edge_lanes(xi, yi, xj, yj, hx, hy, apos, aneg, num, den, inside):
     :func:`_side_lanes`, which are reset to 1 for the next pair; ``num / den`` the running
     minimum squared distance."""
     for l in range(xi.shape[0]):
-        n, d, ins = _edge(xi[l], yi[l], xj[l], yj[l], hx[l], hy[l], apos[l] > _ZERO,
-                          aneg[l] > _ZERO, num[l], den[l], inside[l] > _ZERO)
+        n, d, ins = _edge(xi[l], yi[l], xj[l], yj[l], hx[l], hy[l], apos[l] > ZERO,
+                          aneg[l] > ZERO, num[l], den[l], inside[l] > ZERO)
         num[l] = n
         den[l] = d
-        inside[l] = _ONE if ins else _ZERO
-        apos[l] = _ONE
-        aneg[l] = _ONE
+        inside[l] = ONE if ins else ZERO
+        apos[l] = ONE
+        aneg[l] = ONE
 
 
 @njit(refcount=False, lanes=True)
@@ -432,8 +424,8 @@ def _finish_lanes(num, den, inside, away, out):
     ``num / den``."""
     for l in range(out.shape[0]):
         d = np.sqrt(num[l] / den[l])
-        m = d if inside[l] > _ZERO else -d
-        out[l] = -_INF if away[l] > _ZERO else m
+        m = d if inside[l] > ZERO else -d
+        out[l] = -INF if away[l] > ZERO else m
 
 
 @njit(refcount=False, inline="always", lanes=True)
@@ -446,8 +438,8 @@ def _pair4(xi, yi, xj, yj, xk, yk, xm, ym, hx, hy, tl1, tl2, num, den, inside, n
     ck = ax * (yk - yi) - ay * (xk - xi)
     cm = ax * (ym - yi) - ay * (xm - xi)
     near = near | _near_line(ck, l2, tl1, tl2) | _near_line(cm, l2, tl1, tl2)
-    ccw = (ck > _ZERO) & (cm > _ZERO)
-    cw = (ck < _ZERO) & (cm < _ZERO)
+    ccw = (ck > ZERO) & (cm > ZERO)
+    cw = (ck < ZERO) & (cm < ZERO)
     num, den, inside = _edge(xi, yi, xj, yj, hx, hy, ccw, cw, num, den, inside)
     return num, den, inside, near
 
@@ -471,8 +463,8 @@ def _hull4_lanes(p0, p1, p2, p3, o, e10, e11, e12, e20, e21, e22, hx, hy, tol1, 
         r0, r1, r2 = p3[0, l] - c0, p3[1, l] - c1, p3[2, l] - c2
         x3, y3 = r0 * a0 + r1 * a1 + r2 * a2, r0 * b0 + r1 * b1 + r2 * b2
         px, py, tl1, tl2 = hx[l], hy[l], tol1[l], tol2[l]
-        nm = _INF
-        dn = _ONE
+        nm = INF
+        dn = ONE
         ins = True
         near = False
         nm, dn, ins, near = _pair4(x0, y0, x1, y1, x2, y2, x3, y3, px, py, tl1, tl2, nm, dn, ins,
@@ -487,10 +479,10 @@ def _hull4_lanes(p0, p1, p2, p3, o, e10, e11, e12, e20, e21, e22, hx, hy, tol1, 
                                    near)
         nm, dn, ins, near = _pair4(x2, y2, x3, y3, x0, y0, x1, y1, px, py, tl1, tl2, nm, dn, ins,
                                    near)
-        fb[l] = _ONE if near else fb[l]
+        fb[l] = ONE if near else fb[l]
         d = np.sqrt(nm / dn)
         m = d if ins else -d
-        out[l] = -_INF if away[l] > _ZERO else m
+        out[l] = -INF if away[l] > ZERO else m
 
 
 @njit(refcount=False)
@@ -549,7 +541,7 @@ def stability_margin_lanes(R, p, Rc, pc, cg, f_cg, out, ws):
     fb = lane[_FALLBACK]
     nfb = 0
     for l in range(W):
-        if fb[l] != _ZERO:
+        if fb[l] != ZERO:
             for i in range(3):
                 for j in range(3):
                     Tw[0, i, j] = R[0, i, j, l]
