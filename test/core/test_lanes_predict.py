@@ -145,3 +145,17 @@ def test_float32_kinematic_fidelity_with_margin_and_flags(rigid):
     assert np.abs(f32.stability_margin - ref.stability_margin).max() < \
         CONTACT_DECISION_POSITION_M
     assert np.mean(f32.flags == ref.flags) > 0.99
+
+
+def test_rollout_passes_the_precision_to_predict(batch):
+    """rollout(precision="float32"), in chunks, keeps predict's float32 samples bit for bit
+    (candidates are independent of their chunk and block); an unknown precision is refused."""
+    from wmr_model.prediction.rollouts import rollout
+
+    b = batch
+    T = b.commands.shape[1]
+    r = rollout(b.model, b.terrain, b.q0, b.commands, DT, every=T, max_chunk=20,
+                precision="float32", **b.kw)
+    np.testing.assert_array_equal(r.q[:, -1], b.f32.q[:, -1])
+    with pytest.raises(ParameterError, match="precision: must be one of"):
+        rollout(b.model, b.terrain, b.q0, b.commands[:2], DT, precision="half")

@@ -36,6 +36,7 @@ from wmr_model.parameters import OptionSpec, register_options
 from wmr_model.prediction.controllers import CONTROLLER_KINDS
 from wmr_model.prediction.predict import (
     JOINT_LIMIT,
+    PRECISIONS,
     TIPOVER_RISK,
     TRACTION_LIMIT,
     WHEEL_LIFTOFF,
@@ -315,9 +316,10 @@ def _rate_rows(S: int, per_step: int) -> np.ndarray:
 def _kinematic_chunk(model, terrain, q0, commands, dt, every, kw, ctrl=None):
     if ctrl is None:
         p = predict(model, terrain, q0, commands, dt, every=every, **kw)
-    else:  # closed-loop controller: commands are twists (B, T, 2)
+    else:  # closed-loop controller: commands are twists (B, T, 2); float64 only
         from wmr_model.prediction.controllers import predict_twist_steps
 
+        kw = {k: v for k, v in kw.items() if k != "precision"}
         p = predict_twist_steps(model, terrain, q0, commands, dt, controller=ctrl, every=every,
                                 **kw)
     S = p.q.shape[1]
@@ -379,7 +381,8 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             slip_params: np.ndarray | Mapping[str, float] | None = None,
             Qprime: np.ndarray | None = None, integrator: str = "euler",
             stabilization: float = kin_api.DEFAULT_STABILIZATION,
-            max_chunk: int | None = None, controller: Any = None) -> Rollout:
+            max_chunk: int | None = None, controller: Any = None,
+            precision: str = "float64") -> Rollout:
     """Roll out C candidates in chunks, keeping the samples ``every`` steps, within a deadline.
 
     Args:
@@ -401,6 +404,9 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
             ``"vehicle"``), ``commands`` are body twists (C, T, 2) rows ``(vx, wz)`` that the
             controller turns into joint rates, at every step from the state for the
             closed-loop kinds (:func:`wmr_model.prediction.controllers.predict_twist_steps`).
+        precision: as :func:`predict` (``"float32"``: the planner's float32 lanes) for
+            kinematic and enhanced rollouts with open-loop commands; closed-loop controllers
+            and the dynamics run float64 whatever it says.
 
     Every kept sample equals the unchunked computation's bit for bit (candidates are computed
     independently). A candidate with a non-finite state or one off a height map's extent gets
@@ -435,6 +441,10 @@ def rollout(model: VehicleModel, terrain: Terrain, q0: np.ndarray, commands: np.
         out["cov"] = np.empty((C, S, 36))
     kw: dict[str, Any] = dict(fidelity=fidelity, slip_params=slip_params, Qprime=Qprime,
                               integrator=integrator, stabilization=stabilization)
+    if precision not in PRECISIONS:
+        raise ParameterError(f"precision: must be one of {list(PRECISIONS)}, got {precision!r}")
+    if precision != "float64" and not dyn:
+        kw["precision"] = precision
     limits = friction_limits(model) if dyn else None
     v0 = np.zeros(model.nv) if qdot0 is None else np.asarray(qdot0, dtype=float)
     top = C if max_chunk is None else max(1, int(max_chunk))
