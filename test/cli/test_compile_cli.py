@@ -70,7 +70,7 @@ def test_after_compile_product_paths_load_every_kernel_from_the_cache():
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["jit"] is True
-    assert {g["group"] for g in out["groups"]} == {"kinematic", "dynamic"}
+    assert {g["group"] for g in out["groups"]} == {"kinematic", "dynamic", "planner"}
     assert all(g["error"] == "" for g in out["groups"]), out
     proc = subprocess.run([sys.executable, "-c", _PATHS], capture_output=True, text=True,
                           cwd=REPO, timeout=1200)

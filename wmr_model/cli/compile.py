@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help="worker processes (default: one per group, at most the CPU count)")
     p.add_argument("--group", action="append", default=None, metavar="NAME",
-                   help="only this warm-up group (repeatable): kinematic, dynamic")
+                   help="only this warm-up group (repeatable): kinematic, dynamic, planner")
     p.add_argument("--vehicle", default="zoe", metavar="FILE_OR_NAME",
                    help="vehicle the calls use (default zoe; kernels are shared by all)")
     add_json_flag(p)

@@ -12,6 +12,8 @@ that share few kernels, so that :func:`compile_kernels` can build them in parall
                loop).
 ``dynamic``    the dynamics (one run and a batch), the prediction node's DYNAMIC fidelity, open
                and closed loop.
+``planner``    the float32 lane path of planner batches (``predict(precision="float32")``,
+               :mod:`wmr_model.kinematics.lanes`), for a vehicle it covers (else nothing).
 
 The calls also start the vehicle's specialized kernels (:mod:`wmr_model.kinematics.specialized`,
 compiled on a background thread on first use); each group waits for them, so they are in the
@@ -93,8 +95,20 @@ def _dynamic(vehicle: str) -> None:
             controller="vehicle")
 
 
+def _planner(vehicle: str) -> None:
+    from wmr_model.prediction.predict import float32_refusal, predict
+
+    model, terrain, q0, rates = _setup(vehicle)
+    if float32_refusal(model) is not None:
+        return  # tracks or loop closures: the vehicle has no float32 path to build
+    for fidelity in ("kinematic", "enhanced"):
+        predict(model, terrain, q0, np.stack([rates] * 3), _DT, fidelity=fidelity,
+                Qprime=np.eye(6) * 1e-3, every=2, precision="float32")
+
+
 #: Warm-up groups, largest first (see the module docstring).
-GROUPS: dict[str, Callable[[str], None]] = {"dynamic": _dynamic, "kinematic": _kinematic}
+GROUPS: dict[str, Callable[[str], None]] = {"dynamic": _dynamic, "kinematic": _kinematic,
+                                            "planner": _planner}
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,7 @@ __all__ = [
     "JOINT_LIMIT_FRACTION",
     "FIDELITIES",
     "PRECISIONS",
+    "float32_refusal",
     "dynamic_stability_margin",
     "joint_limit_flags",
     "DEFAULT_LIFTOFF_THRESHOLD",
@@ -264,11 +265,20 @@ def _check_float32(model: VehicleModel, *, integrator: str, warm_start: bool,
         refuse("process_noise")
     if attitude is not None:
         refuse("attitude")
+    why = float32_refusal(model)
+    if why is not None:
+        refuse(why)
+
+
+def float32_refusal(model: VehicleModel) -> str | None:
+    """Why ``predict(precision="float32")`` cannot run ``model`` (tracks, loop closures or
+    joint constraints), or None when it can."""
     if model.track_frame.shape[0] > 0:
-        refuse(f"a tracked vehicle ({model.name})")
+        return f"a tracked vehicle ({model.name})"
     k = model.kinematic_arrays()
     if k.loop_closure.shape[0] > 0 or k.A_joint.shape[0] > 0:
-        refuse(f"a vehicle with loop closures or joint constraints ({model.name})")
+        return f"a vehicle with loop closures or joint constraints ({model.name})"
+    return None
 
 
 class _PredictionInputs(NamedTuple):
