@@ -55,6 +55,7 @@ from wmr_model.kinematics.feedback import (
     no_feedback,
     no_feedback_inputs,
 )
+from wmr_model.kinematics.lanes.loop import LANES, lane_body_constants, predict_lanes_range
 from wmr_model.kinematics.specialized import model_solve
 from wmr_model.kinematics.uncertainty import check_covariance, to_ros_pose_covariance
 from wmr_model.parameters import SLIP_NAMES, slip_vector
@@ -429,12 +430,6 @@ def _predict_loop(model: VehicleModel, terrain: Terrain, a: _PredictionInputs, d
     X = L.PredictInputs(q0a, qdot_cmd, vc, p, noise, P, attitude_a, a.fb)
     Y = L.PredictOutputs(q_traj, qdot_traj, vcn, dz, slip, vc_slip, margin, P_traj, flags)
     if lanes:  # float32 lanes: blocks of LANES candidates, the blocks spread over the threads
-        from wmr_model.kinematics.lanes.loop import (
-            LANES,
-            lane_body_constants,
-            predict_lanes_range,
-        )
-
         blocks = -(-N // LANES)
         run_ranges(predict_lanes_range, blocks, min(blocks, PARALLEL_CHUNKS_PER_THREAD
                                                     * num_threads()), m, t, o, X, Y,
