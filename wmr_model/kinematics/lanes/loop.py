@@ -43,7 +43,7 @@ from wmr_model.kinematics.lanes.rows import (
     solve_lanes_workspace,
 )
 from wmr_model.kinematics.lanes.tree import euler_lanes, fk_lanes
-from wmr_model.kinematics.loops import TIPOVER_RISK, WHEEL_LIFTOFF
+from wmr_model.kinematics.loops import _state_flags
 from wmr_model.vehicles.inertia import fold_spinning_leaves
 
 __all__ = ["LANES", "lane_body_constants", "predict_lanes_range"]
@@ -205,17 +205,11 @@ def _block(m, t, o, X, Y, n0, n, q, qn, qdot, qk, R, p, Rc, pc, dz, angle, A, v,
 
 @njit
 def _or_flags(margin, dz, tipover_margin, liftoff_threshold, fl):
-    """OR each lane's state flags into ``fl`` (:func:`wmr_model.kinematics.loops._state_flags`:
-    margin below ``tipover_margin``, a wheel's height error above ``liftoff_threshold``)."""
+    """OR each lane's state flags into ``fl``: the scalar loop's
+    :func:`wmr_model.kinematics.loops._state_flags` on the lane's margin and height errors."""
     for l in range(fl.shape[0]):
-        out = 0
-        if margin[l] < tipover_margin:
-            out |= TIPOVER_RISK
-        for k in range(dz.shape[0]):
-            if dz[k, l] > liftoff_threshold:
-                out |= WHEEL_LIFTOFF
-                break
-        fl[l] |= out
+        fl[l] |= _state_flags(margin[l], dz[:, l], dz.shape[0], tipover_margin,
+                              liftoff_threshold)
 
 
 @njit
