@@ -245,6 +245,19 @@ register([
                   description=(
         "steering potentiometer offset (see steer.<joint>.gain); a wrong offset makes "
         "straight driving curve")),
+    ParameterSpec("steer.<joint>.lag", 0.0, "s", lower=0.0, upper=10.0, description=(
+        "first-order lag of a commanded steering joint (the sidecar's steering.<joint>.source "
+        "commanded): the wheel angle relaxes toward the logged command with this time "
+        "constant; too small turns the predicted vehicle early, too large late")),
+    ParameterSpec("bicycle.alpha", 1.0, "1", lower=0.2, upper=3.0, description=(
+        "yaw-rate scale of the calibrated planar bicycle model of a steered vehicle (the "
+        "wheelbase L becomes L / alpha); understeer and a wrong wheelbase show as alpha != 1")),
+    ParameterSpec("bicycle.steer_offset", 0.0, "rad", lower=-0.5, upper=0.5, description=(
+        "steering angle offset of the calibrated planar bicycle model; a wrong offset makes "
+        "straight driving curve")),
+    ParameterSpec("planar.speed_scale", 1.0, "1", lower=0.5, upper=2.0, description=(
+        "forward-speed scale of the calibrated planar models (diff drive+, bicycle+): an "
+        "effective wheel radius over the nominal one; wrong values scale every distance")),
     ParameterSpec("diff_drive.alpha", 1.0, "1", lower=0.0, upper=3.0, description=(
         "yaw-rate scale of the enhanced differential drive model (3.66); skid steers turn "
         "less than (v_r - v_l)/B (alpha < 1); wrong values curve every predicted turn")),

@@ -91,7 +91,9 @@ def evaluate(predictor, log: CalibrationLog, intervals: np.ndarray,
         pred = t.prediction.pose[0]
         meas = log.pose[i1]
         pos[k] = float(np.linalg.norm(meas[4:6] - pred[4:6]))
-        yaw[k] = _yaw_error(meas, pred)
+        # a position-only reference has no heading of its own to score (its orientation rows
+        # are derived from the gyro / wheels): no yaw error
+        yaw[k] = _yaw_error(meas, pred) if log.heading_measured else np.nan
         rr[k], RR[k] = t.r, t.R
         nees[k] = float(t.r @ np.linalg.solve(t.R, t.r)) if np.all(np.diag(t.R) > 0) else np.nan
     return Evaluation(intervals=np.asarray(intervals), pos_error=pos, yaw_error=yaw, r=rr, R=RR,

@@ -13,8 +13,9 @@ Poses are ``(M, 7)`` rows ``[qw, qx, qy, qz, x, y, z]`` of the pose sensor frame
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from wmr_model.vehicles.model import VehicleModel
 
 __all__ = [
     "DEFAULT_POSE_STD",
+    "POSITION_ONLY_VARIANCE",
     "CalibrationLog",
     "log_from_streams",
     "with_pose_std",
@@ -33,6 +35,12 @@ __all__ = [
 #: Pose standard deviations (rotation [rad], position [m]) used when a stream has no usable
 #: covariance (all zero, NaN or -1): 0.01 rad, 0.02 m.
 DEFAULT_POSE_STD = (0.01, 0.02)
+
+#: [rad^2] a reference whose yaw variance is this large or larger does not measure heading
+#: (a 1-rad sigma spans the whole circle within 3 sigma): GNSS-only ``nav_msgs/Odometry``
+#: publish an identity quaternion with a variance of 1e3..1e6 (robot_localization's
+#: convention for "not measured").
+POSITION_ONLY_VARIANCE = 1.0
 
 
 @dataclass(frozen=True)
@@ -49,9 +57,17 @@ class CalibrationLog:
         pose_sensor: sensor frame name the poses are of (None: the body frame).
         gyro_time, gyro: (Ng,), (Ng, 3) body angular velocity [rad/s], or None.
         attitude_time, roll_pitch: (Na,), (Na, 2) measured roll and pitch [rad], or None.
-        pot_names: (np,) actuated steering joints with potentiometer readings (may be empty);
-        pot_time, pot_reading: (Np,), (Np, np) raw readings (steer angle = gain * reading +
-            offset, ``steer.<joint>.gain/offset``), or None.
+        pot_names: (np,) actuated steering joints with angle readings (may be empty): the
+            JointState positions of the vehicle's steering joints
+            (:func:`wmr_model.estimation.steering.steer_joints`) or raw potentiometer readings;
+        pot_time, pot_reading: (Np,), (Np, np) readings (steer angle = gain * reading +
+            offset, ``steer.<joint>.gain/offset``; angles: gain 1, offset 0), or None.
+        steer_commanded: the ``pot_names`` whose readings are commands, not measurements: held
+            between samples and followed with the lag ``steer.<joint>.lag`` (:meth:`steer_at`).
+        heading_measured: False when the reference gives positions only (a GNSS fix): its
+            orientation rows are then derived from the log's own gyro / wheels aligned to the
+            reference track (:func:`wmr_model.calibration.heading.derive_heading`), and its
+            yaw is not a measurement to score models against.
         source: where the log came from (for messages).
     """
 
@@ -69,6 +85,8 @@ class CalibrationLog:
     pot_names: tuple[str, ...] = ()
     pot_time: np.ndarray | None = None
     pot_reading: np.ndarray | None = None
+    steer_commanded: tuple[str, ...] = ()
+    heading_measured: bool = True
     source: str = "<log>"
     #: what building the log dropped or derived (one line each)
     notes: tuple[str, ...] = ()
@@ -96,6 +114,22 @@ class CalibrationLog:
                 k = int(np.argmax(np.diff(t) <= 0))
                 raise ParameterError(f"{self.source}: {name} must increase; sample {k + 1} "
                                      f"({t[k + 1]}) follows {t[k]}")
+
+    def steer_at(self, joint: str, times: np.ndarray, lag: float = 0.0) -> np.ndarray:
+        """Reading of steering joint ``joint`` (one of ``pot_names``) at ``times`` (...,):
+        measured readings interpolated linearly (held at the ends), commanded ones held and
+        followed with a first-order lag of ``lag`` [s]
+        (:func:`wmr_model.estimation.steering.lagged_command`)."""
+        from wmr_model.estimation.steering import lagged_command
+
+        if self.pot_time is None or self.pot_reading is None or joint not in self.pot_names:
+            raise ParameterError(f"{self.source}: no steering readings of {joint!r} (the log "
+                                 f"has {list(self.pot_names)})")
+        col = self.pot_reading[:, self.pot_names.index(joint)]
+        t = np.asarray(times, dtype=float)
+        if joint in self.steer_commanded:
+            return lagged_command(self.pot_time, col, lag, t.reshape(-1)).reshape(t.shape)
+        return np.interp(t, self.pot_time, col)
 
     @property
     def duration(self) -> float:
@@ -142,46 +176,116 @@ def _default_covariance(n: int) -> np.ndarray:
 
 def log_from_streams(model: VehicleModel, streams: Mapping[str, object], *,
                      encoders: str = "enc", pose: str = "pose", imu: str | None = None,
-                     pose_sensor: str | None = None, source: str = "<streams>") -> CalibrationLog:
+                     steer: str | None = None, pose_sensor: str | None = None,
+                     source: str = "<streams>") -> CalibrationLog:
     """Build a log from :func:`wmr_model.io.bags.read_streams` results.
 
     Encoder joints are matched to model joints by name, or through the vehicle sidecar's
-    ``encoder_map`` (``options["encoder_map"]``: robot joint -> model joints it drives). Pose
-    covariances come from the message (ROS order converted); rows without a usable covariance
-    get :data:`DEFAULT_POSE_STD`. Quaternions are normalized.
+    ``encoder_map`` (``options["encoder_map"]``: robot joint -> model joints it drives); wheels
+    without an encoder are simply absent (the kinematics solves for them). The steering joints'
+    angles (:func:`wmr_model.estimation.steering.steer_joints`) are read from the JointState
+    positions of the ``steer`` stream, else of the encoder stream, as steering readings
+    (``pot_names``; commanded ones per the sidecar's ``steering``). Pose covariances come from
+    the message (ROS order converted); rows without a usable covariance get
+    :data:`DEFAULT_POSE_STD`. Quaternions are normalized. A reference that measures positions
+    only (no orientation, or a rotation variance of :data:`POSITION_ONLY_VARIANCE` or more:
+    a GNSS fix) gets its heading derived (:func:`wmr_model.calibration.heading.derive_heading`)
+    and ``heading_measured`` False.
 
     Args:
         streams: role -> stream (``BagStreams.streams`` or the ``BagStreams`` itself).
-        encoders, pose, imu: roles of the joint-state, pose and (optional) IMU streams.
+        encoders, pose, imu, steer: roles of the joint-state, pose and (optional) IMU and
+            steering-angle streams.
         pose_sensor: sensor frame of ``model`` the poses are of (None: the body).
     """
+    from wmr_model.estimation.odometry import imu_rotation
+    from wmr_model.estimation.steering import steer_inputs
+
     notes: list[str] = []
-    names, t_enc, rate = _joint_rates(model, streams[encoders], source, notes)
-    t_pose, pose_rows, cov = _pose_samples(streams[pose], notes)
+    steering = steer_inputs(model)
+    sources = [streams[r] for r in (steer, encoders) if r is not None and r in streams]
+    pots = _steer_readings(steering, sources, source, notes)
+    names, t_enc, rate = _joint_rates(model, streams[encoders], source, notes,
+                                      exclude=tuple(pots[0]))
+    t_pose, pose_rows, cov, position_only = _pose_samples(streams[pose], notes)
     gyro_t = gyro = att_t = rp = None
     if imu is not None and imu in streams:
-        gyro_t, gyro, att_t, rp = _imu_samples(streams[imu], notes)
+        gyro_t, gyro, att_t, rp = _imu_samples(streams[imu], notes, imu_rotation(model))
     t0 = float(t_enc[0])
-    return CalibrationLog(
+    log = CalibrationLog(
         joint_names=tuple(names), joint_time=t_enc - t0,
         joint_rate=rate, pose_time=t_pose - t0,
         pose=pose_rows, pose_covariance=cov, pose_sensor=pose_sensor,
         gyro_time=None if gyro_t is None else gyro_t - t0, gyro=gyro,
-        attitude_time=None if att_t is None else att_t - t0, roll_pitch=rp, source=source,
+        attitude_time=None if att_t is None else att_t - t0, roll_pitch=rp,
+        pot_names=pots[0], pot_time=None if pots[1] is None else pots[1] - t0,
+        pot_reading=pots[2], steer_commanded=pots[3], source=source,
         notes=tuple(notes))
+    if position_only:
+        from wmr_model.calibration.heading import derive_heading
+
+        log = derive_heading(log, model, topic=getattr(streams[pose], "topic", pose))
+    return log
 
 
-def _joint_rates(model: VehicleModel, enc, source: str,
-                 notes: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+def _steer_readings(steering: Mapping[str, Any], sources: Sequence[Any], source: str,
+                    notes: list[str]):
+    """``(names, stamps (P,), readings (P, ns), commanded names)`` of the steering joints
+    whose JointState positions one of the ``sources`` streams carries (the first that does);
+    every joint on the stamps of the first one's stream (commanded ones held, measured ones
+    interpolated). ``((), None, None, ())`` when there are none."""
+    cols: dict[str, tuple[np.ndarray, np.ndarray, str]] = {}
+    for j in steering:
+        for s in sources:
+            if j not in s.names:
+                continue
+            p = np.asarray(s.position, dtype=float)[:, list(s.names).index(j)]
+            t = np.asarray(s.stamp, dtype=float)
+            ok = np.isfinite(p) & np.isfinite(t)
+            if ok.sum() >= 2:
+                tk, pk = t[ok], p[ok]
+                keep = np.concatenate([[True], np.diff(tk) > 0])
+                cols[j] = (tk[keep], pk[keep], s.topic)
+                break
+    missing = [j for j in steering if j not in cols]
+    if missing:
+        have = sorted({n for s in sources for n in s.names})
+        raise BagError(f"{source}: no steering angles of {missing} (JointState positions) on "
+                       f"{[s.topic for s in sources]} (joints {have}); give the topic that "
+                       "carries them (--steer-topic, or the sidecar's steering.<joint>.topic)")
+    if not cols:
+        return (), None, None, ()
+    names = tuple(cols)
+    t_ref = cols[names[0]][0]
+    reading = np.empty((len(t_ref), len(names)))
+    commanded = tuple(j for j in names if steering[j].source == "commanded")
+    for k, j in enumerate(names):
+        tj, pj, topic = cols[j]
+        if j in commanded:
+            reading[:, k] = pj[np.clip(np.searchsorted(tj, t_ref, side="right") - 1, 0,
+                                       len(tj) - 1)]
+        else:
+            reading[:, k] = np.interp(t_ref, tj, pj)
+        kind = (f"commanded (lag {steering[j].lag:g} s, steer.{j}.lag)" if j in commanded
+                else "measured")
+        notes.append(f"{topic}: steering angle of {j} from its JointState position, {kind}, "
+                     f"{len(tj)} samples")
+    return names, t_ref, reading, commanded
+
+
+def _joint_rates(model: VehicleModel, enc, source: str, notes: list[str],
+                 exclude: tuple[str, ...] = ()) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Model joint names, stamps (M,) [s] and rates (M, n) of a joint-state stream: rates from
     the velocities (else differentiated positions) mapped to model joints by name or the
-    ``encoder_map``; repeated stamps, non-finite rates and implausible rim speeds dropped."""
+    ``encoder_map``, except the ``exclude`` joints (steering angles, read as angles);
+    repeated stamps, non-finite rates and implausible rim speeds dropped."""
     from wmr_model.estimation.streams import PlausibilityLimits, differentiate_positions
 
     emap = dict(model.options.get("encoder_map", {}) or {})
     t_enc = np.asarray(enc.stamp, dtype=float)
     keep = np.concatenate([[True], np.diff(t_enc) > 0])
     rates_all = differentiate_positions(t_enc[keep], enc.position[keep], enc.velocity[keep])
+    wheels = {model.joint_names[int(k)] for k in model.wheel_joints}
     wheel_r = {model.joint_names[int(k)]: float(r)
                for k, r in zip(model.wheel_joints, model.wheel_radius)}
     names: list[str] = []
@@ -190,7 +294,7 @@ def _joint_rates(model: VehicleModel, enc, source: str,
     derived: list[str] = []
     for j, n in enumerate(enc.names):
         targets = emap.get(n, [n] if n in model.joint_names else [])
-        for tname in targets:
+        for tname in (t for t in targets if t not in exclude):
             if tname not in names:
                 names.append(tname)
                 cols.append(rates_all[:, j])
@@ -198,8 +302,9 @@ def _joint_rates(model: VehicleModel, enc, source: str,
                 if not np.all(np.isfinite(enc.velocity[keep, j])) and n not in derived:
                     derived.append(n)
     if not names:
-        raise BagError(f"{source}: none of the encoder joints {list(enc.names)} is a joint of "
-                       f"{model.name} or in its encoder_map")
+        raise BagError(f"{source}: none of the encoder joints {list(enc.names)} is a driven "
+                       f"joint of {model.name} or in its encoder_map; its wheels are "
+                       f"{sorted(wheels)}")
     if derived:
         notes.append(f"{enc.topic}: velocity not provided (empty or NaN) for {derived} in some "
                      "messages; rates differentiated from the positions")
@@ -219,12 +324,26 @@ def _joint_rates(model: VehicleModel, enc, source: str,
     return names, t_enc[keep][ok_rate], rate[ok_rate]
 
 
-def _pose_samples(ps, notes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _pose_samples(ps, notes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """Stamps (P,) [s], poses (P, 7) ``[q, p]`` (unit quaternions) and covariances (P, 6, 6)
-    of a pose stream: unusable poses and repeated stamps dropped, unusable covariances replaced
+    of a pose stream and whether it is position-only (no orientation rows, or yaw variances
+    of :data:`POSITION_ONLY_VARIANCE` or more: the orientation columns are then a placeholder
+    identity with NaN rotation covariance, for :func:`~wmr_model.calibration.heading.
+    derive_heading`): unusable poses and repeated stamps dropped, unusable covariances replaced
     by :data:`DEFAULT_POSE_STD`."""
+    from dataclasses import replace
+
     from wmr_model.estimation.streams import usable_poses
 
+    q_in = np.asarray(ps.orientation, dtype=float)
+    yaw_var = np.asarray(ps.covariance, dtype=float).reshape(-1, 36)[:, 35]
+    no_q = ~np.all(np.isfinite(q_in), axis=1) | (np.sum(q_in * q_in, axis=1) < 0.25)
+    position_only = bool(len(q_in)) and bool(np.all(no_q | (yaw_var >= POSITION_ONLY_VARIANCE)))
+    if position_only:
+        ident = np.tile([1.0, 0.0, 0.0, 0.0], (len(q_in), 1))
+        ps = replace(ps, orientation=ident)
+        notes.append(f"{ps.topic}: position-only reference (no orientation, or yaw variance >= "
+                     f"{POSITION_ONLY_VARIANCE:g} rad^2): its heading is not used")
     good = usable_poses(ps)
     if not good.all():
         notes.append(f"{ps.topic}: {int((~good).sum())} of {len(good)} poses dropped "
@@ -237,24 +356,45 @@ def _pose_samples(ps, notes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndar
     bad = ~np.all(np.isfinite(cov), axis=(1, 2)) | np.any(np.diagonal(cov, axis1=1, axis2=2)
                                                           <= 0, axis=1)
     cov = np.where(bad[:, None, None], _default_covariance(len(cov)), cov)
+    if position_only:  # rotation block: not measured (derive_heading fills it)
+        pc = np.asarray(ps.covariance, dtype=float).reshape(-1, 36)[:, [0, 1, 2, 6, 7, 8, 12,
+                                                                        13, 14]]
+        pos_cov = from_ros_pose_covariance(np.asarray(ps.covariance, dtype=float)
+                                           .reshape(-1, 36))[:, 3:, 3:]
+        ok = np.all(np.isfinite(pc), axis=1) & np.all(np.diagonal(pos_cov, axis1=1, axis2=2)
+                                                       > 0, axis=1)
+        p = DEFAULT_POSE_STD[1]
+        cov = np.zeros((len(pose_rows), 6, 6))
+        cov[:, 3:, 3:] = np.where(ok[:, None, None], pos_cov, np.eye(3) * p * p)
+        cov[:, :3, :3] = np.nan
     t_pose = np.asarray(ps.stamp, dtype=float)
     pkeep = np.concatenate([[True], np.diff(t_pose) > 0])
-    return t_pose[pkeep], pose_rows[pkeep], cov[pkeep]
+    return t_pose[pkeep], pose_rows[pkeep], cov[pkeep], position_only
 
 
-def _imu_samples(im, notes: list[str]):
-    """``(gyro_t, gyro, att_t, roll_pitch)`` of an IMU stream: gyro stamps (G,) [s] and rates
-    (G, 3) [rad/s] (repeated stamps and non-finite samples dropped) and, when the IMU provides
-    its attitude (REP-145), the stamps (A,) and roll/pitch (A, 2) [rad] as prediction inputs
-    (else None, None)."""
+def _imu_samples(im, notes: list[str], R_body_imu: np.ndarray | None = None):
+    """``(gyro_t, gyro, att_t, roll_pitch)`` of an IMU stream: gyro stamps (G,) [s] and body
+    rates (G, 3) [rad/s] (the IMU's rates turned by its mounting ``R_body_imu``, default the
+    identity; repeated stamps and non-finite samples dropped) and, when the IMU provides its
+    attitude (REP-145), the stamps (A,) and the body's roll/pitch (A, 2) [rad] as prediction
+    inputs (else None, None)."""
     att_t = rp = None
     gyro_t = np.asarray(im.stamp, dtype=float)
     gk = np.concatenate([[True], np.diff(gyro_t) > 0])
     ori = np.asarray(im.orientation, dtype=float)[gk]
     gyro_t, gyro = gyro_t[gk], np.asarray(im.angular_velocity, dtype=float)[gk]
     ok = np.all(np.isfinite(ori), axis=1) & (np.sum(ori * ori, axis=1) > 0.5)
+    R = np.eye(3) if R_body_imu is None else np.asarray(R_body_imu, dtype=float)
+    rotated = not np.allclose(R, np.eye(3))
+    if rotated:
+        gyro = gyro @ R.T
     if ok.sum() >= 2:
         qo = ori[ok] / np.linalg.norm(ori[ok], axis=1, keepdims=True)
+        if rotated:  # R_world_body = R_world_imu R_body_imu^T (as gnss.body_attitude)
+            from scipy.spatial.transform import Rotation
+
+            qo = (Rotation.from_quat(qo, scalar_first=True)
+                  * Rotation.from_matrix(R).inv()).as_quat(scalar_first=True)
         att_t, rp = gyro_t[ok], quats_to_euler(qo)[:, :2]
     gok = np.all(np.isfinite(gyro), axis=1) & np.isfinite(gyro_t)
     if not gok.all():

@@ -21,6 +21,7 @@ Parameters not listed in ``names`` take the predictor's ``base`` values, then sc
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +52,10 @@ __all__ = [
     "IntervalPrediction",
     "IntervalPredictor",
     "ModelPredictor",
+    "PlanarPredictor",
     "DiffDrivePredictor",
+    "BicyclePredictor",
+    "planar_predictor",
     "default_step",
     "interval_steps",
     "PREDICTION_INPUTS",
@@ -62,7 +66,7 @@ PREDICTION_INPUTS = ("roll_pitch", "gyro_yaw")
 
 #: Finite-difference steps of (3.27) by parameter family (absolute, in the parameter's unit).
 _STEPS = {"slip": 1e-3, "wheel": 1e-4, "vehicle": 1e-4, "sensor": 1e-3, "time_offset": 1e-2,
-          "diff_drive": 1e-3, "noise": 1e-4}
+          "diff_drive": 1e-3, "noise": 1e-4, "steer": 1e-3, "bicycle": 1e-3, "planar": 1e-3}
 
 
 def default_step(name: str) -> float:
@@ -185,7 +189,12 @@ class ModelPredictor(IntervalPredictor):
     inputs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        from wmr_model.estimation.steering import steer_inputs
+
         self.inputs = tuple(self.inputs)
+        #: nominal lag [s] of each commanded steering joint (the sidecar's)
+        self._steer_lag = {j: si.lag for j, si in steer_inputs(self.model).items()
+                           if si.source == "commanded"}
         bad = [i for i in self.inputs if i not in PREDICTION_INPUTS]
         if bad:
             raise ParameterError(f"prediction inputs {bad}: expected some of "
@@ -214,6 +223,8 @@ class ModelPredictor(IntervalPredictor):
             return float(self.base[name])
         if name.split(".")[0] in ("wheel", "vehicle", "sensor"):
             return get_parameter(self.model, name)
+        if name.startswith("steer.") and name.endswith(".lag"):
+            return float(self._steer_lag.get(name.split(".")[1], 0.0))
         return float(get_spec(name).default)
 
     def _sensor_T(self, sensor: str | None, vals: Mapping[str, float]) -> np.ndarray:
@@ -336,9 +347,10 @@ class ModelPredictor(IntervalPredictor):
                 t_in[g] = log.pose_time[i0] - d + np.arange(T + 1) * dt
                 t_g: np.ndarray = t_in[g]
                 steer0 = {}
-                for a, (pot_t, pot_r) in pots.items():  # steering: gain * reading + offset
+                for a in pots:  # steering: gain * reading + offset
                     jn = m.joint_names[act[a]]
-                    ang = (c.get(f"steer.{jn}.gain", 1.0) * np.interp(t_g, pot_t, pot_r)
+                    lag = c.get(f"steer.{jn}.lag", self._steer_lag.get(jn, 0.0))
+                    ang = (c.get(f"steer.{jn}.gain", 1.0) * log.steer_at(jn, t_g, lag)
                            + c.get(f"steer.{jn}.offset", 0.0))
                     cmds[g, :, a] = np.diff(ang) / dt
                     steer0[act[a]] = ang[0]
@@ -378,17 +390,25 @@ class ModelPredictor(IntervalPredictor):
 
 
 def planar_interval(pose0: np.ndarray, vx: np.ndarray, wz: np.ndarray,
-                    dt: float) -> IntervalPrediction:
+                    dt: float, point: tuple[float, float] = (0.0, 0.0)) -> IntervalPrediction:
     """Interval prediction of planar candidates (level ground, height held).
 
     ``pose0`` (7,) logged body pose at the interval start; ``vx``, ``wz`` (N, T) forward speed
-    [m/s] and yaw rate [rad/s] per candidate and step, integrated by
-    :func:`wmr_model.vehicles.reference_models.integrate_planar`. The covariance map is candidate
-    0's.
+    [m/s] of the body point ``point`` (x, y in body coordinates [m]; a bicycle model's rear
+    axle) and yaw rate [rad/s] per candidate and step, integrated by
+    :func:`wmr_model.vehicles.reference_models.integrate_planar` (the point's arcs; the body
+    origin follows rigidly). The covariance map is candidate 0's.
     """
     N = vx.shape[0]
-    start = np.array([pose0[4], pose0[5], float(yaw_of(pose0[:4]))])
+    yaw0 = float(yaw_of(pose0[:4]))
+    c0, s0 = math.cos(yaw0), math.sin(yaw0)
+    px, py = point
+    start = np.array([pose0[4] + c0 * px - s0 * py, pose0[5] + s0 * px + c0 * py, yaw0])
     traj = integrate_planar(np.repeat(start[None], N, 0), vx, wz, dt)
+    if px or py:  # back from the point to the body origin
+        c, s_ = np.cos(traj[..., 2]), np.sin(traj[..., 2])
+        traj = np.stack([traj[..., 0] - c * px + s_ * py, traj[..., 1] - s_ * px - c * py,
+                         traj[..., 2]], axis=-1)
     yaw = traj[..., 2]
     qz = np.stack([np.cos(yaw / 2), 0 * yaw, 0 * yaw, np.sin(yaw / 2)], axis=-1)
     z = np.full(traj.shape[:2] + (1,), pose0[6])
@@ -399,8 +419,58 @@ def planar_interval(pose0: np.ndarray, vx: np.ndarray, wz: np.ndarray,
                               dt=dt)
 
 
+class PlanarPredictor(IntervalPredictor):
+    """A planar reference model of Table 3.3: its body twist from the logged inputs
+    (:meth:`twist`) integrated as arcs from the interval's start pose. Subclasses give the
+    kind's ``label`` (``"diff drive"``, ``"bicycle"``) and the names of its calibrated "+"
+    variant (:attr:`plus_names`, with ``time_offset.pose``)."""
+
+    label = "planar"
+    plus_names: tuple[str, ...] = ()
+
+    @abstractmethod
+    def twist(self, log: CalibrationLog, times: np.ndarray,
+              values: Mapping[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Forward speed ``vx`` [m/s] and yaw rate ``wz`` [rad/s], each (Q,), of the model's
+        reference point at ``times`` (Q,) [s] with the named ``values`` (default nominal)."""
+
+    def check_names(self, names: Sequence[str]) -> None:
+        """Raise ParameterError for names this predictor cannot vary."""
+        for n in names:
+            if n not in self.plus_names and not n.startswith(("time_offset.", "noise.")):
+                raise ParameterError(f"{n}: not a parameter of the {self.label} predictor "
+                                     f"({', '.join(self.plus_names)}, time_offset.<stream>)")
+
+    def simulate(self, log: CalibrationLog, i0: int, i1: int, names: Sequence[str],
+                 X: np.ndarray) -> IntervalPrediction:
+        """Predict interval ``(i0, i1)`` for candidate rows ``X`` (N, n) of ``names``."""
+        cands, T, dt, mid = self.planar_setup(log, i0, i1, names, X)
+        N = len(cands)
+        vx = np.empty((N, T))
+        wz = np.empty((N, T))
+        for k, c in enumerate(cands):
+            d = float(c.get("time_offset.pose", 0.0))
+            vx[k], wz[k] = self.twist(log, log.pose_time[i0] - d + mid, c)
+        return planar_interval(log.pose[i0], vx, wz, dt, self.reference_point)
+
+    #: (x, y) [m] of the point whose forward speed :meth:`twist` gives, in body coordinates
+    reference_point: tuple[float, float] = (0.0, 0.0)
+
+
+def _neutral_wheel_xy(model: VehicleModel) -> tuple[np.ndarray, np.ndarray]:
+    """(nw, 2) wheel centre x, y [m] in body coordinates at the neutral state, and (nw,) the
+    sign of each wheel's rolling direction: a wheel spins about its frame's y axis, so a
+    positive rate rolls it forward when that axis points to the body's left (+1) and backward
+    when the joint is mirrored (-1, e.g. a URDF left wheel with axis 0 -1 0)."""
+    from wmr_model.kinematics import api
+
+    Tw = api.forward_kinematics(model, api.create_data(model), model.neutral_state())
+    sign = np.where(np.asarray(Tw[model.wheel_frame, 1, 1]) < 0, -1.0, 1.0)
+    return np.asarray(Tw[model.wheel_frame, :2, 3]), sign
+
+
 @dataclass
-class DiffDrivePredictor(IntervalPredictor):
+class DiffDrivePredictor(PlanarPredictor):
     """Planar differential drive (3.64)-(3.65) / diff drive+ (3.66) interval predictor.
 
     Attributes:
@@ -408,7 +478,7 @@ class DiffDrivePredictor(IntervalPredictor):
             rates are averaged per side.
         radius: wheel radius [m]; track: B [m].
         dt: nominal step [s]; base: fixed named values (``diff_drive.alpha``,
-            ``time_offset.pose``).
+            ``planar.speed_scale``, ``time_offset.pose``).
     """
 
     left: tuple[str, ...]
@@ -417,45 +487,180 @@ class DiffDrivePredictor(IntervalPredictor):
     track: float
     dt: float = 0.05
     base: dict[str, float] = field(default_factory=dict)
+    #: rolling direction (+1 / -1) of each wheel whose joint is mirrored; default +1
+    sign: dict[str, float] = field(default_factory=dict)
+
+    label = "diff drive"
+    plus_names = ("diff_drive.alpha", "planar.speed_scale")
 
     @classmethod
     def from_model(cls, model: VehicleModel, **kw) -> DiffDrivePredictor:
-        """Sides from the sign of each wheel's y position; B = mean left-right distance."""
-        from wmr_model.kinematics import api
-
-        data = api.create_data(model)
-        Tw = api.forward_kinematics(model, data, model.neutral_state())
-        y = Tw[model.wheel_frame, 1, 3]
+        """Sides from the sign of each driven wheel's y position (the actuated wheels; every
+        wheel when none is actuated, e.g. tracks' road wheels); B = mean left-right
+        distance."""
+        xy, sign = _neutral_wheel_xy(model)
         names = model.wheel_names
-        left = tuple(n for n, yy in zip(names, y) if yy > 0)
-        right = tuple(n for n, yy in zip(names, y) if yy <= 0)
+        act = {model.joint_names[int(k)] for k in model.actuated_joints}
+        driven = [w for w, n in enumerate(names) if n in act] or list(range(len(names)))
+        y = xy[driven, 1]
+        dn = [names[w] for w in driven]
+        left = tuple(n for n, yy in zip(dn, y) if yy > 0)
+        right = tuple(n for n, yy in zip(dn, y) if yy <= 0)
+        if not left or not right:
+            raise ParameterError(f"{model.name}: a differential drive needs driven wheels on "
+                                 f"both sides; driven wheels {dn} at y {np.round(y, 3).tolist()}")
         track = float(y[y > 0].mean() - y[y <= 0].mean())
-        return cls(left=left, right=right, radius=float(model.wheel_radius.mean()),
-                   track=track, **kw)
+        return cls(left=left, right=right,
+                   radius=float(model.wheel_radius[driven].mean()), track=track,
+                   sign={names[w]: float(sign[w]) for w in driven if sign[w] < 0}, **kw)
 
-    def check_names(self, names: Sequence[str]) -> None:
-        """Raise ParameterError for names this predictor cannot vary."""
-        for n in names:
-            if n != "diff_drive.alpha" and not n.startswith(("time_offset.", "noise.")):
-                raise ParameterError(f"{n}: not a parameter of the diff-drive predictor "
-                                     "(diff_drive.alpha, time_offset.<stream>)")
+    def _sides(self, log: CalibrationLog) -> tuple[list[int], list[int]]:
+        """Log columns of the left and right wheels (those with encoder rates)."""
+        li = [log.joint_names.index(n) for n in self.left if n in log.joint_names]
+        ri = [log.joint_names.index(n) for n in self.right if n in log.joint_names]
+        if not li or not ri:
+            raise ParameterError(f"{log.source}: no encoder rates for the left {list(self.left)} "
+                                 f"or right {list(self.right)} wheels; the log has "
+                                 f"{list(log.joint_names)} (is this the right vehicle?)")
+        return li, ri
 
-    def simulate(self, log: CalibrationLog, i0: int, i1: int, names: Sequence[str],
-                 X: np.ndarray) -> IntervalPrediction:
-        """Predict interval ``(i0, i1)`` for candidate rows ``X`` (N, n) of ``names``."""
-        cands, T, dt, mid = self.planar_setup(log, i0, i1, names, X)
-        N = len(cands)
-        li = [log.joint_names.index(n) for n in self.left]
-        ri = [log.joint_names.index(n) for n in self.right]
-        vx = np.empty((N, T))
-        wz = np.empty((N, T))
-        for k, c in enumerate(cands):
-            d = float(c.get("time_offset.pose", 0.0))
-            rates = log.rates_at(log.pose_time[i0] - d + mid)
-            vl = self.radius * rates[:, li].mean(axis=1)
-            vr = self.radius * rates[:, ri].mean(axis=1)
-            vx[k] = 0.5 * (vl + vr)
-            wz[k] = float(c.get("diff_drive.alpha", 1.0)) * (vr - vl) / self.track
-        return planar_interval(log.pose[i0], vx, wz, dt)
+    def side_speeds(self, log: CalibrationLog, times: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """Mean left and right rim speeds [m/s] at ``times`` (default: the encoder stamps)."""
+        li, ri = self._sides(log)
+        rates = log.joint_rate if times is None else log.rates_at(times)
+        sg = np.array([self.sign.get(n, 1.0) for n in log.joint_names])
+        return (self.radius * (rates[:, li] * sg[li]).mean(axis=1),
+                self.radius * (rates[:, ri] * sg[ri]).mean(axis=1))
+
+    def twist(self, log: CalibrationLog, times: np.ndarray,
+              values: Mapping[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(3.64)-(3.66): ``vx = s (v_l + v_r) / 2``, ``wz = alpha (v_r - v_l) / B``."""
+        c = self.base if values is None else values
+        vl, vr = self.side_speeds(log, times)
+        s = float(c.get("planar.speed_scale", 1.0))
+        return (s * 0.5 * (vl + vr),
+                s * float(c.get("diff_drive.alpha", 1.0)) * (vr - vl) / self.track)
+
+
+@dataclass
+class BicyclePredictor(PlanarPredictor):
+    """Planar kinematic bicycle model of a steered vehicle (a tricycle, an Ackermann car, a
+    steered rover): no wheel slips sideways, so the body turns about a point on the line of
+    the unsteered wheels with curvature ``kappa = alpha tan(delta) / L`` at the midpoint R of
+    those wheels (the reference point), ``delta`` the steering angle (mean tangent of the
+    steering joints' angles plus ``bicycle.steer_offset``), L the distance of the steered
+    wheels ahead of R. A driven wheel at ``(x_w, y_w)`` from R, steered by ``delta_w``, rolls at
+
+    .. math:: s_w = v \\left[(1 - \\kappa y_w) \\cos\\delta_w + \\kappa x_w \\sin\\delta_w\right]
+
+    so the speed ``v`` of R is the least-squares solution over the wheels with encoder rates
+    (a driven front wheel gives the tricycle's ``v = s cos(delta)``; a rear axle gives
+    ``v = s``), scaled by ``planar.speed_scale``; ``wz = kappa v``. The "+" variant calibrates
+    ``bicycle.alpha`` (effective wheelbase L / alpha), ``bicycle.steer_offset`` and
+    ``planar.speed_scale``. Commanded steering angles follow their nominal lag.
+
+    Attributes:
+        steer: steering joint names; wheels: the joints whose rates drive it - every wheel,
+            and each differential encoder (a wheel at the mean of its wheels, its ratio in the
+            radius) - with their ``(x, y)`` from R [m] (``xy`` (nw, 2)), rolling ``radius``
+            (nw,) [m] and steering joint (``wheel_steer``,
+            "" for unsteered wheels; negative for a mirrored joint, whose positive rate rolls
+            backward); wheelbase: L [m]; lag: nominal lag of commanded joints.
+    """
+
+    steer: tuple[str, ...]
+    wheels: tuple[str, ...]
+    xy: np.ndarray
+    radius: np.ndarray
+    wheel_steer: tuple[str, ...]
+    wheelbase: float
+    reference_point: tuple[float, float] = (0.0, 0.0)
+    lag: dict[str, float] = field(default_factory=dict)
+    dt: float = 0.05
+    base: dict[str, float] = field(default_factory=dict)
+
+    label = "bicycle"
+    plus_names = ("bicycle.alpha", "bicycle.steer_offset", "planar.speed_scale")
+
+    @classmethod
+    def from_model(cls, model: VehicleModel, **kw) -> BicyclePredictor:
+        """Geometry from the model at its neutral state; ParameterError without steering
+        joints or without unsteered wheels behind the steered ones."""
+        from wmr_model.estimation.steering import steer_inputs
+
+        inputs = steer_inputs(model)
+        steer = tuple(inputs)
+        if not steer:
+            raise ParameterError(f"{model.name}: no steering joint; the bicycle model is for "
+                                 "steered vehicles")
+        xy, sign = _neutral_wheel_xy(model)
+        names = model.wheel_names
+        frame_of = {j: model.joint_index(j) + 1 for j in steer}
+        wheel_steer = tuple(next((j for j in steer if model.chain[w, frame_of[j]]), "")
+                            for w in range(len(names)))
+        fixed = [w for w, j in enumerate(wheel_steer) if not j]
+        steered = [w for w, j in enumerate(wheel_steer) if j]
+        if not fixed:
+            raise ParameterError(f"{model.name}: every wheel is steered; the bicycle model "
+                                 "needs unsteered wheels to turn about")
+        ref = xy[fixed].mean(axis=0)
+        L = float(xy[steered, 0].mean() - ref[0])
+        if abs(L) < 1e-3:
+            raise ParameterError(f"{model.name}: steered and unsteered wheels share an axle "
+                                 f"(wheelbase {L:.4f} m); no bicycle model")
+        rim = np.asarray(model.wheel_radius, dtype=float) * sign
+        points, pxy, prim, psteer = list(names), list(xy), list(rim), list(wheel_steer)
+        # a differential encoder drives the mean of its wheels: a wheel at their mean position
+        for enc, d in (model.options.get("differentials") or {}).items():
+            ws = [names.index(w) for w in d["wheels"]]
+            points.append(enc)
+            pxy.append(xy[ws].mean(axis=0))
+            prim.append(float(rim[ws].mean()) * float(d["ratio"]))
+            st = {wheel_steer[w] for w in ws}
+            psteer.append(st.pop() if len(st) == 1 else "")
+        return cls(steer=steer, wheels=tuple(points), xy=np.array(pxy) - ref[None, :],
+                   radius=np.array(prim), wheel_steer=tuple(psteer),
+                   wheelbase=L, reference_point=(float(ref[0]), float(ref[1])),
+                   lag={j: si.lag for j, si in inputs.items()}, **kw)
+
+    def twist(self, log: CalibrationLog, times: np.ndarray,
+              values: Mapping[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The bicycle model's ``(vx, wz)`` at ``times`` (class docstring)."""
+        c = self.base if values is None else values
+        t = np.asarray(times, dtype=float)
+        off = float(c.get("bicycle.steer_offset", 0.0))
+        delta = {j: log.steer_at(j, t, self.lag.get(j, 0.0)) + off for j in self.steer}
+        kappa = (float(c.get("bicycle.alpha", 1.0))
+                 * np.mean([np.tan(d) for d in delta.values()], axis=0) / self.wheelbase)
+        rates = log.rates_at(t)
+        num = np.zeros_like(t)
+        den = np.zeros_like(t)
+        for w, name in enumerate(self.wheels):
+            if name not in log.joint_names:
+                continue
+            s_w = self.radius[w] * rates[:, log.joint_names.index(name)]
+            d_w = delta[self.wheel_steer[w]] if self.wheel_steer[w] else 0.0
+            x_w, y_w = self.xy[w]
+            g = (1.0 - kappa * y_w) * np.cos(d_w) + kappa * x_w * np.sin(d_w)
+            num += g * s_w
+            den += g * g
+        if not np.any(den > 0):
+            raise ParameterError(f"{log.source}: no encoder rates for any wheel of the bicycle "
+                                 f"model {list(self.wheels)}; the log has "
+                                 f"{list(log.joint_names)}")
+        v = float(c.get("planar.speed_scale", 1.0)) * num / np.maximum(den, 1e-12)
+        return v, kappa * v
+
+
+def planar_predictor(model: VehicleModel, **kw) -> PlanarPredictor:
+    """The planar reference model of the vehicle's own kind for Table 3.3: the kinematic
+    bicycle for a vehicle with steering joints (:class:`BicyclePredictor`), else the
+    differential drive (:class:`DiffDrivePredictor`; skid steers and tracked vehicles)."""
+    from wmr_model.estimation.steering import steer_joints
+
+    if steer_joints(model):
+        return BicyclePredictor.from_model(model, **kw)
+    return DiffDrivePredictor.from_model(model, **kw)
 
 

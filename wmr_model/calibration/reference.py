@@ -11,11 +11,14 @@ compared with the wheels' travelled distance and the gyro's (else the wheels') y
 apart) does not fire it, unlike a speed ``|dp| / dt`` test, because both sides of the comparison
 cover the same (short) time:
 
-* **jump** (:func:`reference_faults`): ``|dp_ref| > (1 + slack) * s_wheel + jump_distance`` or
+* **jump** (:func:`reference_faults`): ``|dp_ref| > (1 + slack) * s_wheel + max(jump_distance,
+  3 sigma)`` (``sigma`` the standard deviation of the two samples' difference from their
+  covariances: a noisy GNSS fix is not faulty for moving by its own noise) or
   ``|dyaw_ref - dyaw_proprio| > jump_yaw + slack * |dyaw_proprio|``;
 * **diverged**: over a window of ``window`` seconds the reference displacement (in its own
   start frame) differs from the dead-reckoned one (wheel speed along the gyro's heading) by more
-  than ``margin + drift_slack * s_wheel`` (the reference went where the vehicle cannot have);
+  than ``max(margin, 3 sigma) + drift_slack * s_wheel`` (the reference went where the vehicle
+  cannot have);
 * **unsettled**: every other step less than ``settle`` seconds from a jump or diverged step,
   before or after it. A localizer that has just re-localized is trusted again only after it
   has agreed with the wheels and gyro for ``settle`` seconds, so a burst of recurring faults
@@ -134,33 +137,26 @@ def _cumulative(t_grid: np.ndarray, t: np.ndarray, rate: np.ndarray) -> np.ndarr
     return np.where(tg > t[-1], c[-1] + (tg - t[-1]) * rate[-1], out)
 
 
-def _speeds(log: CalibrationLog, dd) -> tuple[np.ndarray, np.ndarray]:
-    """Mean left and right rim speeds (Ne,) [m/s] of the diff-drive sides of ``dd``."""
-    missing = [n for n in (*dd.left, *dd.right) if n not in log.joint_names]
-    if missing:
-        raise ParameterError(f"{log.source}: no encoder rates for wheels {missing}; the log has "
-                             f"{list(log.joint_names)} (is this the right vehicle?)")
-    li = [log.joint_names.index(n) for n in dd.left]
-    ri = [log.joint_names.index(n) for n in dd.right]
-    return (dd.radius * log.joint_rate[:, li].mean(axis=1),
-            dd.radius * log.joint_rate[:, ri].mean(axis=1))
+def _twist(log: CalibrationLog, dd) -> tuple[np.ndarray, np.ndarray]:
+    """Forward speed and yaw rate (Ne,) of the planar model ``dd`` at the encoder stamps."""
+    return dd.twist(log, log.joint_time)
 
 
 def _heading(log: CalibrationLog, dd, t: np.ndarray) -> np.ndarray:
-    """Integrated yaw [rad] at ``t`` from 0 at the first sample: gyro z, else the wheels."""
+    """Integrated yaw [rad] at ``t`` from 0 at the first sample: gyro z, else the wheels
+    (the planar model's yaw rate)."""
     if log.gyro is not None and log.gyro_time is not None and len(log.gyro) >= 2:
         return _cumulative(t, log.gyro_time, log.gyro[:, 2])
-    vl, vr = _speeds(log, dd)
-    return _cumulative(t, log.joint_time, (vr - vl) / dd.track)
+    return _cumulative(t, log.joint_time, _twist(log, dd)[1])
 
 
 def dead_reckoning(log: CalibrationLog, dd, times: np.ndarray) -> np.ndarray:
-    """Planar dead reckoning (N, 3) ``[x, y, yaw]`` at ``times`` from the origin: the wheels'
-    mean speed along the gyro's (else the wheels') heading, on the encoder samples."""
-    vl, vr = _speeds(log, dd)
+    """Planar dead reckoning (N, 3) ``[x, y, yaw]`` at ``times`` from the origin: the planar
+    model's speed (``dd``, a :class:`~wmr_model.calibration.predictors.PlanarPredictor`)
+    along the gyro's (else the model's) heading, on the encoder samples."""
+    v, _ = _twist(log, dd)
     tj = log.joint_time
     th = _heading(log, dd, tj)
-    v = 0.5 * (vl + vr)
     x = _cumulative(tj, tj, v * np.cos(th))
     y = _cumulative(tj, tj, v * np.sin(th))
     t = np.asarray(times, dtype=float)
@@ -170,12 +166,12 @@ def dead_reckoning(log: CalibrationLog, dd, times: np.ndarray) -> np.ndarray:
 def proprioceptive_increments(log: CalibrationLog, dd, latency: float = 0.0):
     """``(s_wheel, dyaw)`` (M - 1,) of each reference step: wheel distance [m] (|v| integrated,
     ``v`` = mean rim speed of the diff-drive sides of ``dd``, a
-    :class:`~wmr_model.calibration.predictors.DiffDrivePredictor`) and yaw change [rad] (gyro z
-    where the log has a gyro, else the wheels' ``r (w_r - w_l) / B``), over the step's stamps
+    :class:`~wmr_model.calibration.predictors.PlanarPredictor`) and yaw change [rad] (gyro z
+    where the log has a gyro, else the planar model's yaw rate), over the step's stamps
     shifted back by ``latency``."""
-    vl, vr = _speeds(log, dd)
+    v, _ = _twist(log, dd)
     tq = log.pose_time - latency
-    s = _cumulative(tq, log.joint_time, np.abs(0.5 * (vl + vr)))
+    s = _cumulative(tq, log.joint_time, np.abs(v))
     return np.diff(s), np.diff(_heading(log, dd, tq))
 
 
@@ -183,12 +179,16 @@ def estimate_latency(log: CalibrationLog, dd, max_latency: float = 1.0,
                      resolution: float = 0.05) -> float:
     """Reference latency [s] in ``[0, max_latency]``: the shift minimizing the median absolute
     difference between the reference's and the gyro's (else the wheels') yaw change per step.
-    A first estimate for the fault test; the calibrators refine it as ``time_offset.pose``."""
+    A first estimate for the fault test; the calibrators refine it as ``time_offset.pose``.
+    A position-only reference (``log.heading_measured`` False) has no yaw of its own: its step
+    lengths are matched to the wheel distance instead."""
     a_ref = np.diff(unwrapped_yaw(log.pose[:, :4]))
+    step = np.linalg.norm(np.diff(log.pose[:, 4:6], axis=0), axis=1)
     best, best_d = math.inf, 0.0
     for d in np.arange(0.0, max_latency + 1e-9, resolution):
-        _, a_p = proprioceptive_increments(log, dd, float(d))
-        cost = float(np.median(np.abs(a_ref - a_p)))
+        s_p, a_p = proprioceptive_increments(log, dd, float(d))
+        cost = float(np.median(np.abs(a_ref - a_p) if log.heading_measured
+                               else np.abs(step - s_p)))
         if cost < best - 1e-12:
             best, best_d = cost, float(d)
     return best_d
@@ -205,8 +205,14 @@ def reference_faults(log: CalibrationLog, dd, policy: ReferencePolicy | None = N
     s_w, a_p = proprioceptive_increments(log, dd, latency)
     step = np.linalg.norm(np.diff(log.pose[:, 4:6], axis=0), axis=1)
     a_ref = np.diff(unwrapped_yaw(log.pose[:, :4]))
-    excess = step - ((1.0 + pol.slack) * s_w + pol.jump_distance)
-    jump = (excess > 0) | (np.abs(a_ref - a_p) > pol.jump_yaw + pol.slack * np.abs(a_p))
+    # a noisy reference (an SBAS GNSS fix, sigma ~1 m) moves by its own noise: the allowed
+    # disagreement of two of its samples is at least 3 sigma of their difference
+    sig = _position_sigma(log)
+    noise_step = 3.0 * np.hypot(sig[:-1], sig[1:])
+    excess = step - ((1.0 + pol.slack) * s_w + np.maximum(pol.jump_distance, noise_step))
+    jump = excess > 0
+    if log.heading_measured:  # a derived heading is the gyro's: no test of its own
+        jump |= np.abs(a_ref - a_p) > pol.jump_yaw + pol.slack * np.abs(a_p)
     # diverged: windows where the reference's displacement (in its start frame) disagrees with
     # dead reckoning's (in its own) by more than dead reckoning's error can explain
     c_w = np.concatenate([[0.0], np.cumsum(s_w)])
@@ -217,7 +223,8 @@ def reference_faults(log: CalibrationLog, dd, policy: ReferencePolicy | None = N
     d_ref = _in_frame(log.pose[end, 4:6] - log.pose[:, 4:6], yr)
     d_dr = _in_frame(dr[end, :2] - dr[:, :2], dr[:, 2])
     bad_win = (np.linalg.norm(d_ref - d_dr, axis=1)
-               > pol.margin + pol.drift_slack * (c_w[end] - c_w))
+               > np.maximum(pol.margin, 3.0 * np.hypot(sig, sig[end]))
+               + pol.drift_slack * (c_w[end] - c_w))
     diverged = np.zeros(M - 1, dtype=bool)
     mark = np.zeros(M, dtype=int)  # +1 at a bad window's first step, -1 after its last
     starts = np.flatnonzero(bad_win & (end > np.arange(M)))
@@ -228,6 +235,14 @@ def reference_faults(log: CalibrationLog, dd, policy: ReferencePolicy | None = N
     return ReferenceFaults(jump=jump, diverged=diverged, unsettled=unsettled,
                            untrusted=jump | diverged | unsettled, excess=excess,
                            latency=float(latency))
+
+
+def _position_sigma(log: CalibrationLog) -> np.ndarray:
+    """(M,) horizontal position sigma [m] of each reference sample (rms of its x and y
+    standard deviations; 0 where the covariance is not finite)."""
+    v = np.diagonal(np.asarray(log.pose_covariance)[:, 3:5, 3:5], axis1=1, axis2=2)
+    v = np.where(np.isfinite(v), v, 0.0)
+    return np.sqrt(np.maximum(v.mean(axis=1), 0.0))
 
 
 def unsettled_steps(times: np.ndarray, faulty: np.ndarray, settle: float) -> np.ndarray:
@@ -308,11 +323,13 @@ def sanity_warnings(log: CalibrationLog, dd, track: float, faults: ReferenceFaul
     that move >= 0.3 m (speed: reference path / wheel distance) or turn >= 0.1 rad by the wheels
     (yaw: reference / wheel yaw change, ``track`` from :func:`yaw_track`). Medians over all
     windows, faults included: a wrong radius makes the whole reference look diverged."""
-    vl, vr = _speeds(log, dd)
+    v, w = _twist(log, dd)
+    if hasattr(dd, "track"):  # differential drive: the skid steer's effective track
+        w = w * dd.track / track
     t = log.pose_time
     tq = t - faults.latency
-    s_w = _cumulative(tq, log.joint_time, np.abs(0.5 * (vl + vr)))
-    a_w = _cumulative(tq, log.joint_time, (vr - vl) / track)
+    s_w = _cumulative(tq, log.joint_time, np.abs(v))
+    a_w = _cumulative(tq, log.joint_time, w)
     c_ref = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(log.pose[:, 4:6], axis=0),
                                                             axis=1))])
     y_ref = unwrapped_yaw(log.pose[:, :4])
@@ -323,7 +340,7 @@ def sanity_warnings(log: CalibrationLog, dd, track: float, faults: ReferenceFaul
     if mv.sum() >= 3:
         ratios["speed"] = float(np.median((c_ref[end] - c_ref)[mv] / ds[mv]))
     tn = np.abs(da) >= 0.1
-    if tn.sum() >= 3:
+    if tn.sum() >= 3 and log.heading_measured:
         ratios["yaw_rate"] = float(np.median((y_ref[end] - y_ref)[tn] / da[tn]))
     out = []
     what = {"speed": "wheel radius", "yaw_rate": "track width (or the left/right joints)"}
@@ -363,18 +380,19 @@ def check_reference(log: CalibrationLog, model, intervals: np.ndarray, *, topic:
                     source: str, dt: float | None = None,
                     policy: ReferencePolicy | None = None) -> ReferenceCheck:
     """The reference check of ``wmr calibrate``, ``wmr replay`` and fleet fits in one place:
-    latency-corrected faults against the wheels (+ gyro) of the vehicle's differential-drive
-    model, ``intervals`` (K, 2) without the untrusted ones, the note naming ``topic``, and the
-    sanity warnings naming ``source`` (the bag). Raises ParameterError when the log cannot be
-    checked (e.g. no joint the differential-drive model can use). ``policy``: the thresholds
+    latency-corrected faults against the wheels (+ gyro) of the vehicle's planar model
+    (:func:`~wmr_model.calibration.predictors.planar_predictor`), ``intervals`` (K, 2) without
+    the untrusted ones, the note naming ``topic``, and the sanity warnings naming ``source``
+    (the bag). Raises ParameterError when the log cannot be checked (e.g. no joint the planar
+    model can use). ``policy``: the thresholds
     (default :class:`ReferencePolicy`)."""
-    from wmr_model.calibration.predictors import DiffDrivePredictor
+    from wmr_model.calibration.predictors import planar_predictor
 
-    dd = (DiffDrivePredictor.from_model(model) if dt is None
-          else DiffDrivePredictor.from_model(model, dt=dt))
+    dd = planar_predictor(model) if dt is None else planar_predictor(model, dt=dt)
     faults = reference_faults(log, dd, policy, latency=estimate_latency(log, dd))
     iv = np.asarray(intervals, dtype=int).reshape(-1, 2)
     kept = trusted_intervals(iv, faults)
     note = fault_note(topic, log.pose_time, faults, len(iv) - len(kept), len(iv))
-    warn, _ = sanity_warnings(log, dd, yaw_track(model), faults, source)
+    warn, _ = sanity_warnings(log, dd, yaw_track(model) if hasattr(dd, "track") else 1.0,
+                              faults, source)
     return ReferenceCheck(faults, kept, note, warn)

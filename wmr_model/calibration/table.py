@@ -1,6 +1,9 @@
 """Table 3.3-style comparison of reference and 3D models on one log (thesis §3.4.1).
 
-Rows: diff drive (3.64)-(3.65); diff drive+ (3.66) online and converged; 3D kinematic (§2.2);
+Rows: the planar model of the vehicle's kind (diff drive (3.64)-(3.65) for differential and skid
+steering, the kinematic bicycle for steered vehicles:
+:func:`~wmr_model.calibration.predictors.planar_predictor`) and its calibrated "+" variant
+(diff drive+ (3.66) with a speed scale; bicycle+) online and converged; 3D kinematic (§2.2);
 3D enhanced kinematic (§2.3) online and converged; optionally the offline fit (3.44). "Online"
 errors are those of each interval predicted with the estimate from *prior* intervals only;
 "converged" re-predicts every interval with the final estimate. Errors are means over all
@@ -47,13 +50,13 @@ from wmr_model.calibration.intervals import split_intervals, split_time
 from wmr_model.calibration.logs import CalibrationLog
 from wmr_model.calibration.offline import calibrate_offline
 from wmr_model.calibration.online import OnlineCalibrator
-from wmr_model.calibration.predictors import DiffDrivePredictor, ModelPredictor
+from wmr_model.calibration.predictors import ModelPredictor, planar_predictor
 from wmr_model.errors import ParameterError
 from wmr_model.terrain.surface import Terrain, flat
 from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["TableRow", "DEFAULT_3D_PARAMS", "DEFAULT_NOISE", "compare_models", "initial_std",
-           "empty_split_warning"]
+           "empty_split_warning", "steering_params"]
 
 #: Default parameters of the 3D kin+ rows on flat ground (p1 needs grades to be observable).
 DEFAULT_3D_PARAMS = ("slip.p2", "slip.p3", "slip.p4", "slip.p5", "slip.p6", "time_offset.pose")
@@ -66,7 +69,9 @@ DEFAULT_NOISE = ("noise.U.wz_wz", "noise.U.vx_vx", "noise.U.vy_vy")
 DEFAULT_NOISE0 = {"noise.U.wz_wz": 0.02, "noise.U.vx_vx": 0.05, "noise.U.vy_vy": 0.05}
 
 _STD0 = {"slip": 0.5, "time_offset": 0.1, "diff_drive": 0.5, "noise": 0.05, "wheel": 0.02,
-         "vehicle": 0.1, "sensor": 0.3}
+         "vehicle": 0.1, "sensor": 0.3, "steer.offset": 0.05, "steer.gain": 0.2,
+         "steer.lag": 0.1, "bicycle.alpha": 0.3, "bicycle.steer_offset": 0.05,
+         "planar.speed_scale": 0.1}
 
 
 @dataclass(frozen=True)
@@ -82,10 +87,28 @@ class TableRow:
     table: str = "in-sample"
 
 
+def steering_params(model: VehicleModel) -> list[str]:
+    """The steering parameters a steered vehicle's 3D kin.+ calibrates beside the slip set:
+    each steering joint's angle offset, and the gain and lag of each commanded one
+    (:mod:`wmr_model.estimation.steering`); none for other vehicles."""
+    from wmr_model.estimation.steering import steer_inputs
+
+    out = []
+    for j, si in steer_inputs(model).items():
+        out.append(f"steer.{j}.offset")
+        if si.source == "commanded":  # a servo: its gain and lag are the actuator's
+            out += [f"steer.{j}.gain", f"steer.{j}.lag"]
+    return out
+
+
 def initial_std(names: Sequence[str]) -> dict[str, float]:
     """Initial standard deviation of each named parameter for an online calibration, by the
     name's family (``slip``, ``time_offset``, ...); 1.0 for families without a default."""
-    return {n: _STD0.get(n.split(".")[0], 1.0) for n in names}
+    def one(n: str) -> float:
+        parts = n.split(".")
+        return _STD0.get(n, _STD0.get(f"{parts[0]}.{parts[-1]}", _STD0.get(parts[0], 1.0)))
+
+    return {n: one(n) for n in names}
 
 
 def empty_split_warning(split: Mapping | None) -> list[str]:
@@ -178,16 +201,17 @@ def compare_models(model: VehicleModel, log: CalibrationLog, intervals: np.ndarr
     rows: list[TableRow] = []
     oos: list[TableRow] = []
     info: dict = {}
-    dd = DiffDrivePredictor.from_model(model, dt=dt)
-    _nominal_rows(rows, oos, "diff drive", dd, log, intervals, test)
-    dd_names = ["diff_drive.alpha", "time_offset.pose", *noise]
+    dd = planar_predictor(model, dt=dt)
+    lab = dd.label
+    _nominal_rows(rows, oos, lab, dd, log, intervals, test)
+    dd_names = [*dd.plus_names, "time_offset.pose", *noise]
     bound = {n: 2.0 * v for n, v in n0.items()}
-    cal, rec, ev, sp = _online_and_converged(rows, "diff drive+", dd, dd_names, log, intervals,
+    cal, rec, ev, sp = _online_and_converged(rows, f"{lab}+", dd, dd_names, log, intervals,
                                              cal_iv, n0, bound, iterations, test, t_split)
-    info["diff drive+"] = {"estimate": cal.estimate, "std": cal.std,
-                           "rejected": int(sum(not r.accepted for r in rec))}
+    info[f"{lab}+"] = {"estimate": cal.estimate, "std": cal.std,
+                       "rejected": int(sum(not r.accepted for r in rec))}
     if sp:
-        info["diff drive+"]["split"] = sp
+        info[f"{lab}+"]["split"] = sp
     kin = ModelPredictor(model, terrain, fidelity="kinematic", dt=dt, inputs=tuple(inputs))
     _nominal_rows(rows, oos, "3D kin.", kin, log, intervals, test)
     enh = ModelPredictor(model, terrain, fidelity="enhanced", dt=dt, inputs=tuple(inputs))
@@ -204,7 +228,7 @@ def compare_models(model: VehicleModel, log: CalibrationLog, intervals: np.ndarr
     oos += [r for r in rows if r.table == "out-of-sample"]
     rows = [r for r in rows if r.table != "out-of-sample"]
     if parts is not None:
-        order = ["diff drive", "diff drive+ online", "diff drive+ calibrated", "3D kin.",
+        order = [lab, f"{lab}+ online", f"{lab}+ calibrated", "3D kin.",
                  "3D kin.+ online", "3D kin.+ calibrated", "3D kin.+ offline (3.44)"]
         oos.sort(key=lambda r: order.index(r.model))
         info["split"] = {"fraction": parts.fraction, "t_split": parts.t_split,

@@ -58,7 +58,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--pose-std", default=None, metavar="ROT,POS",
                    help="override the ground-truth covariance: std [rad],[m]")
     p.add_argument("--encoder-topic", default="/joint_states")
-    p.add_argument("--pose-topic", default="/icp/odom")
+    p.add_argument("--steer-topic", default=None, metavar="TOPIC",
+                   help="JointState topic with the steering angles when the encoder topic "
+                        "lacks them (default: the vehicle sidecar's steering.<joint>.topic)")
+    p.add_argument("--pose-topic", default=None,
+                   help="reference topic: nav_msgs/Odometry, PoseWithCovarianceStamped, "
+                        "PoseStamped or sensor_msgs/NavSatFix (position only: the heading is "
+                        "derived); default: first of /gps/odom, /ins/pose, /odometry/gps, "
+                        "/icp/odom, /ground_truth/odom, /mocap/odom, /pf/odom, /gps/fix")
     p.add_argument("--offline", action="store_true", help="also run the offline fit (slower)")
     p.add_argument("--overlay", default=None, metavar="YAML",
                    help="write the calibrated values as a vehicle overlay")
@@ -140,7 +147,8 @@ def _options(args: argparse.Namespace):
         interval=args.interval, min_distance=args.min_distance, min_turn=args.min_turn,
         max_speed=args.max_speed, reference_check=not args.no_reference_check,
         reference_settle=args.reference_settle,
-        encoder_topic=args.encoder_topic, pose_topic=args.pose_topic, pose_std=pose_std,
+        encoder_topic=args.encoder_topic, pose_topic=args.pose_topic,
+        steer_topic=args.steer_topic, pose_std=pose_std,
         dt=args.dt, params=(None if args.params is None
                             else tuple(n for n in args.params.split(",") if n)),
         noise=tuple(n for n in args.noise.split(",") if n),

@@ -35,10 +35,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--vehicle", default=None, metavar="FILE_OR_NAME",
                    help="vehicle (default: the synthetic bag's, else warthog)")
     p.add_argument("--encoder-topic", default="/joint_states")
+    p.add_argument("--steer-topic", default=None, metavar="TOPIC",
+                   help="JointState topic with the steering angles when the encoder topic "
+                        "lacks them (default: the vehicle sidecar's steering.<joint>.topic)")
     p.add_argument("--imu-topic", default="/imu/data", help="'' for none")
     p.add_argument("--pose-topic", default=None,
-                   help="ground-truth pose topic (default: first of /gps/odom, /ins/pose, "
-                        "/odometry/gps, /icp/odom, /ground_truth/odom in the bag)")
+                   help="reference topic: nav_msgs/Odometry, PoseWithCovarianceStamped, "
+                        "PoseStamped or sensor_msgs/NavSatFix (position only: the heading is "
+                        "derived); default: first of /gps/odom, /ins/pose, /odometry/gps, "
+                        "/icp/odom, /ground_truth/odom, /mocap/odom, /pf/odom, /gps/fix")
     p.add_argument("--truth-topic", default="/ground_truth/odom",
                    help="exact truth for the drift evaluation, when present")
     p.add_argument("--pose-sensor", default=None, metavar="NAME",
@@ -131,7 +136,7 @@ def _replay_options(args: argparse.Namespace):
     check_interval_arguments(args)
     check_reference_arguments(args)
     return ReplayOptions(
-        vehicle=args.vehicle, encoder_topic=args.encoder_topic,
+        vehicle=args.vehicle, encoder_topic=args.encoder_topic, steer_topic=args.steer_topic,
         imu_topic=args.imu_topic or None, pose_topic=args.pose_topic,
         truth_topic=args.truth_topic or None, pose_sensor=args.pose_sensor,
         pose_sensor_xyz=_floats(args.pose_sensor_xyz, 3, "--pose-sensor-xyz"),

@@ -113,6 +113,7 @@ __all__ = [
     "ENCODER_LAYOUTS",
     "encoder_layouts",
     "match_encoder_layout",
+    "imu_rotation",
     "REJECT_REASONS",
     "OdometryDiagnostics",
     "UpdateResult",
@@ -164,6 +165,17 @@ def encoder_layouts(model: VehicleModel, encoder_map: Mapping[str, Sequence[str]
         out["encoder_map"] = targets
     out["per_wheel"] = per_wheel
     return out
+
+
+def imu_rotation(model: VehicleModel) -> np.ndarray:
+    """Rotation ``R_body_imu`` (3, 3) of the model's ``imu`` sensor frame at the neutral state
+    (an IMU mounted upside down has ``diag(1, -1, -1)``); the identity without one. A gyro
+    sample ``w_imu`` is ``R_body_imu @ w_imu`` in body axes."""
+    if "imu" not in model.sensor_frame:
+        return np.eye(3)
+    fi, T = model.sensor_frame["imu"]
+    Tw = kin.forward_kinematics(model, kin.create_data(model), model.neutral_state())
+    return np.asarray(Tw[0, :3, :3].T @ Tw[fi, :3, :3] @ np.asarray(T)[:3, :3])
 
 
 def match_encoder_layout(layouts: Mapping[str, Mapping[str, Sequence[int]]],
@@ -372,14 +384,8 @@ class Odometry3D:
         # suspension); wheel angles are irrelevant to the pose and just integrated
         self._position_joints = {model.joint_names[k]: k for k in range(model.nj)
                                  if k not in wheel}
-        if self._user_imu_rotation is not None:
-            self.R_body_imu = self._user_imu_rotation
-        elif "imu" in model.sensor_frame:
-            fi, T = model.sensor_frame["imu"]
-            Tw = kin.forward_kinematics(model, kin.create_data(model), model.neutral_state())
-            self.R_body_imu = (Tw[0, :3, :3].T @ Tw[fi, :3, :3] @ T[:3, :3])
-        else:
-            self.R_body_imu = np.eye(3)
+        self.R_body_imu = (self._user_imu_rotation if self._user_imu_rotation is not None
+                           else imu_rotation(model))
 
     def _select_layout(self, layout: str) -> None:
         self.layout = layout

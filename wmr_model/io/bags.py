@@ -23,7 +23,11 @@ joint_states    ``sensor_msgs/msg/JointState``
 imu             ``sensor_msgs/msg/Imu`` (orientation NaN when ``orientation_covariance[0]``
                 is -1, REP-145's "not provided")
 pose            ``nav_msgs/msg/Odometry``, ``geometry_msgs/msg/PoseWithCovarianceStamped``,
-                ``geometry_msgs/msg/PoseStamped``
+                ``geometry_msgs/msg/PoseStamped``, ``sensor_msgs/msg/NavSatFix`` (a position
+                in a local ENU frame ``gps_enu`` about the first fix, pymap3d's WGS-84, as the
+                calibrator node converts it; orientation NaN = not measured; the position
+                covariance by its type, NaN when UNKNOWN; fixes with status NO_FIX dropped
+                as non-finite; ``child_frame_id`` = the fix's frame, the antenna)
 twist           ``geometry_msgs/msg/TwistStamped``, ``geometry_msgs/msg/Twist`` (bag time)
 ==============  ===========================================================================
 
@@ -61,6 +65,9 @@ __all__ = [
     "DEFAULT_REORDER_WINDOW",
     "BAG_JUMP_THRESHOLD",
     "log_from_bag",
+    "POSE_TOPIC_CANDIDATES",
+    "find_pose_topic",
+    "sidecar_steer_topic",
 ]
 
 #: [s] reorder window of recorded header stamps (:func:`read_streams`).
@@ -73,7 +80,7 @@ KIND_TYPES: dict[str, tuple[str, ...]] = {
     "joint_states": ("sensor_msgs/msg/JointState",),
     "imu": ("sensor_msgs/msg/Imu",),
     "pose": ("nav_msgs/msg/Odometry", "geometry_msgs/msg/PoseWithCovarianceStamped",
-             "geometry_msgs/msg/PoseStamped"),
+             "geometry_msgs/msg/PoseStamped", "sensor_msgs/msg/NavSatFix"),
     "twist": ("geometry_msgs/msg/TwistStamped", "geometry_msgs/msg/Twist"),
 }
 
@@ -502,7 +509,35 @@ class _Pose(_Accumulator):
         super().add(stamp, (row[0], vals[:7] + vals[43:49]))
         self.cov.add(vals[7:43])
 
+    datum: tuple[float, float, float] | None = None
+
+    def _fix(self, t_ns: int, m) -> tuple[float, tuple]:
+        """A NavSatFix as a position-only pose row (module docstring)."""
+        from wmr_model.calibration.gnss import fix_position_covariance, geodetic_to_enu
+
+        self.frame_id = "gps_enu"
+        self.child_frame_id = m.header.frame_id.lstrip("/")
+        nan = math.nan
+        pos = [nan, nan, nan]
+        lla = (float(m.latitude), float(m.longitude), float(m.altitude))
+        if int(m.status.status) >= 0 and all(math.isfinite(v) for v in lla) \
+                and abs(lla[0]) <= 90.0:
+            if self.datum is None:
+                self.datum = lla
+            pos = geodetic_to_enu(*lla, self.datum).tolist()
+        cov = [nan] * 36
+        pc = fix_position_covariance(np.asarray(m.position_covariance, dtype=float),
+                                     int(m.position_covariance_type))
+        if pc is not None:
+            for i in range(3):
+                for j in range(3):
+                    cov[6 * i + j] = float(pc[i, j])
+        return _stamp(m.header.stamp, t_ns), (1e-9 * t_ns, [*pos, nan, nan, nan, nan, *cov,
+                                                            *([nan] * 6)])
+
     def row(self, t_ns: int, mtype: str, m) -> tuple[float, tuple]:
+        if mtype == "sensor_msgs/msg/NavSatFix":
+            return self._fix(t_ns, m)
         self.frame_id = m.header.frame_id
         cov = [math.nan] * 36
         twist = [math.nan] * 6
@@ -551,24 +586,64 @@ class _Twist(_Accumulator):
 _ACCUMULATORS = {"joint_states": _JointStates, "imu": _Imu, "pose": _Pose, "twist": _Twist}
 
 
+#: Pose reference topics tried in order when none is named: ``wmr synth``'s, GPS/INS and
+#: lidar-ICP drivers', motion capture, a localizer, plain ground truth, then a GNSS fix.
+POSE_TOPIC_CANDIDATES = ("/gps/odom", "/ins/pose", "/odometry/gps", "/icp/odom",
+                         "/ground_truth/odom", "/mocap/odom", "/pf/odom", "/gps/fix")
+
+
+def find_pose_topic(path: str | Path, topics: Mapping[str, tuple[str, int]] | None = None
+                    ) -> str:
+    """The first of :data:`POSE_TOPIC_CANDIDATES` with messages in the bag (``topics``: its
+    :func:`bag_topics`, read when None); BagError naming the candidates and the bag's topics
+    when there is none."""
+    tp = bag_topics(path) if topics is None else topics
+    for t in POSE_TOPIC_CANDIDATES:
+        if tp.get(t, ("", 0))[1] > 0:
+            return t
+    listing = ", ".join(f"{t} [{m}, {n} msgs]" for t, (m, n) in sorted(tp.items())) or "none"
+    raise BagError(f"{path}: no pose reference topic (tried {', '.join(POSE_TOPIC_CANDIDATES)}; "
+                   f"set --pose-topic); its topics are: {listing}")
+
+
+def sidecar_steer_topic(model: Any) -> str | None:
+    """The steering-angle topic a vehicle's sidecar names (``steering.<joint>.topic``; ``model``
+    a compiled model or its spec), None when it names none; BagError when its joints name
+    different ones."""
+    entries = model.options.get("steering") or {}
+    topics = {e["topic"] for e in entries.values() if e.get("topic")}
+    if len(topics) > 1:
+        raise BagError(f"vehicle {model.name}: its steering joints name several topics "
+                       f"{sorted(topics)}; one steering topic is read (--steer-topic)")
+    return next(iter(topics), None)
+
+
 def log_from_bag(path: str | Path, model: VehicleModel, *, encoder_topic: str = "/joint_states",
-                 pose_topic: str = "/icp/odom", imu_topic: str | None = "/imu/data",
-                 pose_sensor: str | None = None,
+                 pose_topic: str | None = None, imu_topic: str | None = "/imu/data",
+                 steer_topic: str | None = None, pose_sensor: str | None = None,
                  window: tuple[float, float] | None = None) -> CalibrationLog:
     """Read a bag (:func:`read_streams`) into a :class:`~wmr_model.calibration.logs.CalibrationLog`.
 
     Times are shifted so the first encoder sample is at 0 s. ``window`` ``(start, stop)`` [s
-    after the bag start] reads only part of the bag.
+    after the bag start] reads only part of the bag. ``pose_topic`` None: the first of
+    :data:`POSE_TOPIC_CANDIDATES` in the bag; ``steer_topic`` None: the vehicle sidecar's
+    (:func:`sidecar_steer_topic`), else the encoder topic carries the steering angles.
     """
     from wmr_model.calibration.logs import log_from_streams
 
+    pose_topic = pose_topic or find_pose_topic(path)
     topics = {"enc": encoder_topic, "pose": pose_topic}
     kinds = {"enc": "joint_states", "pose": "pose"}
     if imu_topic:
         topics["imu"] = imu_topic
         kinds["imu"] = "imu"
+    steer_topic = steer_topic or sidecar_steer_topic(model)
+    if steer_topic and steer_topic != encoder_topic:
+        topics["steer"] = steer_topic
+        kinds["steer"] = "joint_states"
     s = read_streams(path, topics, kinds, optional=("imu",), window=window)
     log = log_from_streams(model, s.streams, imu="imu" if "imu" in s.streams else None,
+                           steer="steer" if "steer" in s.streams else None,
                            pose_sensor=pose_sensor, source=str(path))
     if s.notes:
         from dataclasses import replace

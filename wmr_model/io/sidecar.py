@@ -40,7 +40,16 @@ Sidecar schema, ``version: 1`` (the only version so far; a missing ``version`` m
       imu: {link: imu_link}
       gps: {parent: base_link, xyz: [0.1, 0, 0.5], rpy: [0, 0, 0]}
     encoder_map:                    # robot encoder joint -> model wheel joints it drives
-      left_wheel_joint: [front_left_wheel, rear_left_wheel]
+      left_wheel_joint: [front_left_wheel, rear_left_wheel]   # each turns at its rate
+      motor: {differential: [rear_left_wheel, rear_right_wheel], ratio: 0.084}   # through an
+                                    #   open differential: mean wheel rate = ratio x its rate;
+                                    #   adds a massless actuated joint "motor" on the body
+                                    #   coupled to the (now passive) wheels by the holonomic
+                                    #   constraint sum(theta_w) - n ratio theta_motor = 0 (2.25)
+    steering:                       # how each steering joint's angle is known (default:
+      front_steer_joint:            #   measured, its JointState position on the encoder topic)
+        {source: commanded, lag: 0.1, topic: /steer_cmd}   # commanded: a first-order lag
+                                    #   [s] (steer.<joint>.lag); topic: a second JointState topic
     controller: {type: passive_steer, steer_joints: [s1, s2]}   # how body twist commands
                                     #   become actuated joint rates
                                     (wmr_model.prediction.controllers); #   default: the open-loop
@@ -119,6 +128,7 @@ SIDECAR_KEYS = (
     "tracks",
     "loop_closures",
     "controller",
+    "steering",
 )
 LOOP_CLOSURE_KEYS = ("name", "type", "frame_a", "point_a", "frame_b", "point_b", "axis_b",
                      "length")
@@ -181,6 +191,10 @@ class Sidecar:
     parameters: dict[str, float] = field(default_factory=dict)
     tracks: list[TrackEntry] = field(default_factory=list)
     controller: dict[str, Any] = field(default_factory=dict)
+    steering: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: encoder -> (wheel joints it drives through a differential, ratio): ``encoder_map``
+    #: entries of the form ``{differential: [...], ratio: r}``
+    differentials: dict[str, tuple[list[str], float]] = field(default_factory=dict)
 
 
 # ---- shared YAML helpers ------------------------------------------------------------------------
@@ -547,9 +561,58 @@ def load_sidecar(src: str | os.PathLike[str] | Mapping[str, Any] | None) -> Side
     sc.loop_closures = _parse_loop_closures(data.get("loop_closures"), f"{name}: loop_closures")
     sc.sensors = parse_sensors(data.get("sensors"), f"{name}: sensors", allow_link=True)
     emap = expect_mapping(data.get("encoder_map"), f"{name}: encoder_map")
-    sc.encoder_map = {k: name_list(v, f"{name}: encoder_map.{k}") for k, v in emap.items()}
+    for k, v in emap.items():
+        if isinstance(v, Mapping):
+            sc.differentials[str(k)] = _parse_differential(v, f"{name}: encoder_map.{k}")
+            sc.encoder_map[str(k)] = [str(k)]
+        else:
+            sc.encoder_map[str(k)] = name_list(v, f"{name}: encoder_map.{k}")
     sc.options = expect_mapping(data.get("options"), f"{name}: options")
     sc.parameters = parse_parameters(data.get("parameters"), f"{name}: parameters")
     sc.tracks = _parse_tracks(data.get("tracks"), f"{name}: tracks")
     sc.controller = dict(expect_mapping(data.get("controller"), f"{name}: controller"))
+    sc.steering = _parse_steering(data.get("steering"), f"{name}: steering")
     return sc
+
+
+#: Keys of a differential ``encoder_map`` entry.
+DIFFERENTIAL_KEYS = ("differential", "ratio")
+
+
+def _parse_differential(m: Mapping[str, Any], where: str) -> tuple[list[str], float]:
+    """``{differential: [wheel joints], ratio: r}`` -> (wheels, r): the encoder turns with the
+    mean of the wheels' rates divided by ``r`` (mean wheel rate = r x encoder rate)."""
+    check_keys(m, DIFFERENTIAL_KEYS, where)
+    wheels = name_list(m.get("differential"), f"{where}.differential")
+    if len(wheels) < 2 or len(set(wheels)) != len(wheels):
+        raise ModelError(f"{where}.differential: needs two or more distinct wheel joints, got "
+                         f"{wheels}")
+    ratio = finite_number(m.get("ratio", 1.0), f"{where}.ratio")
+    if ratio == 0.0:
+        raise ModelError(f"{where}.ratio: must not be 0 (mean wheel rate = ratio x encoder "
+                         "rate)")
+    return wheels, ratio
+
+
+#: Keys of one ``steering`` entry.
+STEERING_KEYS = ("source", "lag", "topic")
+
+
+def _parse_steering(value: Any, where: str) -> dict[str, dict[str, Any]]:
+    """``steering``: joint -> {source: measured|commanded, lag [s], topic} (types checked;
+    the joints and values are checked against the model by
+    :func:`wmr_model.estimation.steering.steer_inputs`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for joint, entry in expect_mapping(value, where).items():
+        w = f"{where}.{joint}"
+        m = expect_mapping(entry, w)
+        check_keys(m, STEERING_KEYS, w)
+        e: dict[str, Any] = {"source": str(m.get("source", "measured"))}
+        if m.get("lag") is not None:
+            e["lag"] = finite_number(m["lag"], f"{w}.lag")
+        if m.get("topic") is not None:
+            if not isinstance(m["topic"], str) or not m["topic"]:
+                raise ModelError(f"{w}.topic: must be a non-empty string, got {m['topic']!r}")
+            e["topic"] = m["topic"]
+        out[str(joint)] = e
+    return out

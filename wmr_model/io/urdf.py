@@ -235,9 +235,11 @@ def load_urdf(
     constraints = _joint_constraints(sc, tree)
     loops = _loop_closures(sc, label, tree.frames, links, tree.host, tree.T_host, tree.body)
     sensors = _sensors(sc, tree)
+    diff_frames, diff_constraints = _differentials(sc, tree, wheel_entries, actuated)
+    constraints += diff_constraints
     for enc, targets in sc.encoder_map.items():
         for jn in targets:
-            if jn not in tree.frames:
+            if jn not in tree.frames and jn not in sc.differentials:
                 raise _unknown(sc, f"encoder_map.{enc}", jn, label, tree.known_joints)
     tracks = _tracks(sc, label, tree.frames, joints, links, tree.host, tree.T_host,
                      tree.known_joints)
@@ -245,7 +247,7 @@ def load_urdf(
     name = sc.vehicle or robot.name or (Path(source).stem if source != "<string>" else "vehicle")
     return VehicleSpec(
         name=name,
-        frames=_frame_specs(tree, inertial, wheel_geom, actuated),
+        frames=_frame_specs(tree, inertial, wheel_geom, actuated) + diff_frames,
         body_name=tree.body,
         body_mass=bm,
         body_com=tuple(bc),
@@ -482,6 +484,37 @@ def _actuated_joints(sc: Sidecar, tree: _Tree,
     return set(sc.actuated)
 
 
+def _differentials(sc: Sidecar, tree: _Tree, wheel_entries: Mapping[str, WheelEntry],
+                   actuated: set[str]) -> tuple[list[FrameSpec], list[JointConstraintSpec]]:
+    """The sidecar's differential encoders (``encoder_map`` entries ``{differential, ratio}``):
+    per encoder a massless actuated revolute joint of that name on the body (axis y), the
+    wheels it drives made passive, and the holonomic constraint (2.25) ``sum(theta_w) -
+    n ratio theta_enc = 0`` named ``differential_<encoder>``: the encoder turns with the mean of
+    the wheels (an open differential), they share its rate only when driving straight.
+    ``actuated`` is updated in place."""
+    frames: list[FrameSpec] = []
+    constraints: list[JointConstraintSpec] = []
+    for enc, (wheels, ratio) in sc.differentials.items():
+        where = f"encoder_map.{enc}.differential"
+        if enc in tree.frames:
+            raise ModelError(f"{sc.source}: encoder_map.{enc}: a differential encoder is a new "
+                             f"joint, but the URDF already has a joint {enc!r}; name the "
+                             "encoder differently")
+        for w in wheels:
+            if w not in tree.frames:
+                raise _unknown(sc, where, w, tree.label, tree.known_joints)
+            if w not in wheel_entries:
+                raise ModelError(f"{sc.source}: {where}: {w!r} is not a wheel joint")
+            actuated.discard(w)
+        actuated.add(enc)
+        frames.append(FrameSpec(name=enc, parent=tree.body, joint_type="revolute",
+                                axis=(0.0, 1.0, 0.0), actuated=True))
+        terms = {w: 1.0 for w in wheels}
+        terms[enc] = -float(len(wheels)) * ratio
+        constraints.append(JointConstraintSpec(f"differential_{enc}", terms, 0.0))
+    return frames, constraints
+
+
 def _joint_constraints(sc: Sidecar, tree: _Tree) -> list[JointConstraintSpec]:
     """``<mimic>`` constraints (named ``mimic_<joint>``), then the sidecar's
     ``joint_constraints`` with their springs."""
@@ -569,6 +602,11 @@ def _spec_options(sc: Sidecar) -> dict[str, Any]:
         options["encoder_map"] = {k: list(v) for k, v in sc.encoder_map.items()}
     if sc.controller:
         options["controller"] = dict(sc.controller, source=sc.source)
+    if sc.steering:
+        options["steering"] = {k: dict(v) for k, v in sc.steering.items()}
+    if sc.differentials:
+        options["differentials"] = {k: {"wheels": list(w), "ratio": r}
+                                    for k, (w, r) in sc.differentials.items()}
     return options
 
 

@@ -101,7 +101,8 @@ class FitOptions:
     reference_check: bool = True
     reference_settle: float = DEFAULT_SETTLE
     encoder_topic: str = "/joint_states"
-    pose_topic: str = "/icp/odom"
+    pose_topic: str | None = None
+    steer_topic: str | None = None
     pose_std: tuple[float, float] | None = None
     dt: float = 0.05
     params: tuple[str, ...] | None = None
@@ -226,11 +227,12 @@ def default_params(model) -> tuple[list[str], str]:
     """Parameters of the 3D kin.+ fit when none are named, and the note saying which: the
     vehicle's identifiability-checked calibrator set plus ``time_offset.pose``, else
     :data:`~wmr_model.calibration.table.DEFAULT_3D_PARAMS`."""
-    from wmr_model.calibration.table import DEFAULT_3D_PARAMS
+    from wmr_model.calibration.table import DEFAULT_3D_PARAMS, steering_params
     from wmr_model.io.vehicles import vehicle_parameter_set
 
     vs = vehicle_parameter_set(model.name)
     params = list(DEFAULT_3D_PARAMS) if vs is None else [*vs[0], "time_offset.pose"]
+    params += [n for n in steering_params(model) if n not in params]
     return params, (f"3D kin.+ parameters: {', '.join(params)} ("
                     + ("default set" if vs is None
                        else f"the identifiability-checked set of {vs[1]}") + ")")
@@ -251,7 +253,7 @@ def prepare_bag(bag: str, model, opts: FitOptions) -> PreparedBag:
     from wmr_model.io.bags import log_from_bag
 
     log = log_from_bag(bag, model, encoder_topic=opts.encoder_topic,
-                       pose_topic=opts.pose_topic)
+                       pose_topic=opts.pose_topic, steer_topic=opts.steer_topic)
     if opts.pose_std is not None:
         log = with_pose_std(log, *opts.pose_std)
     vmax = math.inf if opts.max_speed is None else opts.max_speed
@@ -262,7 +264,8 @@ def prepare_bag(bag: str, model, opts: FitOptions) -> PreparedBag:
     if opts.reference_check:
         from wmr_model.calibration.reference import ReferencePolicy, check_reference
 
-        ref = check_reference(log, model, iv, topic=opts.pose_topic, source=str(bag),
+        ref = check_reference(log, model, iv, topic=opts.pose_topic or "the reference",
+                              source=str(bag),
                               policy=ReferencePolicy(settle=opts.reference_settle))
         faults, iv = ref.faults, ref.intervals
         notes[:0] = [f"WARNING: {w}" for w in ref.warnings] + [ref.note]

@@ -27,12 +27,13 @@ the
 Input handling:
 
 * Topics default to ``wmr synth``'s and common drivers' (:data:`DEFAULT_TOPICS`,
-  :data:`POSE_TOPIC_CANDIDATES`); a missing or empty required topic raises
+  :data:`wmr_model.io.bags.POSE_TOPIC_CANDIDATES`); a missing or empty required topic raises
   :class:`~wmr_model.errors.BagError` naming it and listing the bag's topics.
-* **Stale wheel speeds** (loggers that republish the last value at a fixed rate): an encoder
-  message whose velocities equal the last kept ones is dropped unless ``stale_hold`` seconds
-  have passed (then the value is a real constant, e.g. standing still). Odometry then steps over
-  the true refresh intervals and the calibration interpolates between fresh values.
+* **Stale wheel speeds** (loggers that republish the last value at a fixed rate, told from
+  quantized fresh values that repeat by chance by :func:`held_values`): an encoder message
+  whose velocities equal the last kept ones is dropped unless ``stale_hold`` seconds have
+  passed or they are all zero (the wheels standing still: a measurement). Odometry then steps
+  over the true refresh intervals and the calibration interpolates between fresh values.
 * **Ground-truth latency** (lidar ICP, GPS/INS) is calibrated as ``time_offset.pose``; the drift
   evaluation against that stream shifts it by the converged estimate.
 * A pose reference of a sensor frame other than the body (``child_frame_id``, e.g. a GPS
@@ -68,24 +69,22 @@ from wmr_model.parameters import option_default
 
 __all__ = [
     "DEFAULT_TOPICS",
-    "POSE_TOPIC_CANDIDATES",
     "EVAL_INTERVALS",
     "ReplayOptions",
     "ReplayResult",
     "OdometryTrack",
     "replay",
     "stale_mask",
+    "held_values",
     "write_csv",
     "write_output_bag",
     "RESULTS_VERSION",
 ]
 
-#: Default topics (``pose``: None = first of :data:`POSE_TOPIC_CANDIDATES` in the bag).
+#: Default topics (``pose``: None = first of
+#: :data:`wmr_model.io.bags.POSE_TOPIC_CANDIDATES` in the bag).
 DEFAULT_TOPICS = {"encoders": "/joint_states", "imu": "/imu/data", "pose": None,
                   "truth": "/ground_truth/odom"}
-#: Pose reference topics tried in order: ``wmr synth``, GPS/INS and lidar-ICP drivers, truth.
-POSE_TOPIC_CANDIDATES = ("/gps/odom", "/ins/pose", "/odometry/gps", "/icp/odom",
-                         "/ground_truth/odom")
 #: Interval lengths of the Table 3.3 evaluation [s].
 EVAL_INTERVALS = (1.0, 2.0, 4.0)
 #: Version of results.json / the CSV layout. History: 1 - first version.
@@ -107,6 +106,8 @@ class ReplayOptions:
             ``warthog``).
         encoder_topic, imu_topic, pose_topic, truth_topic: topics (pose None: auto; imu and
             truth optional unless ``require_imu``).
+        steer_topic: JointState topic of the steering angles when the encoder topic lacks them
+            (None: the vehicle sidecar's ``steering.<joint>.topic``, else the encoder topic).
         pose_sensor: sensor name of the pose reference frame (None: its ``child_frame_id``;
             the body frame means no sensor).
         pose_sensor_xyz: nominal position of that sensor in the body frame [m].
@@ -130,6 +131,7 @@ class ReplayOptions:
 
     vehicle: str | None = None
     encoder_topic: str = "/joint_states"
+    steer_topic: str | None = None
     imu_topic: str | None = "/imu/data"
     pose_topic: str | None = None
     truth_topic: str | None = "/ground_truth/odom"
@@ -360,19 +362,48 @@ class _Progress:
 
 def stale_mask(stamp: np.ndarray, values: np.ndarray, hold: float | None) -> np.ndarray:
     """Mask (N,) of encoder samples to keep: a sample repeating the last kept ``values`` row
-    (N, nj) exactly is dropped unless ``hold`` seconds have passed since that row was kept."""
+    (N, nj) exactly is dropped unless ``hold`` seconds have passed since that row was kept.
+    Only moving values can be stale: a row of exact zeros (NaN columns aside) is the wheels
+    standing still, a measurement, and always kept."""
     n = len(stamp)
     keep = np.ones(n, dtype=bool)
     if hold is None or n == 0:
         return keep
-    v = np.nan_to_num(np.asarray(values, dtype=float), nan=np.inf)
+    raw = np.asarray(values, dtype=float)
+    still = np.all((raw == 0.0) | np.isnan(raw), axis=1)
+    v = np.nan_to_num(raw, nan=np.inf)
     last_v, last_t = v[0], stamp[0]
     for i in range(1, n):
-        if np.array_equal(v[i], last_v) and stamp[i] - last_t < hold:
+        if not still[i] and np.array_equal(v[i], last_v) and stamp[i] - last_t < hold:
             keep[i] = False
         else:
             last_v, last_t = v[i], stamp[i]
     return keep
+
+
+def held_values(values: np.ndarray) -> bool:
+    """Whether an encoder stream's rates (N, nj) are sample-and-hold (a logger republishing the
+    last value faster than it refreshes), not fresh values that happen to repeat: per joint,
+    consecutive moving samples that repeat exactly are compared with those one quantization
+    step apart (the smallest non-zero change): a quantized but fresh signal (encoder ticks per
+    period) repeats about as often as it moves by one step, a held one repeats far more often
+    (more than three times as often, and more than 5 times). True when most joints say so."""
+    v = np.asarray(values, dtype=float)
+    votes = []
+    for j in range(v.shape[1] if v.ndim == 2 else 0):
+        x = v[:, j]
+        x = x[np.isfinite(x)]
+        a, b = x[:-1], x[1:]
+        moving = (a != 0) & (b != 0)
+        d = np.abs(b - a)[moving]
+        if len(d) < 10:
+            continue
+        rep = int(np.sum(d == 0))
+        nz = d[d > 0]
+        q = float(nz.min()) if len(nz) else math.inf
+        adj = int(np.sum((d > 0) & (d <= 1.5 * q)))
+        votes.append(rep > 3 * adj and rep > 5)
+    return bool(votes) and sum(votes) * 2 > len(votes)
 
 
 def _listing(topics: Mapping[str, tuple[str, int]]) -> str:
@@ -380,7 +411,7 @@ def _listing(topics: Mapping[str, tuple[str, int]]) -> str:
 
 
 def _resolve_topics(bag: str, opt: ReplayOptions, side: dict | None) -> dict[str, str]:
-    from wmr_model.io.bags import bag_topics
+    from wmr_model.io.bags import bag_topics, find_pose_topic
 
     topics = bag_topics(bag)
     listing = _listing(topics)
@@ -395,16 +426,14 @@ def _resolve_topics(bag: str, opt: ReplayOptions, side: dict | None) -> dict[str
         return topic
 
     out = {"encoders": need("encoders", opt.encoder_topic)}
+    steer = opt.steer_topic or _sidecar_steer_topic(opt, side)
+    if steer and steer != opt.encoder_topic:
+        out["steer"] = need("steering angles", steer)
     pose = opt.pose_topic
     if pose is None and side is not None:
         pose = side.get("pose_sensor", {}).get("topic")
     if pose is None:
-        found = [t for t in POSE_TOPIC_CANDIDATES if topics.get(t, ("", 0))[1] > 0]
-        if not found:
-            raise BagError(f"{bag}: no pose reference topic (tried "
-                           f"{', '.join(POSE_TOPIC_CANDIDATES)}; set --pose-topic); its topics "
-                           f"are: {listing}")
-        pose = found[0]
+        pose = find_pose_topic(bag, topics)
     out["pose"] = need("pose reference", pose)
     if opt.imu_topic:
         if opt.require_imu:
@@ -417,11 +446,33 @@ def _resolve_topics(bag: str, opt: ReplayOptions, side: dict | None) -> dict[str
     return out
 
 
-def _default_params(sensor: str | None, side: dict | None, terrain_flat: bool) -> list[str]:
+def _vehicle_name(opt: ReplayOptions, side: dict | None) -> str:
+    """The vehicle of the replay: ``opt.vehicle``, else the synthetic bag's, else warthog."""
+    return opt.vehicle or (side or {}).get("vehicle") or "warthog"
+
+
+def _sidecar_steer_topic(opt: ReplayOptions, side: dict | None) -> str | None:
+    """The steering-angle topic the vehicle's sidecar names (``steering.<joint>.topic``)."""
+    from wmr_model.io.bags import sidecar_steer_topic
+    from wmr_model.io.vehicles import load_vehicle_spec
+
+    return sidecar_steer_topic(load_vehicle_spec(_vehicle_name(opt, side)))
+
+
+def _default_params(sensor: str | None, side: dict | None, terrain_flat: bool,
+                    model=None) -> list[str]:
+    """The 3D kin.+ parameters when none are named: the synthetic bag's list, else slip
+    (p1 on uneven terrain only) and ``time_offset.pose``, the steering parameters of a steered
+    vehicle (:func:`~wmr_model.calibration.table.steering_params`) and the pose sensor's x, y
+    (``sensor`` None: none)."""
+    from wmr_model.calibration.table import steering_params
+
     if side is not None and side.get("calibrate"):
         return [str(n) for n in side["calibrate"]]
     names = [] if terrain_flat else ["slip.p1"]
     names += ["slip.p2", "slip.p3", "slip.p4", "slip.p5", "slip.p6", "time_offset.pose"]
+    if model is not None:
+        names += steering_params(model)
     if sensor is not None:
         names += [f"sensor.{sensor}.x", f"sensor.{sensor}.y"]
     return names
@@ -433,8 +484,7 @@ def _build_model(opt: ReplayOptions, side: dict | None, child_frame: str):
     from wmr_model.io.vehicles import load_vehicle_spec
     from wmr_model.vehicles.model import SensorSpec, compile_vehicle
 
-    vehicle = opt.vehicle or (side or {}).get("vehicle") or "warthog"
-    spec = load_vehicle_spec(vehicle)
+    spec = load_vehicle_spec(_vehicle_name(opt, side))
     sensor = opt.pose_sensor
     if sensor is None and child_frame and child_frame != spec.body_name:
         sensor = child_frame
@@ -679,7 +729,7 @@ def _load_inputs(bag: str, opt: ReplayOptions, side: dict | None) -> _Inputs:
     plain arrays the odometry pass and the drift need (the streams go on return)."""
     from wmr_model.calibration.logs import log_from_streams, with_pose_std
 
-    topics, enc, ps, imu, ref_truth, notes, counts = _read_bag(bag, opt, side)
+    topics, enc, ps, imu, steer, ref_truth, notes, counts = _read_bag(bag, opt, side)
     _return_free_memory()  # the reader's row buffers are gone
     model, sensor = _build_model(opt, side, ps.child_frame_id)
     terrain, tname = _replay_terrain(opt, side)
@@ -689,8 +739,12 @@ def _load_inputs(bag: str, opt: ReplayOptions, side: dict | None) -> _Inputs:
     streams = {"enc": enc_f, "pose": ps}
     if imu is not None:
         streams["imu"] = imu
+    if steer is not None:
+        streams["steer"] = steer
     log = log_from_streams(model, streams, imu="imu" if imu is not None else None,
+                           steer="steer" if steer is not None else None,
                            pose_sensor=sensor, source=bag)
+    enc_f = _with_steer_angles(enc_f, steer, model)
     notes += log.notes
     if opt.pose_std is not None:
         log = with_pose_std(log, *opt.pose_std)
@@ -716,12 +770,14 @@ def _read_bag(bag: str, opt: ReplayOptions, side: dict | None):
     """``(topics, encoders, pose, imu or None, truth reference or None, notes, counts)``: the
     resolved topics' streams, IMU without the unused fields, the exact truth as planar
     ``(t, x y yaw)`` (poses that are not finite dropped) and message counts by topic."""
-    from wmr_model.io.bags import ImuSeries, PoseSeries, read_streams
+    from wmr_model.io.bags import ImuSeries, JointStateSeries, PoseSeries, read_streams
 
     topics = _resolve_topics(bag, opt, side)
-    kinds = {"encoders": "joint_states", "pose": "pose", "imu": "imu", "truth": "pose"}
+    kinds = {"encoders": "joint_states", "pose": "pose", "imu": "imu", "truth": "pose",
+             "steer": "joint_states"}
     s = read_streams(bag, topics, {r: kinds[r] for r in topics})
     enc, ps = s["encoders"], s["pose"]
+    steer = s.get("steer", JointStateSeries)
     imu = s.get("imu", ImuSeries)
     truth_s = s.get("truth", PoseSeries)
     notes: list[str] = list(s.notes)
@@ -744,7 +800,46 @@ def _read_bag(bag: str, opt: ReplayOptions, side: dict | None):
     if imu is not None:  # the odometry and the log read stamps, rates and attitude only
         imu = dataclasses.replace(imu, receive_time=np.zeros(0),
                                   linear_acceleration=np.zeros((0, 3)))
-    return topics, enc, ps, imu, ref_truth, notes, counts
+    return topics, enc, ps, imu, steer, ref_truth, notes, counts
+
+
+def _with_steer_angles(enc, steer, model):
+    """The encoder stream with the steering joints' angles for the odometry at its stamps:
+    from the ``steer`` stream (None: the encoder stream's own positions), measured angles
+    interpolated, commanded ones followed with their nominal lag
+    (:func:`wmr_model.estimation.steering.lagged_command`); velocities NaN (the odometry
+    differentiates the angles and imposes them)."""
+    from wmr_model.estimation.steering import lagged_command, steer_inputs
+
+    inputs = steer_inputs(model)
+    names = list(enc.names)
+    pos, vel = np.array(enc.position), np.array(enc.velocity)
+    for j, si in inputs.items():
+        src = steer if steer is not None and j in steer.names else enc
+        if j not in src.names:
+            continue
+        col = np.asarray(src.position, dtype=float)[:, list(src.names).index(j)]
+        ok = np.isfinite(col) & np.isfinite(src.stamp)
+        if ok.sum() < 2:
+            continue
+        ts, u = src.stamp[ok], col[ok]
+        if si.source == "commanded":
+            a = lagged_command(ts, u, si.lag, enc.stamp)
+        elif src is enc:
+            continue  # the encoder stream's own measured angles: as they are
+        else:
+            a = np.interp(enc.stamp, ts, u)
+        if j not in names:
+            names.append(j)
+            pos = np.hstack([pos, np.full((len(pos), 1), np.nan)])
+            vel = np.hstack([vel, np.full((len(vel), 1), np.nan)])
+        k = names.index(j)
+        pos[:, k], vel[:, k] = a, np.nan
+    if len(names) == len(enc.names) and steer is None \
+            and not any(si.source == "commanded" for si in inputs.values()):
+        return enc
+    return dataclasses.replace(enc, names=tuple(names), position=pos, velocity=vel,
+                               effort=np.zeros((0, len(names))))
 
 
 def _replay_terrain(opt: ReplayOptions, side: dict | None):
@@ -766,8 +861,11 @@ def _fresh_encoders(enc, opt: ReplayOptions, topic: str, notes: list[str]):
     """The encoder stream with stale wheel speeds handled (module docstring): dropped
     (``stale_mode`` "drop") or replaced by the line between fresh values ("interpolate");
     receive times and efforts emptied (unused)."""
-    keep = stale_mask(enc.stamp, np.where(np.isfinite(enc.velocity), enc.velocity,
-                                          enc.position), opt.stale_hold)
+    # wheel speeds are what a logger holds: steering angles (positions without velocity) and
+    # joints without any velocity do not take part; repeated positions are a standstill
+    has_v = np.any(np.isfinite(enc.velocity), axis=0)
+    held = bool(has_v.any()) and held_values(enc.velocity[:, has_v])
+    keep = stale_mask(enc.stamp, enc.velocity[:, has_v], opt.stale_hold if held else None)
     n_drop = int((~keep).sum())
     if n_drop:
         rate = len(enc.stamp) / max(enc.stamp[-1] - enc.stamp[0], 1e-9)
@@ -840,8 +938,9 @@ def _calibration_setup(bag: str, opt: ReplayOptions, side: dict | None,
 
     log, model, notes = inp.log, inp.model, inp.notes
     is_flat = inp.tname == "flat" or inp.tname.startswith("flat:")
-    params = list(opt.params) if opt.params is not None else _default_params(inp.sensor, side,
-                                                                             is_flat)
+    # a position-only reference does not show the heading an antenna offset turns with
+    params = list(opt.params) if opt.params is not None else _default_params(
+        inp.sensor if log.heading_measured else None, side, is_flat, model)
     noise = list(opt.noise)
     names = params + noise
     n0 = {n: DEFAULT_NOISE0.get(n, 0.05) for n in noise}
@@ -990,7 +1089,7 @@ def _diff_drive_calibration(inp: _Inputs, c: _Calibration, final: dict[str, floa
     """Diff drive+ calibrated online over the calibration intervals on body poses (a pose
     sensor's poses moved to the body with the converged 3D kin.+ offset)."""
     from wmr_model.calibration.online import OnlineCalibrator
-    from wmr_model.calibration.predictors import DiffDrivePredictor
+    from wmr_model.calibration.predictors import planar_predictor
     from wmr_model.calibration.residuals import body_pose_from_sensor
     from wmr_model.calibration.table import initial_std
 
@@ -1004,8 +1103,8 @@ def _diff_drive_calibration(inp: _Inputs, c: _Calibration, final: dict[str, floa
                                      pose_sensor=None)
         inp.notes.append(f"diff-drive rows: {inp.topics['pose']} poses moved to the body with "
                          f"the converged 3D kin.+ offset of sensor {sensor!r}")
-    dd = DiffDrivePredictor.from_model(inp.model, dt=dt)
-    dd_names = ["diff_drive.alpha", "time_offset.pose", *c.noise]
+    dd = planar_predictor(inp.model, dt=dt)
+    dd_names = [*dd.plus_names, "time_offset.pose", *c.noise]
     dd_cal = OnlineCalibrator(dd, dd_names, std0=initial_std(dd_names), x0=c.n0,
                               qprime_bound=c.bound)
     dd_start = dd_cal.estimate
@@ -1033,12 +1132,13 @@ def _in_sample_rows(ev: _Rows, c: _Calibration, iv: np.ndarray):
 
     K = len(iv)
     rows: list[tuple[str, float, float, int]] = []
+    lab = ev.dd.label
     e = evaluate(ev.dd, ev.log_dd, iv, {})
-    rows.append(("diff drive", e.mean_pos, e.mean_yaw, K))
-    rows.append(("diff drive+ online", *_online(ev, ev.dd, ev.log_dd, iv, ev.Xdd, ev.dd_names,
-                                                ev.dd_start), K))
+    rows.append((lab, e.mean_pos, e.mean_yaw, K))
+    rows.append((f"{lab}+ online", *_online(ev, ev.dd, ev.log_dd, iv, ev.Xdd, ev.dd_names,
+                                            ev.dd_start), K))
     e = evaluate(ev.dd, ev.log_dd, iv, ev.dd_cal.estimate)
-    rows.append(("diff drive+ converged", e.mean_pos, e.mean_yaw, K))
+    rows.append((f"{lab}+ converged", e.mean_pos, e.mean_yaw, K))
     e = evaluate(c.kinp, ev.log, iv, {})
     rows.append(("3D kin.", e.mean_pos, e.mean_yaw, K))
     rows.append(("3D kin.+ online", *_online(ev, c.enh, ev.log, iv, ev.X, c.names, c.start0),
@@ -1060,12 +1160,13 @@ def _out_of_sample_rows(ev: _Rows, c: _Calibration, iv: np.ndarray, x_split: dic
     if K == 0:
         return []
     out = []
+    lab = ev.dd.label
     e = evaluate(ev.dd, ev.log_dd, test, {})
-    out.append(("diff drive", e.mean_pos, e.mean_yaw, K))
-    out.append(("diff drive+ online", *_online(ev, ev.dd, ev.log_dd, test, ev.Xdd, ev.dd_names,
-                                               ev.dd_start), K))
+    out.append((lab, e.mean_pos, e.mean_yaw, K))
+    out.append((f"{lab}+ online", *_online(ev, ev.dd, ev.log_dd, test, ev.Xdd, ev.dd_names,
+                                           ev.dd_start), K))
     e = evaluate(ev.dd, ev.log_dd, test, dd_split)
-    out.append(("diff drive+ calibrated", e.mean_pos, e.mean_yaw, K))
+    out.append((f"{lab}+ calibrated", e.mean_pos, e.mean_yaw, K))
     e = evaluate(c.kinp, ev.log, test, {})
     out.append(("3D kin.", e.mean_pos, e.mean_yaw, K))
     out.append(("3D kin.+ online", *_online(ev, c.enh, ev.log, test, ev.X, c.names, c.start0),
