@@ -67,6 +67,20 @@ def test_bad_input_is_one_line(bag, capsys, extra, needle):
 
 def test_missing_topic_names_it(bag, capsys):
     capsys.readouterr()
-    assert main(["calibrate", str(bag), "--vehicle", "warthog"]) == 2  # default /icp/odom
+    assert main(["calibrate", str(bag), "--vehicle", "warthog", "--pose-topic",
+                 "/icp/odom"]) == 2
     err = capsys.readouterr().err.strip()
     assert "'/icp/odom'" in err and "/ground_truth/odom" in err
+
+
+def test_default_pose_topic_is_found_or_named(bag):
+    """Without --pose-topic the first reference topic of the bag is used (a synth bag's
+    /gps/odom, as replay does); a bag with none gets one line naming the candidates."""
+    from wmr_model.errors import BagError
+    from wmr_model.io.bags import POSE_TOPIC_CANDIDATES, find_pose_topic
+
+    assert find_pose_topic(bag) == "/gps/odom"
+    with pytest.raises(BagError, match=r"no pose reference topic \(tried /gps/odom, .*"
+                       r"/gps/fix; set --pose-topic\); its topics are: /joint_states") as e:
+        find_pose_topic(bag, {"/joint_states": ("sensor_msgs/msg/JointState", 10)})
+    assert "\n" not in str(e.value) and POSE_TOPIC_CANDIDATES[-1] == "/gps/fix"

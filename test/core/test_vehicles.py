@@ -46,7 +46,8 @@ def _actuated(model) -> set[str]:
 
 def test_all_shipped_vehicles_are_listed_and_compile():
     assert list_vehicles() == list(SHIPPED_VEHICLES)
-    assert len(SHIPPED_VEHICLES) == 10  # 8 + the HMMWV closed-chain and embedded forms (issue 11)
+    # 8 + the HMMWV closed-chain and embedded forms + the real logs' tricycle, car and rover
+    assert len(SHIPPED_VEHICLES) == 13
     for name in SHIPPED_VEHICLES:
         urdf, sidecar = vehicle_files(name)
         assert urdf.name == f"{name}.urdf" and sidecar.name == f"{name}.yaml"
@@ -271,4 +272,4 @@ def test_wmr_main_exit_codes(capsys):
     err = capsys.readouterr().err
     assert err.startswith("wmr: error: ") and "cycle.urdf" in err and err.count("\n") == 1
     assert cli.main(["vehicles", "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 11  # 10 wheeled + absolem
+    assert len(json.loads(capsys.readouterr().out)) == 14  # 13 wheeled + absolem

@@ -43,7 +43,7 @@ __all__ = [
 
 #: The vehicles this package ships, in documentation order.
 SHIPPED_VEHICLES = ("rocky7", "landtamer", "zoe", "crusher", "recbot", "diffdrive", "warthog",
-                    "husky", "hmmwv", "hmmwv_embedded")
+                    "husky", "hmmwv", "hmmwv_embedded", "tricycle", "f1tenth", "pathfinder")
 #: Shipped tracked vehicles (sidecar ``tracks:``); ``list_vehicles(include_tracked=True)``.
 SHIPPED_TRACKED_VEHICLES = ("absolem",)
 

@@ -655,8 +655,11 @@ class ControlSolution:
 
 
 def _drive_joints(model: VehicleModel) -> set[int]:
-    """Joints that propel the vehicle: wheel spin joints and track drive (sprocket) joints."""
-    return set(model.wheel_joints.tolist()) | {int(f) - 1 for f in np.unique(model.track_drive)}
+    """Joints that propel the vehicle: wheel spin joints, track drive (sprocket) joints and the
+    joints of differential encoders (which turn with the mean of their wheels)."""
+    diffs = {model.joint_index(e) for e in (model.options.get("differentials") or {})}
+    return (set(model.wheel_joints.tolist()) | {int(f) - 1 for f in np.unique(model.track_drive)}
+            | diffs)
 
 
 def _track_posture_joints(model: VehicleModel) -> list[int]:

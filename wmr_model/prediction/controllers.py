@@ -233,14 +233,44 @@ def vehicle_controller(model: VehicleModel, kind: str | None = None) -> Controll
         kw = {"min_turn_radius": _number(cfg, "min_turn_radius", 0.0, where, unit=" m"),
               "max_steer_rate": _number(cfg, "max_steer_rate", math.inf, where,
                                         unit=" rad/s")}
-    elif kind == "differential" and not np.any(wheel_col >= 0):
-        raise ModelError(f"{where}: differential needs actuated wheels; {model.name} has none")
     pivot = np.array([T_world[k + 1, 0:2, 3] for k in steer]).reshape(-1, 2)
+    # a wheel whose joint is mirrored (its spin axis points right) rolls forward at a negative
+    # rate: its radius carries the sign, so every rate below is speed / signed radius
+    radius = (np.asarray(model.wheel_radius, dtype=float)
+              * np.where(T_world[wf, 1, 1] < 0.0, -1.0, 1.0))
+    wj, radius, wheel_xy, wheel_steer, wheel_col = _with_differentials(
+        model, act, wj, radius, wheel_xy, wheel_steer, wheel_col)
+    if kind == "differential" and not np.any(wheel_col >= 0):
+        raise ModelError(f"{where}: differential needs actuated wheels; {model.name} has none")
     return Controller(kind=kind, steer_joints=np.array(steer, dtype=np.int64), steer_sign=sign,
                       steer_lower=s_lo, steer_upper=s_hi, pivot_xy=pivot, wheel_joints=wj,
-                      wheel_radius=np.asarray(model.wheel_radius, dtype=float),
+                      wheel_radius=radius,
                       wheel_xy=wheel_xy, wheel_steer=wheel_steer, wheel_col=wheel_col,
                       steer_col=steer_col, na=len(act), rear_x=rear_x, **kw)
+
+
+def _with_differentials(model: VehicleModel, act: list[int], wj: np.ndarray, radius: np.ndarray,
+                        xy: np.ndarray, steer: np.ndarray, col: np.ndarray):
+    """The controller's driven wheels plus one per differential encoder of the sidecar
+    (``options["differentials"]``): a wheel at the mean of its wheels, of their mean (signed)
+    radius times the ratio (mean wheel rate = ratio x its rate), steered like them, driven
+    through the encoder joint's actuated column. Its own wheels stay passive."""
+    diffs = model.options.get("differentials") or {}
+    if not diffs:
+        return wj, radius, xy, steer, col
+    names = list(model.wheel_names)
+    wj, radius, xy, steer, col = (list(wj), list(radius), list(xy), list(steer), list(col))
+    for enc, d in diffs.items():
+        ws = [names.index(w) for w in d["wheels"]]
+        k = model.joint_index(enc)
+        wj.append(k)
+        radius.append(float(np.mean([radius[w] for w in ws])) * float(d["ratio"]))
+        xy.append(np.mean([xy[w] for w in ws], axis=0))
+        st = {int(steer[w]) for w in ws}
+        steer.append(st.pop() if len(st) == 1 else -1)
+        col.append(act.index(k))
+    return (np.array(wj, dtype=np.int64), np.array(radius), np.array(xy).reshape(-1, 2),
+            np.array(steer, dtype=np.int64), np.array(col, dtype=np.int64))
 
 
 def _steer_joints(model: VehicleModel, cfg: Mapping[str, Any], kind: str, where: str,
