@@ -47,6 +47,8 @@ WINDOW_SIGMAS = 40.0
 WINDOW_BOUNDS = (5.0, 60.0)
 #: a window's rms spread about its centre must exceed this many position sigmas
 MIN_SPREAD_SIGMAS = 3.0
+#: [m/s] wheel speeds above this count as moving (the typical speed sets the window)
+MOVING_SPEED = 0.05
 #: [rad] roll/pitch sigma of a derived orientation without an IMU attitude (level assumed)
 LEVEL_STD = 0.05
 
@@ -107,11 +109,11 @@ def derive_heading(log: CalibrationLog, model: Any, topic: str = "pose",
     sigma_p = float(np.sqrt(np.median(np.mean(pos_var, axis=1))))
     dd = planar_predictor(model)
     dr = dead_reckoning(log, dd, t)
-    if window is None:
-        step = np.linalg.norm(np.diff(ref_xy, axis=0), axis=1) / np.maximum(np.diff(t), 1e-9)
-        moving = step[step > 3.0 * sigma_p / max(float(np.median(np.diff(t))), 1e-3)]
-        v_typ = float(np.median(moving)) if len(moving) else 1.0
-        window = float(np.clip(WINDOW_SIGMAS * sigma_p / max(v_typ, 0.05), *WINDOW_BOUNDS))
+    if window is None:  # the vehicle's typical speed while moving, from its wheels
+        speed = np.abs(dd.twist(log, log.joint_time)[0])
+        moving = speed[speed > MOVING_SPEED]
+        v_typ = float(np.median(moving)) if len(moving) else MOVING_SPEED
+        window = float(np.clip(WINDOW_SIGMAS * sigma_p / v_typ, *WINDOW_BOUNDS))
     theta, std, good = heading_offsets(t, ref_xy, dr[:, :2], window, sigma_p)
     if not good.any():
         raise ParameterError(

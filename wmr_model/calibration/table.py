@@ -56,7 +56,7 @@ from wmr_model.terrain.surface import Terrain, flat
 from wmr_model.vehicles.model import VehicleModel
 
 __all__ = ["TableRow", "DEFAULT_3D_PARAMS", "DEFAULT_NOISE", "compare_models", "initial_std",
-           "empty_split_warning", "steering_params"]
+           "empty_split_warning", "steering_params", "reference_jitter", "resolution_note"]
 
 #: Default parameters of the 3D kin+ rows on flat ground (p1 needs grades to be observable).
 DEFAULT_3D_PARAMS = ("slip.p2", "slip.p3", "slip.p4", "slip.p5", "slip.p6", "time_offset.pose")
@@ -85,6 +85,53 @@ class TableRow:
     values: dict[str, float]
     intervals: int
     table: str = "in-sample"
+
+
+def reference_jitter(log: CalibrationLog, half_window: float = 1.0) -> float:
+    """RMS [m] of the reference's horizontal positions about a local quadratic fit over
+    ``+- half_window`` seconds: the short-term noise that enters every interval's end error (a
+    slowly wandering bias, e.g. SBAS GNSS, cancels between an interval's two ends and is not
+    in it). NaN with fewer than 5 samples in every window."""
+    t = np.asarray(log.pose_time, dtype=float)
+    p = np.asarray(log.pose[:, 4:6], dtype=float)
+    res = []
+    for k in range(0, len(t), max(1, len(t) // 400)):  # about 400 windows
+        sel = np.abs(t - t[k]) <= half_window
+        if sel.sum() < 5:
+            continue
+        dt = t[sel] - t[k]
+        A = np.stack([np.ones_like(dt), dt, dt * dt], axis=1)
+        coef, *_ = np.linalg.lstsq(A, p[sel], rcond=None)
+        r = p[sel][np.argmin(np.abs(dt))] - coef[0]
+        res.append(float(r @ r))
+    return float(np.sqrt(np.mean(res))) if res else math.nan
+
+
+def resolution_note(log: CalibrationLog, intervals: int, rows: Sequence[tuple[str, float]]
+                    ) -> list[str]:
+    """The note (in a list; empty when it does not apply) saying which differences of mean
+    position error the reference can resolve over ``intervals`` intervals: its jitter ``j``
+    (:func:`reference_jitter`) adds about ``sqrt(pi) j`` (the mean norm of the difference of
+    two 2D errors of ``j``) to each interval's error, with a spread of the same size, so two
+    rows closer than about two standard errors ``2 sqrt(pi) j / sqrt(K)`` are not told apart.
+    ``rows``: (label, mean position error) of the table; the note names the calibrated
+    rows that are within it."""
+    j = reference_jitter(log)
+    K = max(int(intervals), 1)
+    if not math.isfinite(j):
+        return []
+    floor = math.sqrt(math.pi) * j
+    res = 2.0 * floor / math.sqrt(K)
+    vals = {lab: v for lab, v in rows if math.isfinite(v)}
+    best = min(vals.values()) if vals else math.nan
+    close = [lab for lab, v in vals.items() if v - best < res]
+    note = (f"reference jitter {j:.3g} m (rms about a local fit): it adds about {floor:.3g} m "
+            f"to each interval's position error; over {K} intervals rows closer than "
+            f"{res:.3g} m are not told apart")
+    if len(close) > 1:
+        note += (f" - {', '.join(close)} are within it: this reference cannot rank them "
+                 "(longer --interval lets model errors grow past its noise)")
+    return [note]
 
 
 def steering_params(model: VehicleModel) -> list[str]:

@@ -1,7 +1,8 @@
 """``wmr calibrate``: offline/online batch IPEM on a bag and a Table 3.3-style comparison.
 
 Reads encoder, pose (ground truth) and IMU streams from BAG, cuts the run into intervals and
-compares diff drive, diff drive+ (alpha), 3D kinematic and 3D enhanced kinematic predictions
+compares the planar model of the vehicle's kind (diff drive, or the bicycle for steered vehicles)
+uncalibrated and calibrated ("+"), 3D kinematic and 3D enhanced kinematic predictions
 (online and converged, plus the offline fit (3.44)/(3.46) with --offline). The headline table
 is out of sample (--split F): models calibrated on the first F of the log ("calibrated") or
 still learning causally ("online") predict the intervals after it. The in-sample table (whole
@@ -259,6 +260,12 @@ def run(args: argparse.Namespace) -> int:
             "rows": [row(r) for r in rows if r.table == "in-sample"],
             "details": {k: v for k, v in info.items() if k != "split"},
             "notes": [class_note, *notes, *_checks(info)]}
+    from wmr_model.calibration.table import resolution_note
+
+    head = data["out_of_sample"]["rows"] if data["out_of_sample"] else data["rows"]
+    data["notes"] += resolution_note(
+        log, head[0]["intervals"] if head else len(iv),
+        [(r["model"], r["mean_pos_m"]) for r in head if "+" in r["model"]])
     if args.overlay:
         key = "3D kin.+ offline" if "3D kin.+ offline" in info else "3D kin.+"
         from wmr_model.io.files import write_text_atomically
@@ -276,6 +283,15 @@ def _row_dict(r) -> dict:
             "values": r.values, "intervals": r.intervals}
 
 
+def _row_text(r: dict) -> str:
+    """One table row; ``n/a`` where the reference cannot score a column (the yaw of a
+    position-only reference)."""
+    def num(v: float, w: int) -> str:
+        return f"{v:{w}.4f}" if math.isfinite(v) else f"{'n/a':>{w}s}"
+
+    return f"{r['model']:28s} {num(r['mean_pos_m'], 12)} {num(r['mean_yaw_rad'], 14)}"
+
+
 def _text(d: dict) -> str:
     """The text report: out-of-sample table first, then in sample, estimates and notes."""
     head = f"{'model':28s} {'mean pos (m)':>12s} {'mean yaw (rad)':>14s}"
@@ -287,12 +303,10 @@ def _text(d: dict) -> str:
                   f"(to {o['t_split']:.1f} s, {o['calibration_intervals']} calibration "
                   f"intervals), evaluated on the {o['evaluation_intervals']} intervals "
                   "after it", head]
-        lines += [f"{r['model']:28s} {r['mean_pos_m']:12.4f} {r['mean_yaw_rad']:14.4f}"
-                  for r in o["rows"]]
+        lines += [_row_text(r) for r in o["rows"]]
     lines += [f"IN SAMPLE: whole log, {d['intervals']} intervals (converged = final "
               "estimate on the data it was fitted to)", head]
-    lines += [f"{r['model']:28s} {r['mean_pos_m']:12.4f} {r['mean_yaw_rad']:14.4f}"
-              for r in d["rows"]]
+    lines += [_row_text(r) for r in d["rows"]]
     for k, v in d["details"].items():
         est = ", ".join(f"{n}={x:.4g}" for n, x in v["estimate"].items())
         lines.append(f"{k}: {est}")

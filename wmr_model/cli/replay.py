@@ -91,7 +91,8 @@ def results_dict(res) -> dict:
                         "diagnostics": t.diagnostics}
                   for lab, t in res.odometry.items()},
         "estimate": res.estimate, "std": res.std, "truth": res.truth, "z": res.z_scores(),
-        "diff_drive_plus": {"estimate": res.dd_estimate, "std": res.dd_std},
+        "planar_plus": {"model": f"{res.planar}+", "estimate": res.dd_estimate,
+                        "std": res.dd_std},
         "calibration_intervals": res.calibration_intervals, "rejected": res.rejected,
         "notes": res.notes,
     }
@@ -202,8 +203,8 @@ def _text(d: dict, res, speed: float, files: dict[str, str]) -> str:
 
     lines = [f"{d['bag']}: {d['vehicle']}, {d['duration_s']:.1f} s replayed in "
              f"{res.wall_time:.1f} s ({speed:.0f}x real time)", "",
-             "Interval prediction errors (Table 3.3): uncalibrated = diff drive, 3D kin.; "
-             "calibrated = diff drive+, 3D kin.+"]
+             f"Interval prediction errors (Table 3.3): uncalibrated = {res.planar}, 3D kin.; "
+             f"calibrated = {res.planar}+, 3D kin.+"]
     if res.table_oos:
         sp = res.split
         lines += [f"OUT OF SAMPLE: calibrated on the first {sp['fraction']:g} of the log "

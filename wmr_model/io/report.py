@@ -31,6 +31,12 @@ REPORT_FILES = ("report.md", "report.html", "path.png", "error_time.png", "param
 _CHI2_95_2DOF = 5.991464547107979
 
 
+def _num(v: float) -> str:
+    """A table cell: 4 decimals, ``n/a`` for a value the data cannot give (NaN: the yaw of a
+    position-only reference)."""
+    return f"{v:.4f}" if math.isfinite(v) else "n/a"
+
+
 def table_text(result, out_of_sample: bool = False) -> list[str]:
     """Table 3.3 as Markdown lines (one column pair per interval length); the in-sample table,
     or with ``out_of_sample`` the one over the intervals after the split."""
@@ -43,7 +49,7 @@ def table_text(result, out_of_sample: bool = False) -> list[str]:
         cells = []
         for L in Ls:
             _, p, y, _ = table[L][i]
-            cells += [f"{p:.4f}", f"{y:.4f}"]
+            cells += [_num(p), _num(y)]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     if Ls:
         lines.append("| intervals | " + " | ".join(f"{table[L][0][3]} | "
@@ -204,8 +210,8 @@ def _markdown(result) -> str:
         L.append(f"| {n} | {start:.4g} | {v:.4g} | {result.std[n]:.2g} | "
                  f"{'' if t is None else f'{t:.4g}'} | "
                  f"{'' if n not in z else f'{z[n]:+.2f}'} |")
-    L += ["", "diff drive+: " + ", ".join(f"{n} = {v:.4g} ± {result.dd_std[n]:.2g}"
-                                        for n, v in result.dd_estimate.items()), ""]
+    L += ["", f"{result.planar}+: " + ", ".join(f"{n} = {v:.4g} ± {result.dd_std[n]:.2g}"
+                                             for n, v in result.dd_estimate.items()), ""]
     L += ["## Notes", ""] + [f"- {n}" for n in result.notes] + [
         f"- {result.calibration_intervals} calibration intervals, {result.rejected} rejected",
         ""]

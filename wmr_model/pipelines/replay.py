@@ -293,7 +293,8 @@ class ReplayResult:
             "dd_estimate"}`` (the frozen estimates) or {}.
         interval_classes: informative calibration intervals per class (straight, arc, spin).
         estimate, std: converged 3D kin.+ values and standard deviations by name;
-        dd_estimate, dd_std: the same for diff drive+; truth: known true values (synthetic).
+        dd_estimate, dd_std: the same for the planar "+" model (``planar``: its kind, diff
+            drive or bicycle); truth: known true values (synthetic).
         history: (U,) update times [s], values (U, n), stds (U, n), accepted (U,), names.
         odometry: tracks by label; reference: (t, xy) of the drift reference and its name.
         scatter: 2 s residuals of 3D kin.+ converged in the start-heading frame: ``r`` (K, 2)
@@ -325,6 +326,8 @@ class ReplayResult:
     table_oos: dict = field(default_factory=dict)
     split: dict = field(default_factory=dict)
     interval_classes: dict = field(default_factory=dict)
+    #: the planar model of the vehicle's kind (``"diff drive"``, ``"bicycle"``)
+    planar: str = "diff drive"
 
     def z_scores(self) -> dict[str, float]:
         """``(estimate - truth) / std`` of every calibrated name with a known truth."""
@@ -648,6 +651,8 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     ev.X = np.array([h.x for h in c.cal.history])
     ev.t_upd = np.array(upd_t)
     table, table_oos, scatter, split = _table_33(ev, c, opt)
+    planar = ev.dd.label
+    ev_log = ev.log
     rt, ref_xy, ref_name, trusted = _drift_reference(inp, ev.log_dd, final, c.faults)
     duration = float(max(inp.t_enc[-1], inp.log.pose_time[-1]))
     vehicle, t0, counts, has_imu = model.name, inp.t0, inp.counts, inp.has_imu
@@ -661,6 +666,13 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
     from wmr_model.calibration.table import empty_split_warning
 
     notes += empty_split_warning(split)
+    from wmr_model.calibration.table import resolution_note
+
+    head = table_oos or table
+    L = opt.interval if opt.interval in head else next(iter(head), None)
+    if L is not None and head.get(L):
+        notes += resolution_note(ev_log, head[L][0][3],
+                                 [(m, p) for m, p, _, _ in head[L] if "+" in m])
     if rejected:
         notes.append(f"online 3D kin.+: {rejected} of {len(c.iv_cal)} intervals rejected as "
                      "outliers (Mahalanobis gate (3.68))")
@@ -674,7 +686,8 @@ def replay(bag: str | Path, options: ReplayOptions | None = None) -> ReplayResul
         reference={"t": rt[_thin(len(rt))], "xy": ref_xy[_thin(len(rt)), :2],
                    "name": ref_name}, scatter=scatter,
         notes=notes, counts=counts, calibration_intervals=len(c.iv_cal), rejected=rejected,
-        nominal=c.nominal, table_oos=table_oos, interval_classes=c.classes, split=split)
+        nominal=c.nominal, table_oos=table_oos, interval_classes=c.classes, split=split,
+        planar=planar)
 
 
 @dataclass
