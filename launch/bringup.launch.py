@@ -23,7 +23,8 @@ NODES = (
     ("prediction.launch.py", "use_prediction", "true"),
     ("calibration.launch.py", "use_calibration", "false"),
 )
-FORWARDED = ("vehicle", "params_file", "namespace", "use_sim_time", "calibration_file")
+FORWARDED = ("vehicle", "params_file", "namespace", "use_sim_time", "calibration_file",
+             "steer_topic", "reference_topic")
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -38,6 +39,12 @@ def generate_launch_description() -> LaunchDescription:
                               description="true for bag replay with /clock"),
         DeclareLaunchArgument("calibration_file", default_value="",
                               description="calibration YAML from the calibrator's ~/save"),
+        DeclareLaunchArgument("steer_topic", default_value="",
+                              description="JointState topic with the steering angles when "
+                              "joint_states lacks them (default: the vehicle sidecar's)"),
+        DeclareLaunchArgument("reference_topic", default_value="",
+                              description="the calibrator's reference topic (remapped onto its "
+                              "ground_truth/odom, ground_truth/pose or gps/fix input)"),
     ]
     args = {k: LaunchConfiguration(k) for k in FORWARDED}
     for file, flag, default in NODES:

@@ -4,7 +4,8 @@
 
 Parameters, in increasing precedence: config/default.yaml, config/nodes/<vehicle>.yaml (when
 the vehicle is a shipped name with such a file), ``params_file`` (when given), then
-``vehicle``, ``use_sim_time`` and ``calibration_file`` themselves.
+``vehicle``, ``use_sim_time``, ``calibration_file`` and ``steer_topic`` themselves;
+``reference_topic`` remaps the calibrator's reference input.
 """
 
 from pathlib import Path
@@ -14,6 +15,10 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+
+#: the calibrator's reference inputs (pose_source odometry, pose, navsatfix)
+REFERENCE_INPUTS = ("ground_truth/odom", "ground_truth/pose", "gps/fix")
 
 
 def _node(context):
@@ -32,9 +37,15 @@ def _node(context):
     calibration = LaunchConfiguration("calibration_file").perform(context)
     if calibration:
         overrides["calibration_file"] = str(Path(calibration).expanduser().resolve())
+    steer = LaunchConfiguration("steer_topic").perform(context)
+    if steer and executable in ("odometry_node", "calibrator_node"):
+        overrides["steer_topic"] = steer
+    # the reference the calibrator reads, whichever its pose_source is
+    ref = LaunchConfiguration("reference_topic").perform(context)
+    remaps = [(t, ref) for t in REFERENCE_INPUTS] if ref else []
     return [Node(package="wmr_model", executable=executable, name=executable,
                  namespace=LaunchConfiguration("namespace"), output="screen",
-                 parameters=[*files, overrides])]
+                 parameters=[*files, overrides], remappings=remaps)]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -51,5 +62,12 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument("calibration_file", default_value="",
                               description="calibration YAML written by the calibrator's ~/save: "
                               "the nodes start from its values"),
+        DeclareLaunchArgument("steer_topic", default_value="",
+                              description="JointState topic with the steering angles when "
+                              "joint_states lacks them (odometry and calibrator)"),
+        DeclareLaunchArgument("reference_topic", default_value="",
+                              description="the calibrator's reference topic (remaps "
+                              "ground_truth/odom, ground_truth/pose and gps/fix to it), e.g. "
+                              "/icp/odom of the shipped Warthog log"),
         OpaqueFunction(function=_node),
     ])

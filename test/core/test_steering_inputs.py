@@ -227,3 +227,29 @@ def test_a_commanded_steering_joint_follows_its_lag_in_every_prediction():
     e2 = mp.simulate(log, 0, 1, ["steer.front_steer_joint.lag"], np.array([[0.0]])).pose[0]
     inst = 0.0325 * omega * math.sin(delta) / 0.15 * T
     assert 2 * math.atan2(e2[3], e2[0]) == pytest.approx(inst, rel=2e-2)
+
+
+def test_live_steering_angles_equal_the_offline_merge():
+    """SteerAngles fed message by message (commands arriving ahead of the encoder stamps
+    they are asked for, as a reorder window releases them) gives the offline angles."""
+    from wmr_model.estimation.steering import SteerAngles, SteerInput
+
+    rng = np.random.default_rng(5)
+    t = np.cumsum(rng.uniform(0.02, 0.07, 400))
+    u = np.clip(np.cumsum(rng.normal(0, 0.03, 400)), -0.4, 0.4)
+    sa = SteerAngles({"s": SteerInput("s", "commanded", 0.12),
+                      "m": SteerInput("m", "measured")})
+    got_c, got_m, tq = [], [], []
+    for k in range(len(t)):
+        sa.add(t[k], ["s", "m"], [u[k], 2 * u[k]])
+        if k >= 5:  # ask for a stamp three commands back
+            q = 0.5 * (t[k - 3] + t[k - 2])
+            a = sa.at(q)
+            tq.append(q)
+            got_c.append(a["s"])
+            got_m.append(a["m"])
+    tq = np.array(tq)
+    np.testing.assert_allclose(got_c, lagged_command(t, u, 0.12, tq), atol=1e-12)
+    # measured: two samples kept, so only stamps within the last period interpolate exactly
+    last = sa.at(t[-1] - 0.001)["m"]
+    assert last == pytest.approx(np.interp(t[-1] - 0.001, t, 2 * u), abs=1e-12)

@@ -39,6 +39,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -141,6 +142,10 @@ class StreamCalibrator:
         max_encoder_gap: [s] longest encoder gap accepted inside an interval.
         time_jump_threshold: [s] a stamp this far behind its stream's newest is a time jump.
         max_history: [s] encoder history kept at most (memory bound).
+        steering: steering joint -> :class:`~wmr_model.estimation.steering.SteerInput` of a
+            steered vehicle: their angles come through :meth:`add_steer` and reach every
+            interval's log as steering readings (commanded ones followed with their lag by
+            the predictor); they are not among ``joint_names``.
     """
 
     def __init__(self, make_calibrator: Callable[[], OnlineCalibrator],
@@ -154,7 +159,8 @@ class StreamCalibrator:
                                                              "time_jump_threshold"),
                  max_history: float = option_default(STREAM_OPTIONS, "max_history"),
                  source: str = "<stream>",
-                 reference: tuple | None = None) -> None:
+                 reference: tuple | None = None,
+                 steering: Mapping[str, Any] | None = None) -> None:
         if not joint_names:
             raise ParameterError(f"{source}: joint_names: at least one joint is needed")
         for name, v in (("margin", margin), ("max_wait", max_wait),
@@ -182,6 +188,10 @@ class StreamCalibrator:
             cols = [col[t] for t in targets if t in col]
             if cols:
                 self._columns[str(robot)] = cols
+        self.steering = dict(steering or {})
+        self.steer_names = tuple(self.steering)
+        self.steer_commanded = tuple(j for j, si in self.steering.items()
+                                     if getattr(si, "source", "measured") == "commanded")
         self.calibrator = make_calibrator()
         self.diagnostics = StreamDiagnostics()
         self._clear()
@@ -195,6 +205,9 @@ class StreamCalibrator:
         self._imu_newest = -math.inf
         self._gyro_t: list[float] = []
         self._gyro: list[np.ndarray] = []
+        self._steer_t: list[float] = []
+        self._steer: list[np.ndarray] = []
+        self._steer_last = np.full(len(getattr(self, "steer_names", ())), np.nan)
         self._pose_t: list[float] = []
         self._pose: list[np.ndarray] = []
         self._pose_cov: list[np.ndarray] = []
@@ -264,7 +277,8 @@ class StreamCalibrator:
         rate = np.full(len(self.joint_names), np.nan)
         t_rate = stamp
         if len(vel):
-            if not np.all(np.isfinite(vel)):
+            need = [k for k, n in enumerate(names) if n in self._columns]
+            if not np.all(np.isfinite(vel[need])):
                 return self._reject("non_finite", f"encoder velocities at {stamp}: {vel}")
             for n, v in zip(names, vel):
                 for c in self._columns.get(n, ()):
@@ -300,6 +314,30 @@ class StreamCalibrator:
         out = self._process()
         self._trim()
         return out
+
+    def add_steer(self, stamp: float, names: Sequence[str],
+                  positions: Sequence[float] | np.ndarray) -> int:
+        """The steering joints' angles [rad] of one JointState sample (its positions; others
+        and non-finite values ignored, a joint missing from the sample keeps its last angle);
+        buffered in stamp order for the intervals' logs. Returns how many were taken."""
+        if not self.steer_names:
+            return 0
+        pos = np.asarray(positions, dtype=float).ravel()
+        row = self._steer_last.copy()
+        n = 0
+        for name, p in zip(names, pos):
+            if name in self.steering and math.isfinite(float(p)):
+                row[self.steer_names.index(name)] = float(p)
+                n += 1
+        t = float(stamp)
+        if not n or not math.isfinite(t) or (self._steer_t and t <= self._steer_t[-1]):
+            return 0
+        self._steer_last = row
+        if np.all(np.isfinite(row)):
+            self._steer_t.append(t)
+            self._steer.append(row)
+            self.diagnostics.accepted["steer"] += 1
+        return n
 
     def add_imu(self, stamp: float, angular_velocity: Sequence[float] | np.ndarray) -> None:
         """One gyro sample [rad/s] (body axes); buffered for predictors that read gyro."""
@@ -444,12 +482,21 @@ class StreamCalibrator:
             keep = (gt >= lo - self.margin) & (gt <= hi + self.margin)
             if np.any(keep):
                 gyro_t, gyro = gt[keep], np.asarray(self._gyro)[keep]
+        steer: dict[str, Any] = {}
+        if self.steer_names:
+            st = np.asarray(self._steer_t)
+            if len(st) < 2 or st[0] > lo or st[-1] < lo:
+                return self._skip(iv, "no_steering_angles")
+            sa = max(int(np.searchsorted(st, lo - self.margin - 1.0, side="right")) - 1, 0)
+            steer = {"pot_names": self.steer_names, "pot_time": st[sa:],
+                     "pot_reading": np.asarray(self._steer[sa:]),
+                     "steer_commanded": self.steer_commanded}
         try:
             log = CalibrationLog(joint_names=self.joint_names, joint_time=t[a:b],
                                  joint_rate=np.asarray(self._enc_r[a:b]),
                                  pose_time=np.array([iv.t0, iv.t1]), pose=iv.pose,
                                  pose_covariance=iv.cov, pose_sensor=self.pose_sensor,
-                                 gyro_time=gyro_t, gyro=gyro, source=self.source)
+                                 gyro_time=gyro_t, gyro=gyro, source=self.source, **steer)
             if (self.reference is not None and iv.path_t is not None and iv.path is not None
                     and self._faulty(log, self.reference, iv.path_t, iv.path, iv.cov)):
                 return self._skip(iv, "reference_fault")
@@ -511,3 +558,7 @@ class StreamCalibrator:
         g = int(np.searchsorted(self._gyro_t, t_cut, side="left")) - 1
         if g > 0:
             del self._gyro_t[:g], self._gyro[:g]
+        # steering: a second more than the encoders (a commanded angle's lag history)
+        k = int(np.searchsorted(self._steer_t, t_cut - 1.0, side="left")) - 1
+        if k > 0:
+            del self._steer_t[:k], self._steer[:k]

@@ -31,14 +31,16 @@ import numpy as np
 from wmr_model.errors import ModelError
 
 __all__ = ["STEER_SOURCES", "SteerInput", "steer_joints", "steer_inputs", "lagged_command",
-           "LagFilter"]
+           "LagFilter", "SteerAngles", "with_steer_angles"]
 
 #: How a steering joint's angle is known (module docstring).
 STEER_SOURCES = ("measured", "commanded")
 
-#: [s] a commanded joint's lag is followed this many time constants back before a query window
-#: (the start-up transient is below e^-8 = 3e-4 of the command step by then).
-_LAG_HISTORY = 8.0
+#: a commanded joint's lag is followed this many time constants back before a query window:
+#: the start-up transient has decayed to e^-40 (4e-18) of a command step by then, below double
+#: precision, so a live node (which keeps this history) and a replay of its bag give the same
+#: angles to round-off however much of the log each has seen
+_LAG_HISTORY = 40.0
 
 
 @dataclass(frozen=True)
@@ -158,3 +160,93 @@ class LagFilter:
         elif t >= self._t:
             self._y = self.at(t)
         self._t, self._u = float(t), float(u)
+
+
+class SteerAngles:
+    """The steering angles of a live stream (the nodes' steering topic): :meth:`add` each
+    JointState sample, :meth:`at` gives every known joint's angle at a stamp - a measured angle
+    on the line through its last two samples (extrapolated over at most one sample period,
+    held before the first), a commanded one followed with its lag over the commands of the
+    last seconds (:func:`lagged_command`).
+
+    Args:
+        inputs: steering joint -> :class:`SteerInput` (:func:`steer_inputs`).
+    """
+
+    #: [s] commands kept beyond the lag's own history (stamps a reorder window holds back)
+    KEEP = 5.0
+
+    def __init__(self, inputs: Mapping[str, SteerInput]) -> None:
+        self.inputs = dict(inputs)
+        self._last: dict[str, list[tuple[float, float]]] = {}
+
+    def add(self, stamp: float, names: Any, positions: Any) -> int:
+        """Take the steering joints' finite positions of one sample; returns how many."""
+        n = 0
+        for name, p in zip(names, positions):
+            if name not in self.inputs or not math.isfinite(float(p)):
+                continue
+            t = float(stamp)
+            hist = self._last.setdefault(name, [])
+            if hist and t <= hist[-1][0]:
+                continue
+            hist.append((t, float(p)))
+            si = self.inputs[name]
+            if si.source == "commanded":  # the lag's history, plus what a reorder may hold
+                while hist and hist[0][0] < t - _LAG_HISTORY * si.lag - self.KEEP:
+                    hist.pop(0)
+            else:
+                del hist[:-2]
+            n += 1
+        return n
+
+    def at(self, stamp: float) -> dict[str, float]:
+        """Angle [rad] of every steering joint seen so far at ``stamp`` [s]; a commanded one
+        is the offline :func:`lagged_command` of the commands received (those stamped after
+        ``stamp`` do not act on it), so a live node and a replay of its bag agree."""
+        out = {}
+        for name, hist in self._last.items():
+            si = self.inputs[name]
+            if si.source == "commanded":
+                t, u = np.array(hist).T
+                out[name] = float(lagged_command(t, u, si.lag, np.array([float(stamp)]))[0])
+                continue
+            t1, p1 = hist[-1]
+            if len(hist) < 2:
+                out[name] = p1
+                continue
+            t0, p0 = hist[0]
+            span = t1 - t0
+            x = min(max(float(stamp), t0), t1 + span)  # at most one period beyond the last
+            out[name] = p0 + (p1 - p0) * (x - t0) / span
+        return out
+
+    def reset(self) -> None:
+        """Forget every sample (a time jump)."""
+        self._last = {}
+
+
+def with_steer_angles(names: Any, positions: Any, velocities: Any,
+                      angles: Mapping[str, float]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """An encoder sample ``(names, positions, velocities)`` (arrays empty when not provided)
+    with the steering ``angles`` [rad] set: each joint's position becomes its angle and its
+    velocity NaN (differentiated by the odometry), appended when the sample lacks the joint,
+    replaced when it carries it (a commanded angle is the lagged one, not the raw command).
+    NaN angles (no sample yet) are left out."""
+    names = list(names)
+    n = len(names)
+    pos = np.asarray(positions, dtype=float).reshape(-1)
+    vel = np.asarray(velocities, dtype=float).reshape(-1)
+    use = {j: a for j, a in angles.items() if math.isfinite(a)}
+    if not use:
+        return names, pos, vel
+    pos = pos.copy() if pos.size == n else np.full(n, np.nan)
+    vel = vel.copy() if vel.size == n else np.full(n, np.nan)
+    for j, a in use.items():
+        if j in names:
+            k = names.index(j)
+            pos[k], vel[k] = a, np.nan
+        else:
+            names.append(j)
+            pos, vel = np.append(pos, a), np.append(vel, np.nan)
+    return names, pos, vel

@@ -127,6 +127,7 @@ from wmr_model.calibration.stream import IntervalOutcome, StreamCalibrator
 from wmr_model.calibration.table import initial_std
 from wmr_model.errors import ParameterError, WmrError
 from wmr_model.estimation.odometry import DEFAULT_QPRIME_U
+from wmr_model.estimation.steering import steer_inputs
 from wmr_model.estimation.streams import OrderedInput
 from wmr_model.io.calibration_file import save_calibration, write_text_atomically
 from wmr_model.kinematics.uncertainty import from_ros_pose_covariance
@@ -188,6 +189,7 @@ class CalibratorNode(Node):
         self.dt: float = opts["dt"]
         self.pose_sensor: str = opts["pose_sensor"]
         self.pose_source: str = opts["pose_source"]
+        self.steer_topic: str = opts["steer_topic"]
         self.base_frame: str = opts["base_frame"]
         self.components: Sequence[str] = opts["components"]
         self.reference_check: bool = opts["reference_check"]
@@ -235,6 +237,9 @@ class CalibratorNode(Node):
         qos = QoSProfile(depth=int(depth), reliability=(
             ReliabilityPolicy.BEST_EFFORT if reliability == "best_effort"
             else ReliabilityPolicy.RELIABLE))
+        self._qos = qos
+        self._steer_sub = None
+        self._steer_on_encoders = True
         self.create_subscription(JointState, "joint_states", self._on_joint_state, qos)
         self.create_subscription(Imu, "imu/data", self._on_imu, qos)
         # one pose source only (mixing two would feed the filter two time-skewed truths)
@@ -366,17 +371,21 @@ class CalibratorNode(Node):
 
         iv = self.interval
         policy = IntervalPolicy.from_options({f"interval.{k}": v for k, v in iv.items()})
-        joints = [model.joint_names[int(k)] for k in model.actuated_joints]
+        steering = steer_inputs(model)
+        self._steering_topic(model, steering)
+        joints = [model.joint_names[int(k)] for k in model.actuated_joints
+                  if model.joint_names[int(k)] not in steering]
         reference = None
         if self.reference_check:
             try:
-                from wmr_model.calibration.predictors import DiffDrivePredictor
+                from wmr_model.calibration.predictors import planar_predictor
                 from wmr_model.calibration.reference import ReferencePolicy
 
-                dd = DiffDrivePredictor.from_model(model)
-                if not set((*dd.left, *dd.right)) <= set(joints):
-                    raise ValueError(f"wheels {[*dd.left, *dd.right]} are not all actuated "
-                                     f"joints {joints}")
+                dd = planar_predictor(model)
+                sides = set(getattr(dd, "left", ())) | set(getattr(dd, "right", ()))
+                if not sides <= set(joints):
+                    raise ValueError(f"wheels {sorted(sides)} are not all actuated joints "
+                                     f"{joints}")
                 reference = (dd, ReferencePolicy(settle=self.reference_settle))
             except (WmrError, ValueError, IndexError) as exc:
                 self.get_logger().warning(f"reference_check: not available for {model.name} "
@@ -385,8 +394,31 @@ class CalibratorNode(Node):
                                 encoder_map=dict(model.options.get("encoder_map", {}) or {}),
                                 pose_sensor=self.pose_sensor or None,
                                 source=f"{self.get_fully_qualified_name()} ({model.name})",
-                                reference=reference,
+                                reference=reference, steering=steering,
                                 **{k: float(v) for k, v in self.stream_params.items()})
+
+    def _steering_topic(self, model: VehicleModel, steering: dict) -> None:
+        """Subscribe the steering-angle topic of a steered vehicle (``steer_topic``, else the
+        sidecar's) unless the angles come on joint_states (once per node)."""
+        from wmr_model.io.bags import sidecar_steer_topic
+
+        self._steer_on_encoders = True
+        if not steering:
+            return
+        topic = self.steer_topic or sidecar_steer_topic(model) or ""
+        self._steer_on_encoders = not topic or topic.lstrip("/") == "joint_states"
+        if not self._steer_on_encoders and not self._steer_sub:
+            self._steer_sub = self.create_subscription(JointState, topic, self._on_steer,
+                                                       self._qos)
+        kinds = ", ".join(f"{j} {si.source}" for j, si in steering.items())
+        self.get_logger().info(f"steering angles ({kinds}) from "
+                               f"{'joint_states' if self._steer_on_encoders else topic}")
+
+    def _on_steer(self, msg: JointState) -> None:
+        """Steering angles: buffered at once (they only feed the intervals' logs)."""
+        if self.stream is not None:
+            self.stream.add_steer(cv.stamp_to_seconds(msg.header.stamp), list(msg.name),
+                                  np.asarray(msg.position, dtype=float))
 
     def _on_robot_description(self, xml: str) -> None:
         if self.stream is not None:
@@ -454,6 +486,8 @@ class CalibratorNode(Node):
     def _on_joint_state(self, msg: JointState) -> None:
         def add(stream: StreamCalibrator) -> list[IntervalOutcome]:
             s = cv.encoder_sample(msg)
+            if stream.steer_names and self._steer_on_encoders and len(s.positions):
+                stream.add_steer(s.stamp, s.names, s.positions)
             return stream.add_encoders(s.stamp, s.names, s.positions, s.velocities)
 
         self._push("encoders", "encoders", msg.header.stamp, add)

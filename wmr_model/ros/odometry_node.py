@@ -62,6 +62,7 @@ from sensor_msgs.msg import Imu, JointState
 
 from wmr_model.errors import WmrError
 from wmr_model.estimation.odometry import DEFAULT_QPRIME_U, Odometry3D
+from wmr_model.estimation.steering import SteerAngles, steer_inputs, with_steer_angles
 from wmr_model.estimation.streams import (
     OrderedInput,
     PlausibilityLimits,
@@ -109,6 +110,8 @@ class OdometryNode(Node):
         opts = declare_options(self, ODOMETRY_NODE,
                                {"reorder_window": default_reorder_window(self)})
         self.odom_frame, self.base_frame = opts["odom_frame"], opts["base_frame"]
+        self.steer_topic = opts["steer_topic"]
+        self.steer: SteerAngles | None = None  # the steering angles, with the vehicle
         self.publish_tf, self.fidelity = opts["publish_tf"], opts["fidelity"]
         self.behaviour = {k: opts[k] for k in (
             "use_gyro", "impose_imu_attitude", "stabilization", "max_step",
@@ -135,6 +138,7 @@ class OdometryNode(Node):
         qos = QoSProfile(depth=int(depth), reliability=(
             ReliabilityPolicy.BEST_EFFORT if reliability == "best_effort"
             else ReliabilityPolicy.RELIABLE))
+        self._qos = qos
         self.create_subscription(JointState, "joint_states", self._on_joint_state, qos)
         self.create_subscription(Imu, "imu/data", self._on_imu, qos)
         self.received: Counter = Counter()
@@ -198,10 +202,34 @@ class OdometryNode(Node):
             self.get_logger().error(f"cannot set up the odometry for {model.name}: {exc}")
             return
         self.model_error = ""
+        self._steering(model)
         layouts = " or ".join(f"{k} {list(v)}" for k, v in self.odo.encoder_layouts.items())
         self.get_logger().info(
             f"odometry for {model.name}: {model.nw} wheels, encoder joints {layouts}, "
             f"use_gyro={self.odo.use_gyro}")
+
+    def _steering(self, model) -> None:
+        """The steering angles of a steered vehicle: from ``steer_topic`` (else the sidecar's
+        topic) when given, else on joint_states; commanded ones are followed with their lag
+        on either topic (:class:`~wmr_model.estimation.steering.SteerAngles`)."""
+        from wmr_model.io.bags import sidecar_steer_topic
+
+        inputs = steer_inputs(model)
+        if not inputs:
+            return
+        topic = self.steer_topic or sidecar_steer_topic(model) or ""
+        self.steer = SteerAngles(inputs)
+        self._steer_on_encoders = not topic or topic.lstrip("/") == "joint_states"
+        if not self._steer_on_encoders:
+            self.create_subscription(JointState, topic, self._on_steer, self._qos)
+        kinds = ", ".join(f"{j} {si.source}" for j, si in inputs.items())
+        self.get_logger().info(f"steering angles ({kinds}) from "
+                               f"{topic if not self._steer_on_encoders else 'joint_states'}")
+
+    def _on_steer(self, msg: JointState) -> None:
+        self._received("steer")
+        if self.steer is not None:
+            self.steer.add(cv.stamp_to_seconds(msg.header.stamp), msg.name, msg.position)
 
     def _on_robot_description(self, xml: str) -> None:
         if self.odo is not None:
@@ -309,7 +337,13 @@ class OdometryNode(Node):
                                      angular_velocity_covariance=s.angular_velocity_covariance,
                                      orientation_covariance=s.orientation_covariance)
             else:
-                res = odo.update_encoders(s.stamp, s.names, s.positions, s.velocities)
+                names, pos, vel = s.names, s.positions, s.velocities
+                if self.steer is not None:
+                    if self._steer_on_encoders:
+                        self.steer.add(s.stamp, names, pos)
+                    names, pos, vel = with_steer_angles(names, pos, vel,
+                                                        self.steer.at(s.stamp))
+                res = odo.update_encoders(s.stamp, names, pos, vel)
                 if res.reset:
                     self.get_logger().warning(f"odometry reset: {res.reset}")
                 if res.stepped:
@@ -354,6 +388,10 @@ class OdometryNode(Node):
         st = DiagnosticStatus(name=f"{self.get_fully_qualified_name()}: odometry",
                               hardware_id="wmr_model")
         values = [KeyValue(key=f"{k} rate [Hz]", value=f"{v:.2f}") for k, v in rates.items()]
+        if self.steer is not None and not self._steer_on_encoders:
+            last = self.last_receive.get("steer")
+            values.append(KeyValue(key="steer age [s]", value="never" if last is None
+                                   else f"{now - last:.3f}"))
         stale = []
         for stream in ("encoders", "imu"):
             last = self.last_receive.get(stream)

@@ -101,9 +101,18 @@ register_options(NODE_OPTIONS, [
         "as 'wmr simulate --terrain'")),
 ])
 
+def _steer_topic_row() -> OptionSpec:
+    return OptionSpec("steer_topic", "", read_only=True, description=(
+        "sensor_msgs/JointState topic with the steering joints' angles (positions) when "
+        "joint_states lacks them, e.g. a steering command topic; empty: the vehicle sidecar's "
+        "steering.<joint>.topic, else joint_states carries them. A commanded angle (sidecar "
+        "steering.<joint>.source: commanded) is followed with its lag"))
+
+
 register_options(ODOMETRY_NODE, [
     OptionSpec("odom_frame", "odom", read_only=True, description=(
         "frame of the published pose (REP-105 odom)")),
+    _steer_topic_row(),
     OptionSpec("base_frame", "base_link", read_only=True, description=(
         "child frame (the body)")),
     OptionSpec("publish_tf", True, description=(
@@ -194,6 +203,7 @@ register_options(CALIBRATOR_NODE, [
     OptionSpec("params", ("slip.p2", "slip.p3", "slip.p4", "slip.p5", "slip.p6"), read_only=True,
                description=(
         "systematic parameters to calibrate (schema names); [''] for none")),
+    _steer_topic_row(),
     OptionSpec("noise", ("noise.U.wz_wz", "noise.U.vx_vx", "noise.U.vy_vy"), read_only=True,
                description=(
         "Q' Cholesky entries to calibrate; [''] for none (Q' then stays at this node's noise.U.* "
