@@ -58,10 +58,15 @@ def generate_test_description():
     bringup = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(share / "launch" / "bringup.launch.py")),
         launch_arguments=args.items())
+    # the player starts once both nodes listen to every input they read (the steering topic
+    # too: a command published before they subscribe would be lost to them)
+    waits = ["/joint_states:2", f"{REFERENCE}:1", f"{READY_TOPIC}:1"]
+    if STEER:
+        waits.append(f"{STEER}:2")
     player = ExecuteProcess(
         cmd=[str(BIN / "wmr"), "play", str(BAG), "--rate", str(RATE),
-             "--wait-for", "/joint_states:2", "--wait-for", f"{REFERENCE}:1",
-             "--wait-for", f"{READY_TOPIC}:1", "--wait-timeout", "300", "--delay", "1.0"],
+             *[a for w in waits for a in ("--wait-for", w)],
+             "--wait-timeout", "300", "--delay", "1.0"],
         output="screen", name="player")
     return launch.LaunchDescription([bringup, player, launch_testing.actions.ReadyToTest()]), \
         {"player": player}
@@ -203,8 +208,13 @@ class TestRealLog(unittest.TestCase):
         self.assertGreaterEqual(len(common), 0.95 * len(off))
         a = {round(r[0], 6): r for r in odom}
         b = {round(r[0], 6): r for r in off}
-        gap = max(float(np.hypot(a[t][1] - b[t][1], a[t][2] - b[t][2])) for t in common)
+        d = np.array([np.hypot(a[t][1] - b[t][1], a[t][2] - b[t][2]) for t in common])
+        gap = float(d.max())
         RESULTS["max_difference_to_offline_m"] = gap
+        RESULTS["first_difference_stamp"] = (float(common[np.argmax(d > 1e-9)])
+                                             if gap > 1e-9 else None)
+        RESULTS["only_offline"] = sorted(set(np.round(off[:, 0], 6)) - set(common))[:5]
+        RESULTS["only_node"] = sorted(set(np.round(odom[:, 0], 6)) - set(common))[:5]
         self.assertLess(gap, 1e-6)
         err, path = _drift(odom, ref)
         RESULTS.update(drift_end_error_m=err, reference_path_m=path,

@@ -9,6 +9,7 @@ reference and the calibrator's estimate are printed (``-s``) and kept as ``resul
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +35,7 @@ def test_real_log_through_the_nodes(ros, case, tmp_path):
     log, vehicle, ref, steer, source = CASES[case]
     env = dict(ros.env, WMR_REAL_LOG_BAG=str(LOGS / log / "bag"), WMR_REAL_LOG_VEHICLE=vehicle,
                WMR_REAL_LOG_REFERENCE=ref, WMR_REAL_LOG_STEER=steer,
-               WMR_REAL_LOG_POSE_SOURCE=source, WMR_REAL_LOG_RATE="2",
+               WMR_REAL_LOG_POSE_SOURCE=source, WMR_REAL_LOG_RATE=os.environ.get("WMR_REAL_LOG_TEST_RATE", "2"),
                WMR_REAL_LOG_OUT=str(tmp_path), ROS_HOME=str(tmp_path / "ros_home"),
                ROS_LOG_DIR=str(tmp_path / "ros_log"))
     res = subprocess.run([sys.executable, "-m", "launch_testing.launch_test", str(LAUNCH_FILE)],

@@ -175,6 +175,8 @@ class SteerAngles:
 
     #: [s] commands kept beyond the lag's own history (stamps a reorder window holds back)
     KEEP = 5.0
+    #: [s] a sample stamped this far before the newest one starts a new time base
+    JUMP = 1.0
 
     def __init__(self, inputs: Mapping[str, SteerInput]) -> None:
         self.inputs = dict(inputs)
@@ -188,6 +190,8 @@ class SteerAngles:
                 continue
             t = float(stamp)
             hist = self._last.setdefault(name, [])
+            if hist and t < hist[-1][0] - self.JUMP:
+                hist.clear()  # the stamps went back (a bag loop, a clock reset): start again
             if hist and t <= hist[-1][0]:
                 continue
             hist.append((t, float(p)))

@@ -838,6 +838,9 @@ def _with_steer_angles(enc, steer, model):
         ts, u = src.stamp[ok], col[ok]
         if si.source == "commanded":
             a = lagged_command(ts, u, si.lag, enc.stamp)
+            # no angle before the first command, as a live node has none (it rejects those
+            # encoder messages as missing the joint; here they are not finite)
+            a[enc.stamp < ts[0]] = np.nan
         elif src is enc:
             continue  # the encoder stream's own measured angles: as they are
         else:

@@ -170,8 +170,8 @@ class OdometryNode(Node):
             return
         self.tf = TransformBroadcaster(self, qos=TF_QOS)
 
-    def _make_input(self) -> OrderedInput:
-        return OrderedInput(("imu", "encoders"), window=float(self.reorder_window),
+    def _make_input(self, streams: tuple[str, ...] = ("imu", "encoders")) -> OrderedInput:
+        return OrderedInput(streams, window=float(self.reorder_window),
                             jump_threshold=float(self.behaviour["time_jump_threshold"]),
                             confirm_count=int(self.time_base_confirm),
                             idle=float(self.reorder_idle))
@@ -221,6 +221,9 @@ class OdometryNode(Node):
         self.steer = SteerAngles(inputs)
         self._steer_on_encoders = not topic or topic.lstrip("/") == "joint_states"
         if not self._steer_on_encoders:
+            # a third input of the stamp-order merge, first at equal stamps: an encoder message
+            # is stepped with the angles stamped up to it, whatever the arrival order
+            self.input = self._make_input(("steer", "imu", "encoders"))
             self.create_subscription(JointState, topic, self._on_steer, self._qos)
         kinds = ", ".join(f"{j} {si.source}" for j, si in inputs.items())
         self.get_logger().info(f"steering angles ({kinds}) from "
@@ -229,7 +232,8 @@ class OdometryNode(Node):
     def _on_steer(self, msg: JointState) -> None:
         self._received("steer")
         if self.steer is not None:
-            self.steer.add(cv.stamp_to_seconds(msg.header.stamp), msg.name, msg.position)
+            s = cv.encoder_sample(msg)
+            self._push("steer", s.stamp, s)
 
     def _on_robot_description(self, xml: str) -> None:
         if self.odo is not None:
@@ -332,6 +336,10 @@ class OdometryNode(Node):
                 self.get_logger().warning(f"time base moved to stamp {r.stamp:.9f} "
                                           f"(confirmed by {self.input.confirm_count} messages "
                                           f"or /clock)")
+            if r.stream == "steer":
+                if self.steer is not None:
+                    self.steer.add(s.stamp, s.names, s.positions)
+                continue
             if r.stream == "imu":
                 res = odo.update_imu(s.stamp, s.angular_velocity, s.orientation,
                                      angular_velocity_covariance=s.angular_velocity_covariance,
