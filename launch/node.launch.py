@@ -16,7 +16,6 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-
 #: the calibrator's reference inputs (pose_source odometry, pose, navsatfix)
 REFERENCE_INPUTS = ("ground_truth/odom", "ground_truth/pose", "gps/fix")
 
