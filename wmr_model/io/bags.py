@@ -526,7 +526,7 @@ class _Pose(_Accumulator):
                 self.datum = lla
             pos = geodetic_to_enu(*lla, self.datum).tolist()
         cov = [nan] * 36
-        pc = fix_position_covariance(np.asarray(m.position_covariance, dtype=float),
+        pc = fix_position_covariance(np.asarray(m.position_covariance, dtype=float).tolist(),
                                      int(m.position_covariance_type))
         if pc is not None:
             for i in range(3):

@@ -259,18 +259,18 @@ def _with_differentials(model: VehicleModel, act: list[int], wj: np.ndarray, rad
     if not diffs:
         return wj, radius, xy, steer, col
     names = list(model.wheel_names)
-    wj, radius, xy, steer, col = (list(wj), list(radius), list(xy), list(steer), list(col))
+    j_, r_, xy_, s_, c_ = list(wj), list(radius), list(xy), list(steer), list(col)
     for enc, d in diffs.items():
         ws = [names.index(w) for w in d["wheels"]]
         k = model.joint_index(enc)
-        wj.append(k)
-        radius.append(float(np.mean([radius[w] for w in ws])) * float(d["ratio"]))
-        xy.append(np.mean([xy[w] for w in ws], axis=0))
+        j_.append(k)
+        r_.append(float(np.mean([radius[w] for w in ws])) * float(d["ratio"]))
+        xy_.append(np.mean([xy[w] for w in ws], axis=0))
         st = {int(steer[w]) for w in ws}
-        steer.append(st.pop() if len(st) == 1 else -1)
-        col.append(act.index(k))
-    return (np.array(wj, dtype=np.int64), np.array(radius), np.array(xy).reshape(-1, 2),
-            np.array(steer, dtype=np.int64), np.array(col, dtype=np.int64))
+        s_.append(st.pop() if len(st) == 1 else -1)
+        c_.append(act.index(k))
+    return (np.array(j_, dtype=np.int64), np.array(r_), np.array(xy_).reshape(-1, 2),
+            np.array(s_, dtype=np.int64), np.array(c_, dtype=np.int64))
 
 
 def _steer_joints(model: VehicleModel, cfg: Mapping[str, Any], kind: str, where: str,

@@ -238,7 +238,7 @@ class CalibratorNode(Node):
             ReliabilityPolicy.BEST_EFFORT if reliability == "best_effort"
             else ReliabilityPolicy.RELIABLE))
         self._qos = qos
-        self._steer_sub = None
+        self._steer_sub: Any = None
         self._steer_on_encoders = True
         self.create_subscription(JointState, "joint_states", self._on_joint_state, qos)
         self.create_subscription(Imu, "imu/data", self._on_imu, qos)
