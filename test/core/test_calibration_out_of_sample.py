@@ -61,8 +61,9 @@ def test_out_of_sample_rows_come_first_and_score_only_the_last_40_percent(table)
 def test_acceptance_run_out_of_sample(capsys):
     """The acceptance run exactly as a user types it: ``wmr calibrate`` with its defaults
     (reference faults excluded, the vehicle's identifiability-checked parameter set,
-    --split 0.6). Measured: 3D kin.+ online 0.0250 m / 0.0072 rad; diff drive+ online 0.0306 m
-    / 0.0098 rad; diff drive+ calibrated 0.0594 m / 0.0476 rad. The lidar ICP re-localizes
+    --split 0.6). Measured: 3D kin.+ online 0.0250 m / 0.0072 rad; diff drive+ online 0.0239 m
+    / 0.0100 rad (0.0306 m / 0.0098 rad before diff drive+ calibrated its speed scale too);
+    diff drive+ calibrated 0.0594 m / 0.0476 rad. The lidar ICP re-localizes
     every 1-7 s between 85 and 128 s of the bag (1 Hz updates with a changing processing
     delay), so with the settling time that stretch is untrusted as a whole and no informative interval with a
     trusted reference lies in the first 60 %: the "calibrated" rows are the starting values,
@@ -78,9 +79,13 @@ def test_acceptance_run_out_of_sample(capsys):
     d = json.loads(capsys.readouterr().out)
     oos = {r["model"]: r for r in d["out_of_sample"]["rows"]}
     best = oos["3D kin.+ online"]
-    for base in ("diff drive+ online", "diff drive+ calibrated"):
-        assert best["mean_pos_m"] < oos[base]["mean_pos_m"], base
-        assert best["mean_yaw_rad"] < oos[base]["mean_yaw_rad"], base
+    base = "diff drive+ calibrated"
+    assert best["mean_pos_m"] < oos[base]["mean_pos_m"], base
+    assert best["mean_yaw_rad"] < oos[base]["mean_yaw_rad"], base
+    # diff drive+ calibrates a speed scale (an effective wheel radius) beside alpha, as every
+    # planar "+" model does: online it then matches 3D kin.+ on position (0.0239 against
+    # 0.0250 m) and still loses on yaw (0.0100 against 0.0072 rad)
+    assert best["mean_yaw_rad"] < oos["diff drive+ online"]["mean_yaw_rad"]
     # the ICP re-localizations of PROVENANCE.md were found; the stretch from 85 to 128 s is
     # untrusted as a whole, so no calibration interval lies in it
     note = next(n for n in d["notes"] if "reference faults" in n)
