@@ -45,6 +45,23 @@ def require_launch_tools() -> None:
     pytest.skip(reason)
 
 
+def launch_test_results(launch_file: Path, env: dict[str, str], cwd: Path, timeout: float,
+                        label: str) -> dict:
+    """Run ``launch_test LAUNCH_FILE`` (a launch_testing description that writes its numbers to
+    ``cwd/results.json``), print those numbers under ``label`` (``-s``), fail with them and the
+    output's tail when it fails, else return them."""
+    import json
+
+    res = subprocess.run([sys.executable, "-m", "launch_testing.launch_test", str(launch_file)],
+                         capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+    results = cwd / "results.json"
+    summary = results.read_text() if results.is_file() else "(no results.json)"
+    print(f"{label}:\n{summary}")
+    assert res.returncode == 0, (summary + "\n--- launch_test stdout ---\n" + res.stdout[-15000:]
+                                 + "\n--- stderr ---\n" + res.stderr[-8000:])
+    return json.loads(summary)
+
+
 def ros2(*args: str) -> list[str]:
     return [str(BIN / "ros2"), *args]
 

@@ -11,14 +11,12 @@ numbers are printed (``-s``) and kept in the test's folder as ``results.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from launching import BIN, require_launch_tools
+from launching import BIN, launch_test_results, require_launch_tools
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_FILE = REPO / "test" / "launch" / "field_run_launch.py"
@@ -41,15 +39,9 @@ def test_field_run(ros, field_run_bag: Path, tmp_path: Path, rate: float):
     env = dict(ros.env, WMR_FIELD_RUN_BAG=str(field_run_bag), WMR_FIELD_RUN_RATE=str(rate),
                WMR_FIELD_RUN_OUT=str(tmp_path), ROS_HOME=str(tmp_path / "ros_home"),
                ROS_LOG_DIR=str(tmp_path / "ros_log"))
-    res = subprocess.run([sys.executable, "-m", "launch_testing.launch_test", str(LAUNCH_FILE)],
-                         capture_output=True, text=True, env=env, cwd=tmp_path,
-                         timeout=DURATION / rate + 900)
+    data = launch_test_results(LAUNCH_FILE, env, tmp_path, DURATION / rate + 900,
+                               f"field run at {rate:g}x")
     results = tmp_path / "results.json"
-    summary = results.read_text() if results.is_file() else "(no results.json)"
-    print(f"field run at {rate:g}x:\n{summary}")
-    assert res.returncode == 0, (summary + "\n--- launch_test stdout ---\n" + res.stdout[-15000:]
-                                 + "\n--- stderr ---\n" + res.stderr[-8000:])
-    data = json.loads(results.read_text())
     assert data["drift_percent"] <= 2.0
     if os.environ.get("WMR_FIELD_RUN_KEEP"):
         Path(os.environ["WMR_FIELD_RUN_KEEP"]).mkdir(parents=True, exist_ok=True)

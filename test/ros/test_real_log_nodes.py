@@ -8,14 +8,11 @@ reference and the calibrator's estimate are printed (``-s``) and kept as ``resul
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from launching import require_launch_tools
+from launching import launch_test_results, require_launch_tools
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_FILE = REPO / "test" / "launch" / "real_log_launch.py"
@@ -38,13 +35,6 @@ def test_real_log_through_the_nodes(ros, case, tmp_path):
                WMR_REAL_LOG_POSE_SOURCE=source, WMR_REAL_LOG_RATE=os.environ.get("WMR_REAL_LOG_TEST_RATE", "2"),
                WMR_REAL_LOG_OUT=str(tmp_path), ROS_HOME=str(tmp_path / "ros_home"),
                ROS_LOG_DIR=str(tmp_path / "ros_log"))
-    res = subprocess.run([sys.executable, "-m", "launch_testing.launch_test", str(LAUNCH_FILE)],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
-    results = tmp_path / "results.json"
-    summary = results.read_text() if results.is_file() else "(no results.json)"
-    print(f"{case} through the nodes:\n{summary}")
-    assert res.returncode == 0, (summary + "\n--- launch_test stdout ---\n" + res.stdout[-15000:]
-                                 + "\n--- stderr ---\n" + res.stderr[-8000:])
-    data = json.loads(results.read_text())
+    data = launch_test_results(LAUNCH_FILE, env, tmp_path, 900, f"{case} through the nodes")
     assert data["max_difference_to_offline_m"] < 1e-6
     assert data["calibration_states"] > 0
