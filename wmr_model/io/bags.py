@@ -631,7 +631,13 @@ def log_from_bag(path: str | Path, model: VehicleModel, *, encoder_topic: str = 
     """
     from wmr_model.calibration.logs import log_from_streams
 
-    pose_topic = pose_topic or find_pose_topic(path)
+    if pose_topic is None:
+        listed = bag_topics(path)
+        enc_type = listed.get(encoder_topic, ("", 0))[0]
+        if enc_type and enc_type not in KIND_TYPES["joint_states"]:  # the encoders come first
+            raise BagError(f"{path}: topic {encoder_topic!r} has type {enc_type}, but enc "
+                           f"needs one of {list(KIND_TYPES['joint_states'])}")
+        pose_topic = find_pose_topic(path, listed)
     topics = {"enc": encoder_topic, "pose": pose_topic}
     kinds = {"enc": "joint_states", "pose": "pose"}
     if imu_topic:
