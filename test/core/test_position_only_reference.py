@@ -228,3 +228,31 @@ def test_held_values_tells_sample_and_hold_from_quantized_fresh_values():
     fresh = rng.normal(1.0, 0.1, (500, 2))
     held = np.repeat(fresh, 4, axis=0)  # republished four times
     assert held_values(held) and not held_values(fresh)
+
+
+def test_heading_track_derives_the_heading_causally():
+    """The live form: gyro, planar speed and fixes fed in stamp order; once a trailing window
+    has moved enough the heading is the true one within a few of its own sigmas, and it holds
+    through a stop (the gyro carries it)."""
+    from wmr_model.calibration.heading import HeadingTrack
+
+    rng = np.random.default_rng(11)
+    trk = HeadingTrack()
+    sigma = 0.05
+    w = SPEED / R_CIRCLE
+    got = []
+    for k in range(int(DURATION / 0.02)):
+        t = k * 0.02
+        moving = not (30.0 <= t < 36.0)  # a stop in the middle
+        trk.add_gyro(t, w if moving else 0.0)
+        if k % 5 == 0:
+            trk.add_speed(t, SPEED if moving else 0.0)
+        if k % 10 == 0 and t > 0:
+            x, y, yaw = _truth(np.array([min(t, 30.0) + max(t - 36.0, 0.0)]))
+            h = trk.heading(t, np.array([x[0], y[0]]) + rng.normal(0, sigma, 2), sigma)
+            if h is not None:
+                got.append((t, yaw[0], *h))
+    g = np.array(got)
+    assert g[0, 0] < 15.0  # determined within the first window of travel
+    err = np.angle(np.exp(1j * (g[:, 2] - g[:, 1])))
+    assert np.all(np.abs(err) < 4 * g[:, 3] + 0.01), float(np.max(np.abs(err)))

@@ -9,7 +9,8 @@ stamp order, with the same steering angles), and its drift against the reference
 
 Environment: WMR_REAL_LOG_BAG, WMR_REAL_LOG_VEHICLE, WMR_REAL_LOG_REFERENCE (topic),
 WMR_REAL_LOG_STEER (topic or empty), WMR_REAL_LOG_POSE_SOURCE (odometry | navsatfix),
-WMR_REAL_LOG_RATE, WMR_REAL_LOG_OUT.
+WMR_REAL_LOG_CALIBRATOR (JSON of extra calibrator parameters), WMR_REAL_LOG_RATE,
+WMR_REAL_LOG_OUT.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ def generate_test_description():
         args["steer_topic"] = STEER
     params = OUT / "params.yaml"
     OUT.mkdir(parents=True, exist_ok=True)
+    extra = json.loads(os.environ.get("WMR_REAL_LOG_CALIBRATOR", "{}"))
     params.write_text("/**/calibrator_node:\n  ros__parameters:\n"
-                      f"    pose_source: {POSE_SOURCE}\n    push.enabled: false\n")
+                      f"    pose_source: {POSE_SOURCE}\n    push.enabled: false\n"
+                      + "".join(f"    {k}: {v}\n" for k, v in extra.items()))
     args["params_file"] = str(params)
     bringup = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(share / "launch" / "bringup.launch.py")),

@@ -38,8 +38,8 @@ from wmr_model.calibration.logs import CalibrationLog
 from wmr_model.errors import ParameterError
 from wmr_model.spatial import eulers_to_quat
 
-__all__ = ["derive_heading", "heading_offsets", "WINDOW_SIGMAS", "WINDOW_BOUNDS",
-           "MIN_SPREAD_SIGMAS"]
+__all__ = ["derive_heading", "heading_offsets", "HeadingTrack", "WINDOW_SIGMAS",
+           "WINDOW_BOUNDS", "MIN_SPREAD_SIGMAS", "LEVEL_STD"]
 
 #: a window spans about this many reference position sigmas of travel
 WINDOW_SIGMAS = 40.0
@@ -145,3 +145,98 @@ def derive_heading(log: CalibrationLog, model: Any, topic: str = "pose",
             f"window that moves enough; {how}); yaw errors are not scored against it")
     return replace(log, pose=pose, pose_covariance=cov, heading_measured=False,
                    notes=log.notes + (note,))
+
+
+class HeadingTrack:
+    """The same derived heading, causally, for a live calibrator (the node's GNSS fixes without
+    an IMU attitude): feed it the body yaw rate (:meth:`add_gyro`, else the planar model's
+    through :meth:`add_speed`), the planar forward speed (:meth:`add_speed`) and each fix
+    (:meth:`heading`); the rotation of the dead-reckoned track onto the fixes is fitted over the
+    *trailing* window (the fixes up to the one asked for), held from the last window that moved
+    enough while the vehicle stands or drives too little for the fixes' noise.
+
+    Args:
+        max_history: [s] samples kept at most (the longest window is
+            ``WINDOW_BOUNDS[1]``).
+    """
+
+    def __init__(self, max_history: float = 2 * WINDOW_BOUNDS[1]) -> None:
+        self.max_history = float(max_history)
+        self._gyro: list[tuple[float, float, float]] = []  # (t, wz, integrated yaw)
+        self._wheel: list[tuple[float, float, float, float]] = []  # (t, yaw, x, y)
+        self._ref: list[tuple[float, float, float]] = []  # (t, x, y)
+        self._speeds: list[float] = []
+        self._theta: tuple[float, float] | None = None  # last fitted (theta, std)
+
+    def _yaw(self, t: float) -> float:
+        """Relative heading [rad] at ``t``: the gyro's where it has samples, else the wheels'."""
+        if len(self._gyro) >= 2:
+            g = np.array(self._gyro)
+            return float(np.interp(t, g[:, 0], g[:, 2]))
+        if self._wheel:
+            w = np.array(self._wheel)
+            return float(np.interp(t, w[:, 0], w[:, 1]))
+        return 0.0
+
+    def add_gyro(self, t: float, wz: float) -> None:
+        """A body yaw rate [rad/s] stamped ``t`` [s] (older stamps are ignored)."""
+        if self._gyro and t <= self._gyro[-1][0]:
+            return
+        yaw = 0.0
+        if self._gyro:
+            t0, w0, y0 = self._gyro[-1]
+            yaw = y0 + 0.5 * (w0 + wz) * (t - t0)
+        self._gyro.append((float(t), float(wz), yaw))
+        self._trim(self._gyro, t)
+
+    def add_speed(self, t: float, v: float, wz: float = 0.0) -> None:
+        """The planar model's forward speed [m/s] and yaw rate [rad/s] at ``t`` [s]: the
+        dead-reckoned track advances along the relative heading."""
+        if self._wheel and t <= self._wheel[-1][0]:
+            return
+        if not self._wheel:
+            self._wheel.append((float(t), 0.0, 0.0, 0.0))
+            return
+        t0, y0, x0, yy0 = self._wheel[-1]
+        dt = t - t0
+        yaw_w = y0 + wz * dt
+        self._wheel.append((float(t), yaw_w, 0.0, 0.0))  # the wheel yaw first (the fallback)
+        h = self._yaw(t0 + 0.5 * dt)
+        self._wheel[-1] = (float(t), yaw_w, x0 + v * math.cos(h) * dt,
+                           yy0 + v * math.sin(h) * dt)
+        if abs(v) > MOVING_SPEED:
+            self._speeds.append(abs(float(v)))
+            del self._speeds[:-2000]
+        self._trim(self._wheel, t)
+
+    def heading(self, t: float, xy: np.ndarray, sigma: float) -> tuple[float, float] | None:
+        """Heading [rad] and its sigma at the fix stamped ``t`` [s] at ``xy`` (2,) [m] with
+        horizontal position sigma ``sigma`` [m]; None until a trailing window has moved enough
+        (the fix is kept for later windows either way)."""
+        self._ref.append((float(t), float(xy[0]), float(xy[1])))
+        self._trim(self._ref, t)
+        if len(self._wheel) < 2:
+            return None
+        v_typ = float(np.median(self._speeds)) if self._speeds else MOVING_SPEED
+        window = float(np.clip(WINDOW_SIGMAS * sigma / v_typ, *WINDOW_BOUNDS))
+        r = np.array(self._ref)
+        r = r[r[:, 0] >= t - window]
+        w = np.array(self._wheel)
+        r = r[(r[:, 0] >= w[0, 0]) & (r[:, 0] <= w[-1, 0])]
+        if len(r) >= 3:
+            o = np.stack([np.interp(r[:, 0], w[:, 0], w[:, k]) for k in (2, 3)], axis=1)
+            o -= o.mean(axis=0)
+            g = r[:, 1:] - r[:, 1:].mean(axis=0)
+            spread = float(np.sum(o * o))
+            if spread >= (MIN_SPREAD_SIGMAS * sigma) ** 2 * len(r):
+                th = math.atan2(float(np.sum(o[:, 0] * g[:, 1] - o[:, 1] * g[:, 0])),
+                                float(np.sum(o[:, 0] * g[:, 0] + o[:, 1] * g[:, 1])))
+                self._theta = (th, sigma / math.sqrt(spread))
+        if self._theta is None:
+            return None
+        th, std = self._theta
+        return self._yaw(t) + th, std
+
+    def _trim(self, rows: list, t: float) -> None:
+        while rows and rows[0][0] < t - self.max_history:
+            rows.pop(0)

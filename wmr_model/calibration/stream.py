@@ -146,6 +146,11 @@ class StreamCalibrator:
             steered vehicle: their angles come through :meth:`add_steer` and reach every
             interval's log as steering readings (commanded ones followed with their lag by
             the predictor); they are not among ``joint_names``.
+        heading: ``(planar predictor, R_body_imu (3, 3))`` to derive the heading of a
+            position-only reference live (:meth:`fix_heading`,
+            :class:`~wmr_model.calibration.heading.HeadingTrack`): the planar model's speed of
+            every encoder sample and the gyro's yaw rate (turned into body axes) feed it; None:
+            the reference gives its orientation.
     """
 
     def __init__(self, make_calibrator: Callable[[], OnlineCalibrator],
@@ -160,7 +165,8 @@ class StreamCalibrator:
                  max_history: float = option_default(STREAM_OPTIONS, "max_history"),
                  source: str = "<stream>",
                  reference: tuple | None = None,
-                 steering: Mapping[str, Any] | None = None) -> None:
+                 steering: Mapping[str, Any] | None = None,
+                 heading: tuple | None = None) -> None:
         if not joint_names:
             raise ParameterError(f"{source}: joint_names: at least one joint is needed")
         for name, v in (("margin", margin), ("max_wait", max_wait),
@@ -192,6 +198,7 @@ class StreamCalibrator:
         self.steer_names = tuple(self.steering)
         self.steer_commanded = tuple(j for j, si in self.steering.items()
                                      if getattr(si, "source", "measured") == "commanded")
+        self.heading = heading
         self.calibrator = make_calibrator()
         self.diagnostics = StreamDiagnostics()
         self._clear()
@@ -208,6 +215,9 @@ class StreamCalibrator:
         self._steer_t: list[float] = []
         self._steer: list[np.ndarray] = []
         self._steer_last = np.full(len(getattr(self, "steer_names", ())), np.nan)
+        from wmr_model.calibration.heading import HeadingTrack
+
+        self._track = HeadingTrack() if getattr(self, "heading", None) is not None else None
         self._pose_t: list[float] = []
         self._pose: list[np.ndarray] = []
         self._pose_cov: list[np.ndarray] = []
@@ -311,6 +321,8 @@ class StreamCalibrator:
         self._enc_t.append(t_rate)
         self._enc_r.append(rate)
         self.diagnostics.accepted["encoders"] += 1
+        if self._track is not None:
+            self._track_speed(t_rate, rate)
         out = self._process()
         self._trim()
         return out
@@ -339,12 +351,48 @@ class StreamCalibrator:
             self.diagnostics.accepted["steer"] += 1
         return n
 
+    def _track_speed(self, t: float, rate: np.ndarray) -> None:
+        """The planar model's speed and yaw rate of one encoder sample into the heading track
+        (the steering angles at ``t`` for a steered vehicle; none yet: skipped)."""
+        assert self.heading is not None and self._track is not None
+        planar = self.heading[0]
+        steer: dict[str, Any] = {}
+        if self.steer_names:
+            if not np.all(np.isfinite(self._steer_last)):
+                return
+            steer = {"pot_names": self.steer_names, "pot_time": np.array([t - 1e-3, t]),
+                     "pot_reading": np.tile(self._steer_last, (2, 1))}
+        log = CalibrationLog(joint_names=self.joint_names, joint_time=np.array([t - 1e-3, t]),
+                             joint_rate=np.tile(rate, (2, 1)), pose_time=np.zeros(0),
+                             pose=np.zeros((0, 7)), pose_covariance=np.zeros((0, 6, 6)),
+                             source=self.source, **steer)
+        try:
+            v, w = planar.twist(log, np.array([t]))
+        except (WmrError, ValueError):
+            return
+        self._track.add_speed(t, float(v[0]), float(w[0]))
+
+    def fix_heading(self, stamp: float, position: np.ndarray,
+                    sigma: float) -> tuple[float, float] | None:
+        """Derived heading [rad] and its sigma for a position-only reference sample at
+        ``position`` (>= 2,) [m] with horizontal sigma ``sigma`` [m], from the trailing window
+        (:class:`~wmr_model.calibration.heading.HeadingTrack`); None when not configured
+        (``heading``) or not yet determined."""
+        if self._track is None:
+            return None
+        return self._track.heading(float(stamp), np.asarray(position, dtype=float)[:2],
+                                   float(sigma))
+
     def add_imu(self, stamp: float, angular_velocity: Sequence[float] | np.ndarray) -> None:
-        """One gyro sample [rad/s] (body axes); buffered for predictors that read gyro."""
+        """One gyro sample [rad/s] (IMU axes); buffered for predictors that read gyro, and its
+        body yaw rate fed to the heading track of a position-only reference."""
         w = np.asarray(angular_velocity, dtype=float).ravel()
         if w.shape != (3,) or not np.all(np.isfinite(w)):
             self._reject("non_finite", f"imu angular velocity at {stamp}: {w}")
             return
+        if self._track is not None and self.heading is not None:
+            R = np.asarray(self.heading[1], dtype=float)
+            self._track.add_gyro(float(stamp), float((R @ w)[2]))
         order = self._order("imu", float(stamp), self._imu_newest)
         if order not in ("ok", "jump"):
             self._reject(order, f"imu stamp {stamp} (newest {self._imu_newest})")

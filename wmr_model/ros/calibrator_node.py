@@ -122,7 +122,7 @@ from wmr_model.calibration.intervals import IntervalPolicy
 from wmr_model.calibration.lever_arm import lever_arm, with_lever_arm
 from wmr_model.calibration.logs import DEFAULT_POSE_STD
 from wmr_model.calibration.online import OnlineCalibrator
-from wmr_model.calibration.predictors import ModelPredictor
+from wmr_model.calibration.predictors import ModelPredictor, planar_predictor
 from wmr_model.calibration.stream import IntervalOutcome, StreamCalibrator
 from wmr_model.calibration.table import initial_std
 from wmr_model.errors import ParameterError, WmrError
@@ -207,6 +207,7 @@ class CalibratorNode(Node):
         self.datum = [opts[f"datum.{k}"] for k in ("latitude", "longitude", "altitude")]
         self.unknown_fix_std = opts["navsatfix.unknown_position_std"]
         self.heading_tolerance = opts["navsatfix.attitude_tolerance"]
+        self.fix_heading: str = opts["navsatfix.heading"]
         self.identifiability = _section(opts, "identifiability.")
         self.interval = _section(opts, "interval.")
         self.stream_params = {k: opts[k] for k in ("margin", "max_wait", "max_encoder_gap",
@@ -378,7 +379,6 @@ class CalibratorNode(Node):
         reference = None
         if self.reference_check:
             try:
-                from wmr_model.calibration.predictors import planar_predictor
                 from wmr_model.calibration.reference import ReferencePolicy
 
                 dd = planar_predictor(model)
@@ -395,6 +395,9 @@ class CalibratorNode(Node):
                                 pose_sensor=self.pose_sensor or None,
                                 source=f"{self.get_fully_qualified_name()} ({model.name})",
                                 reference=reference, steering=steering,
+                                heading=((planar_predictor(model), self._R_body_imu)
+                                         if self.pose_source == "navsatfix"
+                                         and self.fix_heading != "imu" else None),
                                 **{k: float(v) for k, v in self.stream_params.items()})
 
     def _steering_topic(self, model: VehicleModel, steering: dict) -> None:
@@ -542,6 +545,12 @@ class CalibratorNode(Node):
                 "usable covariance; set navsatfix.unknown_position_std to accept UNKNOWN",
                 throttle_duration_sec=5.0)
             return []
+        if self._datum is None:
+            self._datum = [msg.latitude, msg.longitude, msg.altitude]
+            self.get_logger().info(f"navsatfix datum (first fix): {self._datum}")
+        enu = geodetic_to_enu(msg.latitude, msg.longitude, msg.altitude, self._datum)
+        if self.fix_heading == "derived" or (self.fix_heading == "auto" and not self._attitudes):
+            return self._derived_fix(stream, stamp, enu, cov_p)
         if not self._attitudes:
             self.node_rejected["gps/fix no_attitude"] += 1
             return []
@@ -553,14 +562,28 @@ class CalibratorNode(Node):
                 f"{t_att - stamp:+.3f} s away (navsatfix.attitude_tolerance "
                 f"{self.heading_tolerance} s)", throttle_duration_sec=5.0)
             return []
-        if self._datum is None:
-            self._datum = [msg.latitude, msg.longitude, msg.altitude]
-            self.get_logger().info(f"navsatfix datum (first fix): {self._datum}")
-        enu = geodetic_to_enu(msg.latitude, msg.longitude, msg.altitude, self._datum)
         if cov_q is None:
             a = DEFAULT_POSE_STD[0]
             cov_q = np.eye(3) * a * a
         pose, cov = fix_pose(enu, cov_p, body_attitude(q, self._R_body_imu), cov_q)
+        return stream.add_pose(stamp, pose, cov)
+
+    def _derived_fix(self, stream: StreamCalibrator, stamp: float, enu: np.ndarray,
+                     cov_p: np.ndarray) -> list[IntervalOutcome]:
+        """A fix without an INS attitude: its heading derived from the gyro and the fixes'
+        track (:meth:`StreamCalibrator.fix_heading`), level assumed; counted and dropped
+        until a trailing window has moved enough."""
+        from wmr_model.calibration.heading import LEVEL_STD
+
+        sigma = float(np.sqrt(max(0.5 * (cov_p[0, 0] + cov_p[1, 1]), 0.0)))
+        h = stream.fix_heading(stamp, enu, sigma)
+        if h is None:
+            self.node_rejected["gps/fix heading_not_yet_derived"] += 1
+            return []
+        yaw, std = h
+        q = np.array([math.cos(0.5 * yaw), 0.0, 0.0, math.sin(0.5 * yaw)])
+        cov_q = np.diag([LEVEL_STD ** 2, LEVEL_STD ** 2, std * std])
+        pose, cov = fix_pose(enu, cov_p, q, cov_q)
         return stream.add_pose(stamp, pose, cov)
 
     def _on_fix(self, msg: NavSatFix) -> None:

@@ -237,6 +237,11 @@ register_options(CALIBRATOR_NODE, [
                read_only=True, description=(
         "position std used for fixes with position_covariance_type UNKNOWN; 0 rejects them "
         "(counted)")),
+    OptionSpec("navsatfix.heading", "auto", choices=("auto", "imu", "derived"), read_only=True,
+               description=(
+        "the fixes' attitude: imu = the nearest imu/data orientation (an INS); derived = the "
+        "gyro's heading laid onto the fixes' track over a trailing window (GNSS without an "
+        "INS; level assumed); auto = imu while imu/data provides orientations, else derived")),
     OptionSpec("navsatfix.attitude_tolerance", 0.05, unit="s", lower=0.0, upper=10.0,
                read_only=True, description=(
         "largest stamp difference between a fix and the INS/IMU orientation used as its attitude "
