@@ -43,8 +43,12 @@ with ``datum.first_fix`` false, about ``datum.latitude/longitude/altitude``); it
 ``position_covariance`` is used by ``position_covariance_type`` (UNKNOWN:
 ``navsatfix.unknown_position_std``, 0 = reject); its attitude is the nearest ``imu/data``
 orientation (within ``navsatfix.attitude_tolerance``; REP-145 orientation in ENU, turned into
-the body's by the model's ``imu`` sensor frame when it has one on the body). Fixes without a
-fix status, a usable covariance or an attitude are rejected and counted. The antenna lever arm
+the body's by the model's ``imu`` sensor frame when it has one on the body), or, when the IMU
+gives no orientation (``navsatfix.heading`` auto) or always (derived), the heading derived live
+from the gyro laid onto the fixes' trailing track
+(:class:`~wmr_model.calibration.heading.HeadingTrack`, level assumed). Fixes without a fix
+status, a usable covariance or an attitude are rejected and counted (the first fixes of a
+derived heading too, until the vehicle has moved enough: ``heading_not_yet_derived``). The antenna lever arm
 is ``sensor.<pose_sensor>.x/y/z`` (declared when ``pose_sensor`` is set; default the
 description's sensor frame, which is added on the body when the URDF has none), calibratable
 by listing it in ``params``.
