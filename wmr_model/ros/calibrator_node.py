@@ -48,8 +48,8 @@ gives no orientation (``navsatfix.heading`` auto) or always (derived), the headi
 from the gyro laid onto the fixes' trailing track
 (:class:`~wmr_model.calibration.heading.HeadingTrack`, level assumed). Fixes without a fix
 status, a usable covariance or an attitude are rejected and counted (the first fixes of a
-derived heading too, until the vehicle has moved enough: ``heading_not_yet_derived``). The antenna lever arm
-is ``sensor.<pose_sensor>.x/y/z`` (declared when ``pose_sensor`` is set; default the
+derived heading too, until the vehicle has moved enough: ``heading_not_yet_derived``). The
+antenna lever arm is ``sensor.<pose_sensor>.x/y/z`` (declared when ``pose_sensor`` is set; default the
 description's sensor frame, which is added on the body when the URDF has none), calibratable
 by listing it in ``params``.
 
