@@ -49,8 +49,9 @@ from the gyro laid onto the fixes' trailing track
 (:class:`~wmr_model.calibration.heading.HeadingTrack`, level assumed). Fixes without a fix
 status, a usable covariance or an attitude are rejected and counted (the first fixes of a
 derived heading too, until the vehicle has moved enough: ``heading_not_yet_derived``). The
-antenna lever arm is ``sensor.<pose_sensor>.x/y/z`` (declared when ``pose_sensor`` is set; default the
-description's sensor frame, which is added on the body when the URDF has none), calibratable
+antenna lever arm is ``sensor.<pose_sensor>.x/y/z`` (declared when ``pose_sensor`` is set;
+default the description's sensor frame, which is added on the body when the URDF has none),
+calibratable
 by listing it in ``params``.
 
 Input order: encoder, IMU and pose messages pass the time-base guard and stamp-ordered reorder
